@@ -1,0 +1,198 @@
+"""A WebRTC Realtime client built on aiortc: speaks prepared audio, records what it hears.
+
+Used by the tests and benchmarks, and a small reference for bridges that talk to the gateway: it
+does what a browser does (audio track + ``oai-events`` data channel + SDP offer over HTTP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import aiohttp
+import av
+import numpy as np
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from gateway.media.resample import Resampler
+
+RATE = 48000
+FRAME = 960  # 20 ms at 48 kHz
+
+
+class MicrophoneTrack(MediaStreamTrack):
+    """A paced 48 kHz mono track: plays queued int16 audio, silence in between (like a live mic).
+
+    ``say(samples)`` queues int16 48 kHz mono samples; ``speaking`` is True while any are left.
+    """
+
+    kind = "audio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue = np.zeros(0, np.int16)
+        self._start: Optional[float] = None
+        self._pts = 0
+        self.finished_at: Optional[float] = None  # monotonic time the last queued sample was sent
+
+    def say(self, samples: np.ndarray) -> None:
+        self._queue = np.concatenate([self._queue, samples.astype(np.int16)])
+        self.finished_at = None
+
+    @property
+    def speaking(self) -> bool:
+        return self._queue.size > 0
+
+    async def recv(self) -> av.AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        else:
+            self._pts += FRAME
+            delay = self._start + self._pts / RATE - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        chunk, self._queue = self._queue[:FRAME], self._queue[FRAME:]
+        if chunk.size and not self._queue.size:
+            self.finished_at = time.monotonic()
+        if chunk.size < FRAME:
+            chunk = np.concatenate([chunk, np.zeros(FRAME - chunk.size, np.int16)])
+        frame = av.AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = RATE
+        frame.pts = self._pts
+        frame.time_base = fractions.Fraction(1, RATE)
+        return frame
+
+
+@dataclass
+class ReceivedAudio:
+    """Audio the client heard: int16 mono 48 kHz, and the arrival time of each 20 ms frame."""
+
+    frames: list[np.ndarray] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+
+    def samples(self, since: float = 0.0) -> np.ndarray:
+        picked = [f for f, t in zip(self.frames, self.arrivals) if t >= since]
+        return np.concatenate(picked) if picked else np.zeros(0, np.int16)
+
+    def voiced_times(self, level: int = 300) -> list[float]:
+        """Arrival times of frames whose peak exceeds ``level`` (not silence)."""
+        return [t for f, t in zip(self.frames, self.arrivals) if f.size and int(np.abs(f).max()) > level]
+
+
+class RealtimeClient:
+    """One call to a gateway at ``base_url`` (e.g. ``http://127.0.0.1:8080``)."""
+
+    def __init__(self, base_url: str, codec: Optional[str] = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.codec = codec  # e.g. "PCMU" to act like a SIP bridge; None = Opus
+        self.pc = RTCPeerConnection()
+        self.mic = MicrophoneTrack()
+        self.heard = ReceivedAudio()
+        self.events: list[dict] = []
+        self.event_times: list[float] = []
+        self.call_id: Optional[str] = None
+        self.channel = None
+        self._new_event = asyncio.Condition()
+        self._reader: Optional[asyncio.Task] = None
+        self.status: Optional[int] = None
+
+    async def connect(self, session: Optional[dict] = None, headers: Optional[dict] = None) -> int:
+        """Offer audio + ``oai-events``; returns the HTTP status (201 when answered)."""
+        transceiver = self.pc.addTransceiver(self.mic, direction="sendrecv")
+        if self.codec:
+            from aiortc.rtcrtpsender import RTCRtpSender
+
+            codecs = [c for c in RTCRtpSender.getCapabilities("audio").codecs if c.mimeType.lower() == f"audio/{self.codec.lower()}"]
+            transceiver.setCodecPreferences(codecs)
+        self.channel = self.pc.createDataChannel("oai-events")
+
+        @self.channel.on("message")
+        def on_message(message):
+            asyncio.ensure_future(self._record(json.loads(message)))
+
+        @self.pc.on("track")
+        def on_track(track):
+            self._reader = asyncio.ensure_future(self._read(track))
+
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                f"{self.base_url}/v1/realtime/calls",
+                data=self.pc.localDescription.sdp,
+                headers={"Content-Type": "application/sdp", **(headers or {})},
+            ) as response:
+                self.status = response.status
+                body = await response.text()
+                if response.status != 201:
+                    self.error_body = body
+                    self.retry_after = response.headers.get("Retry-After")
+                    return response.status
+                self.call_id = response.headers["Location"].rsplit("/", 1)[-1]
+        await self.pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        await self.wait_for("session.created", timeout=20)
+        if session:
+            self.send({"type": "session.update", "session": session})
+            await self.wait_for("session.updated", timeout=10)
+        return 201
+
+    async def _record(self, event: dict) -> None:
+        async with self._new_event:
+            self.events.append(event)
+            self.event_times.append(time.monotonic())
+            self._new_event.notify_all()
+
+    async def _read(self, track) -> None:
+        resampler = Resampler(RATE)
+        try:
+            while True:
+                frame = await track.recv()
+                self.heard.frames.append(resampler.resample_frame(frame))
+                self.heard.arrivals.append(time.monotonic())
+        except (MediaStreamError, asyncio.CancelledError):
+            return
+
+    def send(self, event: dict) -> None:
+        self.channel.send(json.dumps(event))
+
+    def send_raw(self, text: str) -> None:
+        self.channel.send(text)
+
+    def say(self, samples: np.ndarray) -> None:
+        """Speak int16 48 kHz mono ``samples`` into the call."""
+        self.mic.say(samples)
+
+    def of_type(self, event_type: str) -> list[dict]:
+        return [e for e in self.events if e.get("type") == event_type]
+
+    def time_of(self, event: dict) -> float:
+        return self.event_times[self.events.index(event)]
+
+    async def wait_for(self, event_type: str, timeout: float = 60.0, count: int = 1, after: int = 0) -> dict:
+        """The ``count``-th event of ``event_type`` at index >= ``after``; TimeoutError if none comes."""
+
+        def found():
+            hits = [e for e in self.events[after:] if e.get("type") == event_type]
+            return hits[count - 1] if len(hits) >= count else None
+
+        async with self._new_event:
+            await asyncio.wait_for(self._new_event.wait_for(lambda: found() is not None), timeout)
+        return found()
+
+    async def hangup(self) -> None:
+        if self.call_id:
+            async with aiohttp.ClientSession() as http:
+                async with http.delete(f"{self.base_url}/v1/realtime/calls/{self.call_id}") as response:
+                    await response.read()
+        await self.close()
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+        await self.pc.close()

@@ -1,0 +1,1 @@
+"""Real-time audio: resampling, the inbound reader and the outbound (paced) track."""

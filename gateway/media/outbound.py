@@ -1,0 +1,67 @@
+"""The unit's outbound audio track: 20 ms frames paced on the wall clock."""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import time
+from typing import Callable
+
+import av
+import numpy as np
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
+
+FRAME_MS = 20
+FRAME_SAMPLES = SAMPLE_RATE * FRAME_MS // 1000  # 960
+_TIME_BASE = fractions.Fraction(1, SAMPLE_RATE)
+# If the event loop stalled for longer than this, restart the clock instead of sending a burst.
+_MAX_LAG_S = 0.2
+
+
+class OutputAudioTrack(MediaStreamTrack):
+    """An aiortc audio track that plays a :class:`PlayoutBuffer`, silence when it is empty.
+
+    ``recv()`` returns s16 mono 48 kHz frames of 960 samples with ``pts`` counting samples
+    (time base 1/48000) and increasing by 960 each frame. aiortc pulls as fast as it can, so the
+    track itself sleeps until each frame is due. ``on_events`` is called on the event loop with what
+    each frame started or finished (first audio of a response, end of a response).
+    """
+
+    kind = "audio"
+
+    def __init__(self, buffer: PlayoutBuffer, on_events: Callable[[PlayoutEvents], None] = lambda e: None) -> None:
+        super().__init__()
+        self._buffer = buffer
+        self._on_events = on_events
+        self._start: float | None = None
+        self._pts = 0
+        self.frames_sent = 0
+        self.audio_frames_sent = 0
+
+    async def recv(self) -> av.AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        else:
+            self._pts += FRAME_SAMPLES
+            delay = self._start + self._pts / SAMPLE_RATE - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif delay < -_MAX_LAG_S:
+                self._start = time.monotonic() - self._pts / SAMPLE_RATE
+        samples, events = self._buffer.read_frame(FRAME_SAMPLES)
+        if samples is None:
+            samples = np.zeros(FRAME_SAMPLES, np.int16)
+        else:
+            self.audio_frames_sent += 1
+        self.frames_sent += 1
+        if events.started is not None or events.stopped is not None:
+            self._on_events(events)
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = SAMPLE_RATE
+        frame.pts = self._pts
+        frame.time_base = _TIME_BASE
+        return frame

@@ -1,0 +1,169 @@
+"""The reply audio waiting to be played: written by the TTS thread, read by the output track."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+SAMPLE_RATE = 48000
+
+
+@dataclass
+class _Entry:
+    generation: int
+    samples: np.ndarray  # int16 mono 48 kHz; empty for an end marker
+    words: list[str] = field(default_factory=list)  # text of these samples, spread evenly over them
+    end: bool = False  # end-of-response marker
+    offset: int = 0  # samples already played
+
+    @property
+    def heard_words(self) -> list[str]:
+        if not self.samples.size:
+            return []
+        return self.words[: int(len(self.words) * self.offset / self.samples.size)]
+
+
+@dataclass
+class PlayoutEvents:
+    """What happened while one frame was read (for the track to report)."""
+
+    started: Optional[int] = None  # generation whose first audio is in this frame
+    stopped: Optional[tuple[int, int]] = None  # (generation, played_ms) played to its end
+
+
+class PlayoutBuffer:
+    """A bounded FIFO of reply audio, tagged by generation.
+
+    ``write`` blocks while more than ``capacity_ms`` is buffered (back-pressure from the track to
+    TTS), so a barge-in never has more than that much queued audio to throw away. Audio of a
+    generation that ``is_current`` no longer accepts is dropped at write and at read time, so late
+    output of a cancelled response is never played.
+    """
+
+    def __init__(self, is_current: Callable[[int], bool], capacity_ms: int = 400) -> None:
+        self._is_current = is_current
+        self._capacity = int(SAMPLE_RATE * capacity_ms / 1000)
+        self._entries: deque[_Entry] = deque()
+        self._buffered = 0
+        self._cond = threading.Condition()
+        self._playing: Optional[int] = None  # generation whose audio is leaving the track
+        self._played: dict[int, int] = {}  # samples played per generation
+        self._heard: dict[int, list[str]] = {}
+        self._closed = False
+
+    # --- writer side (TTS thread) ---
+    def write(self, generation: int, samples: np.ndarray, text: str = "", timeout: float = 30.0) -> bool:
+        """Queue int16 48 kHz mono ``samples``; False (nothing queued) once the generation is stale."""
+        words = text.split()
+        step = SAMPLE_RATE // 10  # 100 ms pieces: fine-grained enough for back-pressure and truncation
+        pieces = max(1, -(-samples.size // step))
+        for index in range(pieces):
+            part = samples[index * step : (index + 1) * step]
+            share = words[len(words) * index // pieces : len(words) * (index + 1) // pieces]
+            with self._cond:
+                ok = self._cond.wait_for(
+                    lambda: self._closed
+                    or not self._is_current(generation)
+                    or self._buffered + part.size <= self._capacity
+                    or not self._entries,
+                    timeout,
+                )
+                if not ok or self._closed or not self._is_current(generation):
+                    return False
+                self._entries.append(_Entry(generation, part, share))
+                self._buffered += part.size
+        return True
+
+    def end(self, generation: int) -> None:
+        """Mark the end of a response; the track reports it once the audio before it has played."""
+        with self._cond:
+            self._entries.append(_Entry(generation, np.zeros(0, np.int16), end=True))
+
+    # --- reader side (track, event loop) ---
+    def read_frame(self, samples: int) -> tuple[Optional[np.ndarray], PlayoutEvents]:
+        """Up to ``samples`` of current audio, zero-padded; None when there is nothing to play."""
+        events = PlayoutEvents()
+        out: list[np.ndarray] = []
+        need = samples
+        with self._cond:
+            while self._entries and need > 0:
+                entry = self._entries[0]
+                if not self._is_current(entry.generation):
+                    self._pop()
+                    continue
+                if entry.end:
+                    self._pop()
+                    if self._playing == entry.generation or entry.generation in self._played:
+                        events.stopped = (entry.generation, self._played_ms(entry.generation))
+                        self._forget(entry.generation)
+                    break  # the end marker closes this frame; the next response starts a new one
+                if self._playing != entry.generation:
+                    self._playing = entry.generation
+                    events.started = entry.generation
+                take = entry.samples[entry.offset : entry.offset + need]
+                entry.offset += take.size
+                self._buffered -= take.size
+                need -= take.size
+                out.append(take)
+                self._played[entry.generation] = self._played.get(entry.generation, 0) + take.size
+                if entry.offset >= entry.samples.size:
+                    self._heard.setdefault(entry.generation, []).extend(entry.words)
+                    self._pop()
+            self._cond.notify_all()
+        if not out:
+            return None, events
+        frame = np.concatenate(out)
+        if frame.size < samples:
+            frame = np.concatenate([frame, np.zeros(samples - frame.size, np.int16)])
+        return frame, events
+
+    def clear(self) -> Optional[tuple[int, int, str]]:
+        """Drop all queued audio at once. Returns (generation, played_ms, heard_text) of the response
+        that was playing or queued, or None if there was none."""
+        with self._cond:
+            generation = self._playing
+            if generation is None and self._entries:
+                generation = self._entries[0].generation
+            partial = self._entries[0] if self._entries and self._entries[0].generation == generation else None
+            heard = list(self._heard.get(generation, [])) if generation is not None else []
+            if partial is not None and not partial.end:
+                heard += partial.heard_words
+            had_audio = any(not e.end for e in self._entries)
+            self._entries.clear()
+            self._buffered = 0
+            self._cond.notify_all()
+            if generation is None or (not had_audio and generation != self._playing):
+                return None
+            played = self._played_ms(generation)
+            self._forget(generation)
+            return generation, played, " ".join(heard)
+
+    def close(self) -> None:
+        """Wake and refuse any writer (the unit is being rebuilt)."""
+        with self._cond:
+            self._closed = True
+            self._entries.clear()
+            self._buffered = 0
+            self._cond.notify_all()
+
+    @property
+    def buffered_ms(self) -> float:
+        with self._cond:
+            return self._buffered * 1000 / SAMPLE_RATE
+
+    def _pop(self) -> None:
+        entry = self._entries.popleft()
+        self._buffered -= entry.samples.size - entry.offset  # what was never read
+
+    def _played_ms(self, generation: int) -> int:
+        return int(self._played.get(generation, 0) * 1000 / SAMPLE_RATE)
+
+    def _forget(self, generation: int) -> None:
+        self._played.pop(generation, None)
+        self._heard.pop(generation, None)
+        if self._playing == generation:
+            self._playing = None

@@ -1,0 +1,1 @@
+"""Model backends, one module per engine, behind the small interfaces in ``base``."""

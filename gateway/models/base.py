@@ -1,0 +1,83 @@
+"""The interfaces the pipeline stages use; every backend implements one of them.
+
+Weights are loaded once per process and shared by all units; anything that belongs to one caller
+(VAD recurrent state, chat history) lives in the unit, never in these objects. Every method here is
+called from stage threads of several units at once and must be thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol
+
+import numpy as np
+
+
+class ModelNotFoundError(RuntimeError):
+    """A model's weights are not installed; the message names what to install or pass."""
+
+
+class VadSession(Protocol):
+    """Per-caller voice activity detector state (recurrent state of the network)."""
+
+    def speech_probability(self, chunk: np.ndarray) -> float:
+        """Probability 0..1 that ``chunk`` (float32, shape (512,), 16 kHz, -1..1) holds speech."""
+
+    def reset(self) -> None:
+        """Forget everything heard so far (a new session starts)."""
+
+
+class VoiceActivityDetector(Protocol):
+    sample_rate: int  # Hz of the chunks it takes
+    chunk_samples: int  # samples per chunk
+
+    def new_session(self) -> VadSession:
+        """A fresh detector state that shares the loaded weights."""
+
+
+class SpeechToText(Protocol):
+    sample_rate: int
+
+    def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
+        """Text of ``audio`` (float32 mono, -1..1, at ``sample_rate`` Hz); "" when nothing was said."""
+
+
+@dataclass
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+class LanguageModel(Protocol):
+    name: str
+
+    def generate(
+        self,
+        messages: list[ChatMessage],
+        max_tokens: int,
+        should_stop: Callable[[], bool],
+        on_text: Callable[[str], None],
+    ) -> tuple[str, int]:
+        """Generate a reply, calling ``on_text(piece)`` from the calling thread as text is decoded.
+
+        ``should_stop`` is polled once per token; when it returns True generation ends early.
+        Returns (the whole text generated, the number of tokens generated).
+        """
+
+
+class TextToSpeech(Protocol):
+    sample_rate: int  # Hz of the audio it yields
+    voice: str
+
+    def synthesize(self, text: str, speed: float = 1.0) -> Iterator[np.ndarray]:
+        """Yield float32 mono audio (-1..1) for ``text``, one array per sentence, as soon as each is ready."""
+
+
+@dataclass
+class ModelSet:
+    """The models of one process, shared by every PipelineUnit."""
+
+    vad: VoiceActivityDetector
+    stt: SpeechToText
+    llm: LanguageModel
+    tts: TextToSpeech

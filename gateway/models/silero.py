@@ -1,0 +1,56 @@
+"""Silero VAD (the ONNX model shipped inside the ``silero-vad`` wheel)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import numpy as np
+
+from gateway.models.base import ModelNotFoundError
+
+
+class _SileroSession:
+    def __init__(self, wrapper) -> None:
+        import torch
+
+        self._torch = torch
+        self._wrapper = wrapper
+
+    def speech_probability(self, chunk: np.ndarray) -> float:
+        tensor = self._torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
+        return float(self._wrapper(tensor, 16000).item())
+
+    def reset(self) -> None:
+        self._wrapper.reset_states()
+
+
+class SileroVad:
+    """Silero VAD v5+: 512-sample chunks at 16 kHz in, speech probability out.
+
+    One ONNX Runtime session is loaded; each :meth:`new_session` gets a shallow copy of silero's
+    wrapper so it keeps its own recurrent state and context but shares the session (ONNX Runtime
+    sessions are safe to run from several threads).
+    """
+
+    sample_rate = 16000
+    chunk_samples = 512
+
+    def __init__(self) -> None:
+        try:
+            import torch
+
+            threads = torch.get_num_threads()
+            from silero_vad import load_silero_vad
+        except ImportError as exc:  # pragma: no cover - install problem
+            raise ModelNotFoundError("silero VAD needs the 'silero-vad' package: pip install silero-vad") from exc
+        self._wrapper = load_silero_vad(onnx=True)
+        # importing silero_vad sets torch to one thread; give the LLM its threads back.
+        torch.set_num_threads(threads)
+        self._lock = threading.Lock()
+
+    def new_session(self) -> _SileroSession:
+        with self._lock:
+            wrapper = copy.copy(self._wrapper)
+            wrapper.reset_states()
+        return _SileroSession(wrapper)

@@ -1,0 +1,1 @@
+"""What flows between the stage threads (``messages``, ``events``) and the stages that transform it."""

@@ -1,0 +1,95 @@
+"""Messages that travel through the stage queues VAD -> STT -> LLM -> TTS.
+
+Every message is tagged with the session id it belongs to; a stage drops any message whose session is
+not the unit's current one, so nothing of one caller can reach the next. Messages of a response also
+carry its generation id (see ``gateway.pool.cancel.CancelScope``); a stage drops those of a cancelled
+generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from gateway.models.base import ChatMessage
+from gateway.pipeline.latency import TurnLatency
+
+
+@dataclass
+class Message:
+    session_id: str
+    # Control messages survive a queue flush; data messages may be dropped.
+    control: ClassVar[bool] = False
+    droppable: ClassVar[bool] = False
+
+
+@dataclass
+class SessionEnd(Message):
+    """Quarantine-drain marker: each stage resets its per-session state as it passes, then forwards it.
+
+    The unit returns to the pool only when its own marker (same ``session_id``) leaves the last stage.
+    """
+
+    control: ClassVar[bool] = True
+
+
+@dataclass
+class AudioIn(Message):
+    """20 ms or so of caller audio: int16 mono samples at 16 kHz, ``received_at`` = time.monotonic()."""
+
+    samples: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    received_at: float = 0.0
+    droppable: ClassVar[bool] = True
+
+
+@dataclass
+class CommitInput(Message):
+    """Manual turn: end the caller's turn now (``input_audio_buffer.commit``)."""
+
+
+@dataclass
+class ClearInput(Message):
+    """Drop the caller audio buffered so far (``input_audio_buffer.clear``)."""
+
+
+@dataclass
+class Utterance(Message):
+    """One finished caller turn: float32 mono 16 kHz audio."""
+
+    audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    latency: TurnLatency = field(default_factory=TurnLatency)
+
+
+@dataclass
+class ResponseRequest(Message):
+    """Generate one response: the whole prompt (system + history), and how to say it."""
+
+    generation: int = 0
+    messages: list[ChatMessage] = field(default_factory=list)
+    max_tokens: int = 60
+    audio: bool = True  # False: text only (``output_modalities: ["text"]``)
+    speed: float = 1.0
+    latency: TurnLatency = field(default_factory=TurnLatency)
+
+
+@dataclass
+class TextChunk(Message):
+    """A sentence or clause of the reply, ready for TTS."""
+
+    generation: int = 0
+    text: str = ""
+    latency: TurnLatency = field(default_factory=TurnLatency)
+    speed: float = 1.0
+
+
+@dataclass
+class ResponseEnd(Message):
+    """The LLM finished (or stopped); ``status`` is a Realtime response status."""
+
+    generation: int = 0
+    text: str = ""
+    status: str = "completed"
+    audio: bool = True
+    output_tokens: int = 0

@@ -1,0 +1,96 @@
+"""The stage thread: take a message, check it belongs to the current session, process it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Optional, Protocol
+
+from gateway.pipeline.events import PipelineEvent, StageFailed
+from gateway.pipeline.messages import Message, SessionEnd
+from gateway.pipeline.queues import StageQueue
+
+log = logging.getLogger(__name__)
+
+
+class StageContext(Protocol):
+    """What a stage may use of its unit (implemented by ``gateway.pool.unit.PipelineUnit``)."""
+
+    session_id: Optional[str]
+
+    def is_current(self, generation: int) -> bool:
+        """True while ``generation`` is the unit's live (not cancelled) response."""
+
+    def notify(self, event: PipelineEvent) -> None:
+        """Report an event to the session's owner; thread-safe."""
+
+
+class Stage:
+    """Base of the four stage threads.
+
+    Subclasses implement :meth:`handle` for their messages and :meth:`reset` for per-session state.
+    The loop forwards SESSION_END after ``reset``; the last stage hands it to ``on_marker_out``.
+    A handler that raises reports :class:`StageFailed` for that session and the loop goes on.
+    """
+
+    name = "stage"
+
+    def __init__(self, ctx: StageContext, inbox: StageQueue, outbox: Optional[StageQueue]) -> None:
+        self.ctx = ctx
+        self.inbox = inbox
+        self.outbox = outbox
+        self.on_marker_out: Callable[[SessionEnd], None] = lambda marker: None
+        self.retired = threading.Event()  # set when the unit replaced this thread (stuck recovery)
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self, label: str) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"{label}-{self.name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def emit(self, message: Message) -> None:
+        """Pass a message on to the next stage (dropped if this stage has been retired)."""
+        if self.outbox is not None and not self.retired.is_set():
+            self.outbox.put(message)
+
+    def _run(self) -> None:
+        while not self.retired.is_set():
+            message = self.inbox.get(timeout=0.5)
+            if message is None or self.retired.is_set():
+                continue
+            if isinstance(message, SessionEnd):
+                self._reset_safely()
+                if self.outbox is not None:
+                    self.emit(message)
+                else:
+                    self.on_marker_out(message)
+                continue
+            if message.session_id != self.ctx.session_id:
+                continue  # left over from an earlier session
+            try:
+                self.handle(message)
+            except Exception as exc:  # one session's bad input must not kill the stage
+                log.exception("%s failed on %s", self.name, type(message).__name__)
+                self.ctx.notify(
+                    StageFailed(
+                        message.session_id,
+                        stage=self.name,
+                        message=f"{type(exc).__name__}: {exc}",
+                        generation=getattr(message, "generation", None),
+                    )
+                )
+
+    def _reset_safely(self) -> None:
+        try:
+            self.reset()
+        except Exception:
+            log.exception("%s reset failed", self.name)
+
+    def handle(self, message: Message) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget everything about the session that just ended."""

@@ -1,0 +1,65 @@
+"""TTS stage: speak each text piece into the unit's playout buffer."""
+
+from __future__ import annotations
+
+import time
+
+from gateway.media.playout import SAMPLE_RATE
+from gateway.media.resample import Resampler
+from gateway.models.base import TextToSpeech
+from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
+from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
+from gateway.pipeline.stage import Stage
+
+
+class TtsStage(Stage):
+    """Consumes :class:`TextChunk` and :class:`ResponseEnd` (the last stage).
+
+    Audio is resampled to 48 kHz and written to ``ctx.playout``; the write blocks while the buffer
+    is full, which is the back-pressure that keeps queued reply audio short. The generation id is
+    checked per synthesized sentence and per written piece.
+    """
+
+    name = "tts"
+
+    def __init__(self, ctx, inbox, outbox, tts: TextToSpeech) -> None:
+        super().__init__(ctx, inbox, outbox)
+        self._tts = tts
+        self._resampler = Resampler(SAMPLE_RATE)
+
+    def reset(self) -> None:
+        self._resampler = Resampler(SAMPLE_RATE)
+
+    def handle(self, message: Message) -> None:
+        if isinstance(message, TextChunk):
+            self._speak(message)
+        elif isinstance(message, ResponseEnd):
+            if not self.ctx.is_current(message.generation):
+                return
+            if message.audio:
+                self.ctx.playout.end(message.generation)
+            self.ctx.notify(
+                ResponseFinished(
+                    message.session_id,
+                    generation=message.generation,
+                    text=message.text,
+                    status=message.status,
+                    audio=message.audio,
+                    output_tokens=message.output_tokens,
+                )
+            )
+
+    def _speak(self, chunk: TextChunk) -> None:
+        generation = chunk.generation
+        first = True
+        for audio in self._tts.synthesize(chunk.text, speed=chunk.speed):
+            if not self.ctx.is_current(generation) or self.retired.is_set():
+                return
+            samples = self._resampler.resample_array(audio, self._tts.sample_rate)
+            chunk.latency.mark("tts_first_chunk", time.monotonic())
+            if first:
+                # Transcript deltas go out as their audio is queued, never ahead of a cancel.
+                self.ctx.notify(ResponseAudioTranscriptDelta(chunk.session_id, generation=generation, delta=chunk.text + " "))
+            if not self.ctx.playout.write(generation, samples, chunk.text if first else ""):
+                return
+            first = False

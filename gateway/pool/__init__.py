@@ -1,0 +1,1 @@
+"""The fixed pool of PipelineUnits: claim, cancel scopes, quarantine-drain, recovery."""

@@ -1,0 +1,58 @@
+"""UnitPool: the fixed set of PipelineUnits built at start-up."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable, Optional
+
+from gateway.config import GatewayConfig
+from gateway.models.base import ModelSet
+from gateway.pool.unit import EventSink, PipelineUnit, StageFactory, UnitState
+
+
+class PoolFullError(RuntimeError):
+    """Every unit is active, draining or stuck; the offer is refused (HTTP 503), never queued."""
+
+
+class UnitPool:
+    """``size`` units sharing one :class:`ModelSet`. Claims are synchronous and atomic."""
+
+    def __init__(
+        self,
+        models: ModelSet,
+        config: GatewayConfig,
+        loop: Optional[asyncio.AbstractEventLoop] = None,
+        stage_factories: Optional[dict[str, StageFactory]] = None,
+    ) -> None:
+        self.config = config
+        loop = loop or asyncio.get_running_loop()
+        self.units = [PipelineUnit(i, models, config, loop, stage_factories) for i in range(config.pool_size)]
+        self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
+        for unit in self.units:
+            unit.on_state_change = lambda u: self.on_state_change(u)
+
+    def claim(self, session_id: str, sink: EventSink) -> PipelineUnit:
+        """An idle unit now bound to ``session_id``; raises PoolFullError if there is none."""
+        for unit in self.units:
+            if unit.claim(session_id, sink):
+                return unit
+        raise PoolFullError(f"all {len(self.units)} units are busy")
+
+    def count(self, state: UnitState) -> int:
+        return sum(1 for unit in self.units if unit.state is state)
+
+    def snapshot(self) -> dict:
+        """The body of ``GET /v1/pool``."""
+        units = [unit.snapshot() for unit in self.units]
+        totals = {state.value: self.count(state) for state in UnitState}
+        return {
+            "size": len(self.units),
+            "in_use": len(self.units) - totals["idle"],
+            "totals": totals,
+            "recoveries": sum(unit.recoveries for unit in self.units),
+            "units": units,
+        }
+
+    def close(self) -> None:
+        for unit in self.units:
+            unit.close()

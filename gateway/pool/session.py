@@ -1,0 +1,44 @@
+"""Per-session settings and clocks the stages and watchdogs read."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from gateway.config import GatewayConfig
+from gateway.pipeline.turn import TurnDetection
+
+
+@dataclass
+class SessionState:
+    """What belongs to one caller and is reset when the unit is released.
+
+    ``turn``, ``voice``, ``speed``, ``instructions`` follow ``session.update``; the clocks are
+    ``time.monotonic()`` seconds.
+    """
+
+    session_id: str | None = None
+    turn: TurnDetection = field(default_factory=TurnDetection)
+    language: str = "en"
+    instructions: str = ""
+    speed: float = 1.0
+    audio_output: bool = True
+    max_tokens: int = 60
+    claimed_at: float = field(default_factory=time.monotonic)
+    claimed_at_epoch: float = field(default_factory=time.time)  # for /v1/pool (Unix seconds)
+    last_activity: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def for_call(cls, session_id: str | None, config: GatewayConfig) -> "SessionState":
+        turn = TurnDetection(
+            threshold=config.vad_threshold,
+            prefix_padding_ms=config.prefix_padding_ms,
+            silence_duration_ms=config.silence_duration_ms,
+            min_speech_ms=config.min_speech_ms,
+            max_utterance_s=config.max_utterance_s,
+        )
+        return cls(session_id=session_id, turn=turn, instructions=config.instructions, max_tokens=config.max_response_tokens)
+
+    def touch(self) -> None:
+        """Caller speech or a response happened: the idle timeout starts again."""
+        self.last_activity = time.monotonic()

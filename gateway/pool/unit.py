@@ -1,0 +1,340 @@
+"""PipelineUnit: one caller's session, its stage threads, queues, cancel scope and tracks."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import threading
+import time
+import uuid
+from typing import Callable, Optional
+
+import numpy as np
+
+from gateway.config import GatewayConfig
+from gateway.media.outbound import OutputAudioTrack
+from gateway.media.playout import PlayoutBuffer, PlayoutEvents
+from gateway.models.base import ChatMessage, ModelSet
+from gateway.pipeline.events import (
+    Interruption,
+    PipelineEvent,
+    ResponseInterrupted,
+    PlaybackStarted,
+    PlaybackStopped,
+    ResponseFinished,
+    TurnLatencyMeasured,
+)
+from gateway.pipeline.latency import TurnLatency
+from gateway.pipeline.llm import LlmStage
+from gateway.pipeline.messages import AudioIn, ClearInput, CommitInput, ResponseRequest, SessionEnd
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stage import Stage
+from gateway.pipeline.stt import SttStage
+from gateway.pipeline.tts import TtsStage
+from gateway.pipeline.vad import VadStage
+from gateway.pool.cancel import CancelScope
+from gateway.pool.session import SessionState
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[PipelineEvent], None]
+StageFactory = Callable[["PipelineUnit", StageQueue, StageQueue, ModelSet], Stage]
+
+
+class UnitState(str, enum.Enum):
+    IDLE = "idle"
+    ACTIVE = "active"
+    DRAINING = "draining"
+    STUCK = "stuck"
+
+
+class PipelineUnit:
+    """One pooled session slot: VAD -> STT -> LLM -> TTS threads, their queues, a CancelScope,
+    a SessionState, a PlayoutBuffer and (per call) an OutputAudioTrack.
+
+    Lifecycle: ``idle`` --claim--> ``active`` --begin_drain--> ``draining`` --own SESSION_END out of
+    the last stage--> ``idle``. A drain that exceeds ``drain_timeout_s`` quarantines the unit
+    (``stuck``): its threads and queues are replaced and a probe marker is run through the new ones;
+    when it comes out the unit is ``idle`` again.
+
+    Thread use: ``claim``, ``begin_drain`` and the control methods run on the event loop; stage
+    threads call ``notify``, ``is_current``, ``on_speech_started`` and ``playout``.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        models: ModelSet,
+        config: GatewayConfig,
+        loop: asyncio.AbstractEventLoop,
+        stage_factories: Optional[dict[str, StageFactory]] = None,
+    ) -> None:
+        self.index = index
+        self.models = models
+        self.config = config
+        self._loop = loop
+        self._factories = stage_factories or {}
+        self.scope = CancelScope()
+        self._lock = threading.Lock()
+        self.state = UnitState.IDLE
+        self.session_id: Optional[str] = None
+        self.session = SessionState.for_call(None, config)
+        self._sink: Optional[EventSink] = None
+        self._drain_token: Optional[str] = None
+        self._drain_timer: Optional[asyncio.TimerHandle] = None
+        self.drain_started_at: Optional[float] = None
+        self.stuck_since: Optional[float] = None
+        self.close_reason: Optional[str] = None
+        self.recoveries = 0
+        self.sessions_served = 0
+        self.on_state_change: Callable[["PipelineUnit"], None] = lambda unit: None
+        self._latency: dict[int, TurnLatency] = {}
+        self._build()
+
+    # ----- construction -----
+    def _build(self) -> None:
+        self.playout = PlayoutBuffer(self.scope.is_current, self.config.playout_buffer_ms)
+        self.queues = [StageQueue() for _ in range(4)]
+        q_vad, q_stt, q_llm, q_tts = self.queues
+        make = self._factories
+        self.stages: list[Stage] = [
+            make.get("vad", lambda u, i, o, m: VadStage(u, i, o, m.vad))(self, q_vad, q_stt, self.models),
+            make.get("stt", lambda u, i, o, m: SttStage(u, i, o, m.stt))(self, q_stt, q_llm, self.models),
+            make.get("llm", lambda u, i, o, m: LlmStage(u, i, o, m.llm))(self, q_llm, q_tts, self.models),
+            make.get("tts", lambda u, i, o, m: TtsStage(u, i, None, m.tts))(self, q_tts, None, self.models),
+        ]
+        self.stages[-1].on_marker_out = self._marker_out
+        for stage in self.stages:
+            stage.start(f"unit{self.index}")
+
+    # ----- StageContext -----
+    @property
+    def turn(self):
+        return self.session.turn
+
+    @property
+    def language(self) -> str:
+        return self.session.language
+
+    def is_current(self, generation: int) -> bool:
+        return self.scope.is_current(generation)
+
+    def notify(self, event: PipelineEvent) -> None:
+        """Deliver ``event`` to the session's sink on the event loop (thread-safe)."""
+        try:
+            self._loop.call_soon_threadsafe(self._deliver, event)
+        except RuntimeError:
+            pass  # the loop is closed: the process is shutting down
+
+    def _deliver(self, event: PipelineEvent) -> None:
+        if event.session_id != self.session_id or self.state is not UnitState.ACTIVE or self._sink is None:
+            return  # late event of an ended session: it must not reach the next caller
+        if isinstance(event, ResponseFinished):
+            self.scope.finish(event.generation)
+            self.session.touch()
+        try:
+            self._sink(event)
+        except Exception:
+            log.exception("event sink failed on %s", type(event).__name__)
+
+    def on_speech_started(self) -> None:
+        """Called by the VAD thread when caller speech is confirmed: barge-in if a reply is going."""
+        self.session.touch()
+        if not self.session.turn.interrupt_response:
+            return
+        session = self.session_id
+        interruption = self.interrupt()
+        if interruption is not None and session is not None:
+            self.notify(ResponseInterrupted(session, interruption=interruption))
+
+    # ----- claim / release -----
+    def claim(self, session_id: str, sink: EventSink) -> bool:
+        """Take this unit for a new session if it is idle. Synchronous: nothing can run between the
+        check and the set."""
+        with self._lock:
+            if self.state is not UnitState.IDLE:
+                return False
+            self.state = UnitState.ACTIVE
+            self.session_id = session_id
+            self.session = SessionState.for_call(session_id, self.config)
+            self._sink = sink
+            self.close_reason = None
+            self.sessions_served += 1
+        self.on_state_change(self)
+        return True
+
+    def new_output_track(self) -> OutputAudioTrack:
+        """A fresh outbound track on this unit's playout buffer (one per call: pts restart at 0)."""
+        return OutputAudioTrack(self.playout, on_events=self._on_playout_events)
+
+    def begin_drain(self, reason: str) -> bool:
+        """Quarantine-drain: stop taking input, cancel, flush, send SESSION_END through every stage.
+
+        Returns False if the unit was not active (a second hang-up of the same call is harmless).
+        """
+        with self._lock:
+            if self.state is not UnitState.ACTIVE:
+                return False
+            self.state = UnitState.DRAINING
+            self.close_reason = reason
+            self._sink = None
+            self._drain_token = self.session_id
+            self.drain_started_at = time.monotonic()
+        self.scope.cancel()
+        self.playout.clear()
+        for queue in self.queues:
+            queue.flush()
+        self.queues[0].put(SessionEnd(self._drain_token))
+        self._arm_drain_timer(self._drain_token)
+        self.on_state_change(self)
+        return True
+
+    def _arm_drain_timer(self, token: str) -> None:
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+        self._drain_timer = self._loop.call_later(self.config.drain_timeout_s, self._drain_timed_out, token)
+
+    def _marker_out(self, marker: SessionEnd) -> None:
+        """The last stage passed on a SESSION_END (TTS thread)."""
+        with self._lock:
+            if self.state not in (UnitState.DRAINING, UnitState.STUCK) or marker.session_id != self._drain_token:
+                return  # a marker of an earlier session never releases a later one
+            self.state = UnitState.IDLE
+            self.session_id = None
+            self.session = SessionState.for_call(None, self.config)
+            self._drain_token = None
+            self.drain_started_at = None
+            self.stuck_since = None
+            self._latency.clear()
+        self.playout.clear()
+        self._loop.call_soon_threadsafe(self._after_idle)
+
+    def _after_idle(self) -> None:
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
+        self.on_state_change(self)
+
+    def _drain_timed_out(self, token: str) -> None:
+        with self._lock:
+            if self._drain_token != token or self.state not in (UnitState.DRAINING, UnitState.STUCK):
+                return
+            if self.state is UnitState.DRAINING:
+                self.stuck_since = time.monotonic()
+            self.state = UnitState.STUCK
+        log.warning("unit %d did not drain in %.1f s: quarantined, rebuilding", self.index, self.config.drain_timeout_s)
+        self.on_state_change(self)
+        self._recover()
+
+    def _recover(self) -> None:
+        """Replace the stage threads and queues; the unit is idle once a probe marker passes them all.
+
+        The old threads are retired: whatever they are blocked in, their output goes to queues no
+        one reads, and audio of their generation is stale.
+        """
+        self.recoveries += 1
+        for stage in self.stages:
+            stage.retired.set()
+        self.playout.close()
+        self.scope.cancel()
+        self._build()
+        token = f"recover-{uuid.uuid4().hex[:8]}"
+        with self._lock:
+            self._drain_token = token
+        self.queues[0].put(SessionEnd(token))
+        self._arm_drain_timer(token)
+
+    def close(self) -> None:
+        """Stop the stage threads (process shutdown)."""
+        for stage in self.stages:
+            stage.retired.set()
+        self.playout.close()
+
+    # ----- input -----
+    def submit_audio(self, samples: np.ndarray, received_at: float) -> None:
+        """Caller audio, int16 mono at the VAD's rate (from the inbound reader)."""
+        if self.state is UnitState.ACTIVE and self.session_id is not None:
+            self.queues[0].put(AudioIn(self.session_id, samples=samples, received_at=received_at))
+
+    # ----- control (the Realtime session calls these on the event loop) -----
+    def commit_input(self) -> None:
+        if self.session_id is not None:
+            self.queues[0].put(CommitInput(self.session_id))
+
+    def clear_input(self) -> None:
+        if self.session_id is not None:
+            self.queues[0].put(ClearInput(self.session_id))
+
+    def create_response(
+        self, messages: list[ChatMessage], audio: bool = True, latency: Optional[TurnLatency] = None
+    ) -> int:
+        """Queue a response for the LLM; returns its generation id (an earlier reply becomes stale)."""
+        if self.session_id is None:
+            raise RuntimeError("unit has no session")
+        generation = self.scope.begin()
+        latency = latency or TurnLatency()
+        latency.mark("response_requested", time.monotonic())
+        self._latency = {generation: latency}
+        self.session.touch()
+        self.queues[2].put(
+            ResponseRequest(
+                self.session_id,
+                generation=generation,
+                messages=messages,
+                max_tokens=self.session.max_tokens,
+                audio=audio,
+                speed=self.session.speed,
+                latency=latency,
+            )
+        )
+        return generation
+
+    def interrupt(self) -> Optional[Interruption]:
+        """Cancel the response being generated or played and drop its unplayed audio at once.
+
+        Returns None when nothing was going on."""
+        generation = self.scope.current
+        was_live = self.scope.live
+        cleared = self.playout.clear()
+        if not was_live and cleared is None:
+            return None
+        self.scope.cancel()
+        if cleared is None:
+            return Interruption(generation, audio_cleared=False)
+        return Interruption(cleared[0], audio_cleared=True, played_ms=cleared[1], heard_text=cleared[2])
+
+    # ----- output track events (event loop) -----
+    def _on_playout_events(self, events: PlayoutEvents) -> None:
+        session = self.session_id
+        if session is None:
+            return
+        if events.started is not None:
+            latency = self._latency.get(events.started)
+            if latency is not None:
+                latency.mark("first_audio_frame", time.monotonic())
+                self._deliver(TurnLatencyMeasured(session, generation=events.started, latency_ms=latency.as_ms()))
+            self._deliver(PlaybackStarted(session, generation=events.started))
+        if events.stopped is not None:
+            self.session.touch()
+            self._deliver(PlaybackStopped(session, generation=events.stopped[0], played_ms=events.stopped[1]))
+
+    # ----- observability -----
+    def snapshot(self) -> dict:
+        now = time.monotonic()
+        return {
+            "index": self.index,
+            "state": self.state.value,
+            "session_id": self.session_id if self.state is not UnitState.STUCK else None,
+            "claimed_at": self.session.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
+            "active_for_s": round(now - self.session.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
+            "draining_for_s": round(now - self.drain_started_at, 3)
+            if self.state is UnitState.DRAINING and self.drain_started_at
+            else None,
+            "stuck_for_s": round(now - self.stuck_since, 3) if self.state is UnitState.STUCK and self.stuck_since else None,
+            "close_reason": self.close_reason,
+            "sessions_served": self.sessions_served,
+            "recoveries": self.recoveries,
+            "queued": [len(q) for q in self.queues],
+            "playout_ms": round(self.playout.buffered_ms, 1),
+        }

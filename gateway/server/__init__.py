@@ -1,0 +1,1 @@
+"""HTTP only: the aiohttp app, its routes, auth and CORS. No audio here."""
