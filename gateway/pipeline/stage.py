@@ -47,6 +47,12 @@ class Stage:
         self._thread = threading.Thread(target=self._run, name=f"{label}-{self.name}", daemon=True)
         self._thread.start()
 
+    def join(self, timeout: float) -> bool:
+        """Wait for the thread to end (after ``retired`` was set); True if it did."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.alive
+
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

@@ -53,6 +53,8 @@ class UnitPool:
             "units": units,
         }
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> bool:
+        """Stop every unit's stage threads and wait up to ``timeout`` s for them (blocking)."""
         for unit in self.units:
             unit.close()
+        return all([unit.join(timeout) for unit in self.units])

@@ -246,10 +246,15 @@ class PipelineUnit:
         self._arm_drain_timer(token)
 
     def close(self) -> None:
-        """Stop the stage threads (process shutdown)."""
+        """Tell the stage threads to stop (process shutdown); see :meth:`join`."""
         for stage in self.stages:
             stage.retired.set()
         self.playout.close()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the stage threads to end. A thread still inside a model call when the
+        interpreter exits can abort the process (C++ runtimes tear down under it)."""
+        return all([stage.join(timeout) for stage in self.stages])
 
     # ----- input -----
     def submit_audio(self, samples: np.ndarray, received_at: float) -> None:

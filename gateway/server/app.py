@@ -76,7 +76,7 @@ def create_app(
         if CALLS in app:
             await app[CALLS].close_all()
         if POOL in app:
-            app[POOL].close()
+            await asyncio.to_thread(app[POOL].close)
 
     app.on_startup.append(startup)
     app.on_cleanup.append(cleanup)
