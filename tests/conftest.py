@@ -4,18 +4,16 @@ bundled Piper voice, and gateways served on loopback."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import socket
-from typing import AsyncIterator, Callable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 import pytest
-from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.media.resample import Resampler
 from gateway.models.base import ModelSet
+from gateway.server.runner import free_port, running_gateway
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -42,26 +40,9 @@ def speech(models: ModelSet) -> Callable[[str], np.ndarray]:
     return make
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.asynccontextmanager
-async def serve(config: GatewayConfig, models: Optional[ModelSet], **kwargs) -> AsyncIterator[tuple[str, web.Application]]:
-    """Run a gateway app on a free loopback port; yields (base_url, app)."""
-    from gateway.server.app import create_app
-
-    app = create_app(config, models=models, **kwargs)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", config.port)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{config.port}", app
-    finally:
-        await runner.cleanup()
+def serve(config: GatewayConfig, models: Optional[ModelSet], **kwargs):
+    """Run a gateway app on loopback for the test; ``async with`` yields (base_url, app)."""
+    return running_gateway(config, models, **kwargs)
 
 
 @pytest.fixture

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from gateway.pipeline.events import PipelineEvent, StageFailed
 from gateway.pipeline.messages import Message, SessionEnd
 from gateway.pipeline.queues import StageQueue
+
+if TYPE_CHECKING:
+    from gateway.media.playout import PlayoutBuffer
+    from gateway.pipeline.turn import TurnDetection
 
 log = logging.getLogger(__name__)
 
@@ -17,12 +21,18 @@ class StageContext(Protocol):
     """What a stage may use of its unit (implemented by ``gateway.pool.unit.PipelineUnit``)."""
 
     session_id: Optional[str]
+    turn: "TurnDetection"  # the session's turn-detection settings (VAD stage)
+    language: str  # ISO 639-1 code for STT
+    playout: "PlayoutBuffer"  # where the TTS stage writes reply audio
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is the unit's live (not cancelled) response."""
 
     def notify(self, event: PipelineEvent) -> None:
         """Report an event to the session's owner; thread-safe."""
+
+    def on_speech_started(self, event: PipelineEvent) -> None:
+        """Caller speech confirmed: barge in if a reply is going, then report ``event``."""
 
 
 class Stage:

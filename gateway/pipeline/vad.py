@@ -23,8 +23,8 @@ _HYSTERESIS = 0.15
 class VadStage(Stage):
     """Consumes :class:`AudioIn` (int16, 16 kHz); emits :class:`Utterance` to STT.
 
-    Server VAD: a turn starts after ``min_speech_ms`` of speech (reported as SpeechStarted, which
-    also triggers barge-in through ``ctx.on_speech_started``), keeps ``prefix_padding_ms`` of audio
+    Server VAD: a turn starts after ``min_speech_ms`` of speech (``ctx.on_speech_started`` barges
+    in and reports SpeechStarted), keeps ``prefix_padding_ms`` of audio
     before it, and ends after ``silence_duration_ms`` of silence. Manual mode buffers everything
     until :class:`CommitInput`.
     """
@@ -111,8 +111,8 @@ class VadStage(Stage):
         self._utterance = list(self._prefix) + self._candidate
         self._prefix.clear()
         self._candidate = []
-        self.ctx.notify(SpeechStarted(self.ctx.session_id, audio_start_ms=self._ms(self._speech_start)))
-        self.ctx.on_speech_started()
+        # The unit cancels any reply first and then reports the event: barge-in is not delayed by it.
+        self.ctx.on_speech_started(SpeechStarted(self.ctx.session_id, audio_start_ms=self._ms(self._speech_start)))
 
     def _remember_prefix(self, chunk: np.ndarray, turn: TurnDetection) -> None:
         self._prefix.append(chunk)

@@ -20,6 +20,7 @@ from gateway.pipeline.events import (
     Interruption,
     PipelineEvent,
     ResponseInterrupted,
+    SpeechStarted,
     PlaybackStarted,
     PlaybackStopped,
     ResponseFinished,
@@ -138,15 +139,14 @@ class PipelineUnit:
         except Exception:
             log.exception("event sink failed on %s", type(event).__name__)
 
-    def on_speech_started(self) -> None:
-        """Called by the VAD thread when caller speech is confirmed: barge-in if a reply is going."""
+    def on_speech_started(self, event: SpeechStarted) -> None:
+        """Called by the VAD thread when caller speech is confirmed: barge in (cancel the reply and
+        drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
         self.session.touch()
-        if not self.session.turn.interrupt_response:
-            return
-        session = self.session_id
-        interruption = self.interrupt()
-        if interruption is not None and session is not None:
-            self.notify(ResponseInterrupted(session, interruption=interruption))
+        interruption = self.interrupt() if self.session.turn.interrupt_response else None
+        self.notify(event)
+        if interruption is not None:
+            self.notify(ResponseInterrupted(event.session_id, interruption=interruption))
 
     # ----- claim / release -----
     def claim(self, session_id: str, sink: EventSink) -> bool:

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Barge-in latency and drain time, p50/p99 over N calls, printed as a table (ms).
+
+    .venv/bin/python scripts/bench_bargein.py [--runs 20]
+
+Each run is one call over WebRTC on loopback: the caller asks for a long answer, speaks over it
+one second after it starts playing, and hangs up once the interruption is handled.
+
+- barge-in latency: caller speech start (first sample of the interruption sent) -> last voiced
+  frame of the interrupted answer received by the caller;
+- speech_started -> last voiced frame: the same end, measured from the gateway's event;
+- drain: hang-up request -> the unit is idle again (the gateway's own state change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gateway.client import RealtimeClient  # noqa: E402
+from gateway.config import GatewayConfig  # noqa: E402
+from gateway.media.resample import Resampler  # noqa: E402
+from gateway.models.loader import load_models  # noqa: E402
+from gateway.pool.unit import UnitState  # noqa: E402
+from gateway.server.app import POOL  # noqa: E402
+from gateway.server.runner import free_port, running_gateway  # noqa: E402
+
+
+def synthesize(models, text: str) -> np.ndarray:
+    audio = np.concatenate(list(models.tts.synthesize(text)))
+    resampler = Resampler(48000)
+    return np.concatenate([resampler.resample_array(audio, models.tts.sample_rate), resampler.flush()])
+
+
+async def one_run(url: str, unit, question: np.ndarray, interruption: np.ndarray) -> dict:
+    client = RealtimeClient(url)
+    assert await client.connect() == 201
+    client.say(question)
+    await client.wait_for("output_audio_buffer.started", timeout=120)
+    await asyncio.sleep(1.0)
+    mark = len(client.events)
+    spoke_at = time.monotonic()  # the interruption's first frame leaves within 20 ms of this
+    client.say(interruption)
+    started = await client.wait_for("input_audio_buffer.speech_started", timeout=20, after=mark)
+    await client.wait_for("output_audio_buffer.cleared", timeout=10, after=mark)
+    await asyncio.sleep(0.5)  # let any straggling frames of the old answer arrive
+    voiced = [t for t in client.heard.voiced_times() if spoke_at - 2.0 <= t]
+    last_old = max(voiced) if voiced else spoke_at
+    result = {
+        "bargein": (last_old - spoke_at) * 1000,
+        "after_event": (last_old - client.time_of(started)) * 1000,
+    }
+    hung_up = time.monotonic()
+    await client.hangup()
+    while unit.state is not UnitState.IDLE:
+        await asyncio.sleep(0.005)
+    result["drain"] = (time.monotonic() - hung_up) * 1000
+    return result
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    config = GatewayConfig(port=free_port(), pool_size=1, max_response_tokens=80)
+    models = load_models(config)
+    question = synthesize(models, "Tell me a long story about a brave little dragon.")
+    interruption = synthesize(models, "Stop. What time is it?")
+    results = []
+    async with running_gateway(config, models) as (url, app):
+        unit = app[POOL].units[0]
+        for run in range(args.runs):
+            result = await one_run(url, unit, question, interruption)
+            print(f"run {run + 1}: " + ", ".join(f"{k} {v:.0f} ms" for k, v in result.items()), file=sys.stderr)
+            results.append(result)
+    rows = [
+        ("bargein", "caller speech start -> last reply frame"),
+        ("after_event", "speech_started event -> last reply frame"),
+        ("drain", "hang-up -> unit idle (drain)"),
+    ]
+    width = max(len(label) for _, label in rows)
+    print(f"\n{args.runs} calls, times in ms (loopback, aiortc client)\n")
+    print(f"{'measure':<{width}}  {'p50':>7}  {'p99':>7}  {'max':>7}")
+    for key, label in rows:
+        values = [r[key] for r in results]
+        print(f"{label:<{width}}  {statistics.median(values):>7.0f}  {percentile(values, 99):>7.0f}  {max(values):>7.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
