@@ -102,9 +102,16 @@ class RealtimeClient:
         self._new_event = asyncio.Condition()
         self._reader: Optional[asyncio.Task] = None
         self.status: Optional[int] = None
+        self.error_body: Optional[str] = None
+        self.retry_after: Optional[str] = None
 
-    async def connect(self, session: Optional[dict] = None, headers: Optional[dict] = None) -> int:
-        """Offer audio + ``oai-events``; returns the HTTP status (201 when answered)."""
+    async def connect(self, session: Optional[dict] = None, headers: Optional[dict] = None,
+                      offer_session: Optional[dict] = None) -> int:
+        """Offer audio + ``oai-events``; returns the HTTP status (201 when answered).
+
+        ``offer_session`` sends the offer as OpenAI's multipart form (``sdp`` + ``session`` JSON);
+        ``session`` is sent as a ``session.update`` once connected.
+        """
         transceiver = self.pc.addTransceiver(self.mic, direction="sendrecv")
         if self.codec:
             from aiortc.rtcrtpsender import RTCRtpSender
@@ -122,12 +129,16 @@ class RealtimeClient:
             self._reader = asyncio.ensure_future(self._read(track))
 
         await self.pc.setLocalDescription(await self.pc.createOffer())
+        if offer_session is None:
+            payload: object = self.pc.localDescription.sdp
+            headers = {"Content-Type": "application/sdp", **(headers or {})}
+        else:
+            # A content type per part makes it multipart/form-data, as a browser's FormData is.
+            payload = aiohttp.FormData()
+            payload.add_field("sdp", self.pc.localDescription.sdp, content_type="application/sdp")
+            payload.add_field("session", json.dumps(offer_session), content_type="application/json")
         async with aiohttp.ClientSession() as http:
-            async with http.post(
-                f"{self.base_url}/v1/realtime/calls",
-                data=self.pc.localDescription.sdp,
-                headers={"Content-Type": "application/sdp", **(headers or {})},
-            ) as response:
+            async with http.post(f"{self.base_url}/v1/realtime/calls", data=payload, headers=headers) as response:
                 self.status = response.status
                 body = await response.text()
                 if response.status != 201:
@@ -164,12 +175,22 @@ class RealtimeClient:
     def send_raw(self, text: str) -> None:
         self.channel.send(text)
 
+    def ask(self, text: str, response: Optional[dict] = None) -> int:
+        """A typed turn: a user ``input_text`` item, then ``response.create`` (with ``response``
+        parameters if given). Returns the index of the next event, for ``wait_for(after=...)``."""
+        mark = len(self.events)
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        self.send({"type": "conversation.item.create", "item": item})
+        self.send({"type": "response.create", **({"response": response} if response else {})})
+        return mark
+
     def say(self, samples: np.ndarray) -> None:
         """Speak int16 48 kHz mono ``samples`` into the call."""
         self.mic.say(samples)
 
-    def of_type(self, event_type: str) -> list[dict]:
-        return [e for e in self.events if e.get("type") == event_type]
+    def of_type(self, event_type: str, after: int = 0) -> list[dict]:
+        """Events of ``event_type`` received so far, from index ``after`` on."""
+        return [e for e in self.events[after:] if e.get("type") == event_type]
 
     def time_of(self, event: dict) -> float:
         return self.event_times[self.events.index(event)]

@@ -48,7 +48,7 @@ class GatewayConfig:
 
     # --- conversation ---
     instructions: str = field(
-        default="You are a friendly voice assistant. Answer in one or two short sentences.",
+        default="You are a helpful voice assistant. Always reply in plain English, in one or two short sentences.",
         metadata={"help": "default system prompt"},
     )
     max_response_tokens: int = field(default=60, metadata={"help": "cap on LLM tokens per response"})

@@ -7,8 +7,8 @@ names are primary; a session that speaks beta (flat ``session.update``) gets the
 from __future__ import annotations
 
 import secrets
-import time
-from typing import Any
+import string
+from typing import Any, Optional
 
 # GA server event name -> beta name, for sessions that speak the beta protocol.
 GA_TO_BETA = {
@@ -23,7 +23,11 @@ GA_TO_BETA = {
 # GA events with no beta counterpart (not sent to beta sessions).
 GA_ONLY = {"conversation.item.done"}
 
-# Client event aliases (beta name -> GA name).
+# Content part types of assistant items: GA name -> beta name.
+_BETA_CONTENT = {"output_audio": "audio", "output_text": "text"}
+
+# Client event aliases (beta name -> GA name). The eleven client events kept their names from beta
+# to GA, so none is needed today; the table is where a renamed one would go.
 CLIENT_ALIASES: dict[str, str] = {}
 
 CLIENT_EVENTS = (
@@ -40,10 +44,13 @@ CLIENT_EVENTS = (
     "response.cancel",
 )
 
+_ID_ALPHABET = string.ascii_letters + string.digits
+ID_LENGTH = 21  # characters after the prefix, as in OpenAI's ids ("item_C9G8pGVKYnaZu8PH5YQ9O")
+
 
 def new_id(prefix: str) -> str:
-    """An id shaped like OpenAI's: ``prefix`` + ``_`` + 21 url-safe characters (e.g. ``item_...``)."""
-    return f"{prefix}_{secrets.token_urlsafe(16)[:21]}"
+    """An id shaped like OpenAI's: ``prefix`` + ``_`` + 21 letters and digits (e.g. ``item_...``)."""
+    return prefix + "_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(ID_LENGTH))
 
 
 def server_event(event_type: str, **fields: Any) -> dict:
@@ -72,16 +79,72 @@ def message_item(role: str, content: list[dict], item_id: str | None = None, sta
     }
 
 
-def response_object(response_id: str, status: str = "in_progress", output: list | None = None,
-                    modalities: list[str] | None = None, status_details: dict | None = None,
-                    usage: dict | None = None) -> dict:
+def public_item(item: dict, beta: bool = False) -> dict:
+    """An item as a client sees it: private bookkeeping keys (``_...``) removed and, for a beta
+    session, the beta names of assistant content types (``audio``/``text``)."""
+    clean = {k: v for k, v in item.items() if not k.startswith("_")}
+    parts = []
+    for part in item.get("content", []):
+        view = {k: v for k, v in part.items() if not k.startswith("_")}
+        if beta and view.get("type") in _BETA_CONTENT:
+            view["type"] = _BETA_CONTENT[view["type"]]
+        parts.append(view)
+    clean["content"] = parts
+    return clean
+
+
+def usage(output_tokens: int, input_tokens: int = 0) -> dict:
+    """``response.usage``. Input tokens are not counted by the local LLM backends (reported as 0);
+    output tokens are the LLM tokens of the reply, whether spoken or written."""
     return {
-        "id": response_id,
+        "total_tokens": input_tokens + output_tokens,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "input_token_details": {
+            "text_tokens": input_tokens, "audio_tokens": 0, "image_tokens": 0, "cached_tokens": 0,
+            "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0, "image_tokens": 0},
+        },
+        "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
+    }
+
+
+def response_object(response_id: str, *, conversation_id: Optional[str], audio: bool, voice: str,
+                    max_output_tokens: int | str, beta: bool = False, status: str = "in_progress",
+                    output: list | None = None, status_details: dict | None = None,
+                    usage: dict | None = None, metadata: dict | None = None) -> dict:
+    """The ``realtime.response`` object of ``response.created`` / ``response.done``.
+
+    ``conversation_id`` is None for an out-of-band response (``conversation: "none"``).
+    """
+    body = {
         "object": "realtime.response",
+        "id": response_id,
         "status": status,
         "status_details": status_details,
         "output": output or [],
-        "output_modalities": modalities or ["audio"],
-        "usage": usage,
-        "created_at": int(time.time()),
+        "conversation_id": conversation_id,
     }
+    if beta:
+        body |= {
+            "modalities": ["text", "audio"] if audio else ["text"],
+            "voice": voice,
+            "output_audio_format": "pcm16",
+            "max_output_tokens": max_output_tokens,
+        }
+    else:
+        body |= {
+            "output_modalities": ["audio"] if audio else ["text"],
+            "max_output_tokens": max_output_tokens,
+            "audio": {"output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": voice}},
+        }
+    return body | {"usage": usage, "metadata": metadata}
+
+
+def rate_limits(max_tokens: int) -> list[dict]:
+    """``rate_limits.updated`` payload. The gateway has no account quotas: what limits a caller is
+    one response at a time and the per-response token cap, and both are free again once a
+    response is done (so ``remaining`` equals ``limit``)."""
+    return [
+        {"name": "requests", "limit": 1, "remaining": 1, "reset_seconds": 0},
+        {"name": "tokens", "limit": max_tokens, "remaining": max_tokens, "reset_seconds": 0},
+    ]

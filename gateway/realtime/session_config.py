@@ -1,8 +1,12 @@
-"""``session.update``: validation of the GA (nested) and beta (flat) session shapes, and the
-effective session reported in ``session.created`` / ``session.updated``.
+"""``session.update``: validation of the GA (nested) and beta (flat) session shapes.
 
 Stock clients send OpenAI model and voice names (``gpt-realtime``, ``marin``...). Those are accepted
-and mapped to the gateway's local models; the session reports what is really used.
+here as any string and mapped to the gateway's local models by the session, which reports what is
+really used in ``session.created`` / ``session.updated``.
+
+Validation is strict (a string where a number belongs is an error, not coerced) and happens before
+anything is applied, so a rejected update leaves the session as it was. Unknown keys are accepted
+and ignored: stock clients send fields this gateway has no use for (``tracing``, ``include``...).
 """
 
 from __future__ import annotations
@@ -13,13 +17,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # Silence that ends a turn for semantic_vad's eagerness (we approximate it with server VAD).
 EAGERNESS_SILENCE_MS = {"low": 1000, "medium": 600, "auto": 600, "high": 300}
+# Largest response the gateway allows a client to ask for (the configured cap still applies).
+MAX_OUTPUT_TOKENS = 4096
+# Beta audio format names -> the GA format objects the session keeps.
+BETA_FORMATS = {
+    "pcm16": {"type": "audio/pcm", "rate": 24000},
+    "g711_ulaw": {"type": "audio/pcmu"},
+    "g711_alaw": {"type": "audio/pcma"},
+}
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """Strict types; unknown keys accepted (and ignored)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class ServerVad(_Open):
+    """``turn_detection`` of type ``server_vad`` (durations in ms)."""
+
     type: Literal["server_vad"]
     threshold: Optional[float] = Field(default=None, ge=0.0, le=1.0)
     prefix_padding_ms: Optional[int] = Field(default=None, ge=0, le=5000)
@@ -30,6 +46,8 @@ class ServerVad(_Open):
 
 
 class SemanticVad(_Open):
+    """``turn_detection`` of type ``semantic_vad``: served by server VAD, silence from ``eagerness``."""
+
     type: Literal["semantic_vad"]
     eagerness: Optional[Literal["low", "medium", "high", "auto"]] = None
     create_response: Optional[bool] = None
@@ -40,30 +58,46 @@ TurnDetectionModel = Union[ServerVad, SemanticVad]
 
 
 class AudioFormat(_Open):
-    type: Optional[str] = None
-    rate: Optional[int] = None
+    """GA audio format. Over WebRTC the codec is negotiated in SDP, so this is only reported back."""
+
+    type: Literal["audio/pcm", "audio/pcmu", "audio/pcma"]
+    rate: Optional[Literal[24000]] = None
 
 
 class Transcription(_Open):
+    """Input transcription settings; any model name is served by the local STT model."""
+
     model: Optional[str] = None
     language: Optional[str] = None
     prompt: Optional[str] = None
 
 
+class NoiseReduction(_Open):
+    """Accepted for compatibility; the gateway applies no noise reduction (reported as null)."""
+
+    type: Literal["near_field", "far_field"]
+
+
 class AudioInput(_Open):
+    """GA ``audio.input``."""
+
     format: Optional[AudioFormat] = None
     transcription: Optional[Transcription] = None
     turn_detection: Optional[TurnDetectionModel] = Field(default=None, discriminator="type")
-    noise_reduction: Optional[dict] = None
+    noise_reduction: Optional[NoiseReduction] = None
 
 
 class AudioOutput(_Open):
+    """GA ``audio.output``; any voice name is served by the local voice."""
+
     format: Optional[AudioFormat] = None
     voice: Optional[str] = None
     speed: Optional[float] = Field(default=None, ge=0.25, le=1.5)
 
 
 class Audio(_Open):
+    """GA ``audio`` object of a session."""
+
     input: Optional[AudioInput] = None
     output: Optional[AudioOutput] = None
 
@@ -71,7 +105,7 @@ class Audio(_Open):
 class GaSession(_Open):
     """GA ``session`` object of ``session.update`` (fields the gateway honours; others accepted)."""
 
-    type: Optional[Literal["realtime", "transcription"]] = None
+    type: Optional[Literal["realtime"]] = None
     model: Optional[str] = None
     instructions: Optional[str] = None
     output_modalities: Optional[list[Literal["audio", "text"]]] = Field(default=None, min_length=1)
@@ -88,16 +122,20 @@ class BetaSession(_Open):
     modalities: Optional[list[Literal["audio", "text"]]] = Field(default=None, min_length=1)
     voice: Optional[str] = None
     speed: Optional[float] = Field(default=None, ge=0.25, le=1.5)
-    input_audio_format: Optional[str] = None
-    output_audio_format: Optional[str] = None
+    input_audio_format: Optional[Literal["pcm16", "g711_ulaw", "g711_alaw"]] = None
+    output_audio_format: Optional[Literal["pcm16", "g711_ulaw", "g711_alaw"]] = None
     input_audio_transcription: Optional[Transcription] = None
+    input_audio_noise_reduction: Optional[NoiseReduction] = None
     turn_detection: Optional[TurnDetectionModel] = Field(default=None, discriminator="type")
     max_response_output_tokens: Optional[Union[int, Literal["inf"]]] = None
     temperature: Optional[float] = None
+    tools: Optional[list[dict]] = None
 
 
-BETA_KEYS = {"modalities", "voice", "input_audio_format", "output_audio_format", "input_audio_transcription",
-             "turn_detection", "max_response_output_tokens", "temperature"}
+# Keys only one of the two shapes has; a session object with neither keeps the session's dialect.
+BETA_KEYS = {"modalities", "voice", "speed", "input_audio_format", "output_audio_format", "input_audio_transcription",
+             "input_audio_noise_reduction", "turn_detection", "max_response_output_tokens", "temperature"}
+GA_KEYS = {"type", "audio", "output_modalities", "max_output_tokens"}
 
 
 class SessionConfigError(ValueError):
@@ -108,84 +146,148 @@ class SessionConfigError(ValueError):
         self.param = param
 
 
-def is_beta_shape(session: dict) -> bool:
-    return bool(BETA_KEYS & session.keys()) and "audio" not in session and "output_modalities" not in session
+def detect_dialect(session: dict) -> Optional[str]:
+    """"ga", "beta", or None when the object has only keys both shapes share (``instructions``...)."""
+    if GA_KEYS & session.keys():
+        return "ga"
+    if BETA_KEYS & session.keys():
+        return "beta"
+    return None
 
 
-def _raise(exc: ValidationError) -> None:
+def _path(session: dict, loc: tuple) -> str:
+    """Dotted path of a pydantic error location, keeping only the parts that index the input
+    (pydantic adds union member tags such as ``int`` or ``server_vad`` to ``loc``)."""
+    parts: list[str] = []
+    node: Any = session
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+            parts.append(str(part))
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node) and parts:
+            node = node[part]
+            parts[-1] += f"[{part}]"
+        elif isinstance(node, dict) and part in _FIELD_NAMES:
+            parts.append(str(part))  # a required field that is missing from the input
+            node = None
+    return ".".join(["session", *parts])
+
+
+_FIELD_NAMES = {
+    name
+    for model in (GaSession, BetaSession, Audio, AudioInput, AudioOutput, AudioFormat, ServerVad, SemanticVad,
+                  Transcription, NoiseReduction)
+    for name in model.model_fields
+}
+
+
+def _raise(session: dict, exc: ValidationError) -> None:
     first = exc.errors()[0]
-    path = ".".join(str(part) for part in first["loc"] if not str(part).startswith("function-"))
-    # pydantic puts the discriminator value into the path ("...turn_detection.server_vad.threshold").
-    path = path.replace(".server_vad", "").replace(".semantic_vad", "")
-    raise SessionConfigError(f"Invalid value for 'session.{path}': {first['msg']}", f"session.{path}") from None
+    param = _path(session, first["loc"])
+    raise SessionConfigError(f"Invalid value for '{param}': {first['msg']}", param) from None
 
 
-def parse_update(session: Any) -> tuple[dict, bool]:
+def parse_update(session: Any, beta_default: bool = False) -> tuple[dict, bool]:
     """Validate a ``session.update`` session object; return (normalised changes, is_beta).
 
-    Normalised keys: instructions, modalities (list), voice, speed, max_tokens, turn_detection
-    (dict, or None for manual turns; key absent = unchanged), model, transcription_model.
+    ``beta_default`` is the session's current dialect, kept when the object could be either.
+    Normalised keys: instructions, modalities (list), voice, speed, max_tokens (int or "inf"),
+    turn_detection (dict, or None for manual turns; key absent = unchanged), language, model,
+    transcription_model, input_format, output_format (GA format dicts).
     Raises SessionConfigError on a structurally invalid value.
     """
     if not isinstance(session, dict):
-        raise SessionConfigError("'session' must be an object", "session")
-    beta = is_beta_shape(session)
-    changes: dict[str, Any] = {}
+        raise SessionConfigError("Invalid type for 'session': expected an object", "session")
+    dialect = detect_dialect(session)
+    beta = beta_default if dialect is None else dialect == "beta"
     try:
-        if beta:
-            parsed = BetaSession.model_validate(session)
-            if parsed.modalities is not None:
-                changes["modalities"] = list(parsed.modalities)
-            if parsed.voice is not None:
-                changes["voice"] = parsed.voice
-            if parsed.speed is not None:
-                changes["speed"] = parsed.speed
-            tokens = parsed.max_response_output_tokens
-            if parsed.input_audio_transcription is not None:
-                changes["transcription_model"] = parsed.input_audio_transcription.model
-            if "turn_detection" in session:
-                changes["turn_detection"] = _turn(parsed.turn_detection)
-        else:
-            parsed = GaSession.model_validate(session)
-            if parsed.output_modalities is not None:
-                changes["modalities"] = list(parsed.output_modalities)
-            tokens = parsed.max_output_tokens
-            audio = parsed.audio
-            if audio and audio.output:
-                if audio.output.voice is not None:
-                    changes["voice"] = audio.output.voice
-                if audio.output.speed is not None:
-                    changes["speed"] = audio.output.speed
-            if audio and audio.input:
-                if audio.input.transcription is not None:
-                    changes["transcription_model"] = audio.input.transcription.model
-                    if audio.input.transcription.language:
-                        changes["language"] = audio.input.transcription.language
-                if "turn_detection" in (session.get("audio", {}).get("input") or {}):
-                    changes["turn_detection"] = _turn(audio.input.turn_detection)
+        changes = _beta_changes(session) if beta else _ga_changes(session)
     except ValidationError as exc:
-        _raise(exc)
+        _raise(session, exc)
+    tokens = changes.get("max_tokens")
+    if tokens is not None and tokens != "inf" and not 1 <= tokens <= MAX_OUTPUT_TOKENS:
+        key = "max_response_output_tokens" if beta else "max_output_tokens"
+        raise SessionConfigError(f"Invalid value for 'session.{key}': must be 1..{MAX_OUTPUT_TOKENS} or 'inf'",
+                                 f"session.{key}")
+    return changes, beta
+
+
+def _common(parsed: Union[GaSession, BetaSession], changes: dict) -> dict:
     if parsed.instructions is not None:
         changes["instructions"] = parsed.instructions
     if parsed.model is not None:
         changes["model"] = parsed.model
-    if tokens is not None:
-        if tokens != "inf" and not (1 <= tokens <= 4096):
-            key = "max_response_output_tokens" if beta else "max_output_tokens"
-            raise SessionConfigError(f"Invalid value for 'session.{key}': must be 1..4096 or 'inf'", f"session.{key}")
-        changes["max_tokens"] = tokens
-    return changes, beta
+    return changes
+
+
+def _beta_changes(session: dict) -> dict:
+    parsed = BetaSession.model_validate(session)
+    changes: dict[str, Any] = {}
+    if parsed.modalities is not None:
+        changes["modalities"] = list(parsed.modalities)
+    if parsed.voice is not None:
+        changes["voice"] = parsed.voice
+    if parsed.speed is not None:
+        changes["speed"] = parsed.speed
+    if parsed.max_response_output_tokens is not None:
+        changes["max_tokens"] = parsed.max_response_output_tokens
+    if parsed.input_audio_transcription is not None:
+        _transcription(parsed.input_audio_transcription, changes)
+    if parsed.input_audio_format is not None:
+        changes["input_format"] = dict(BETA_FORMATS[parsed.input_audio_format])
+    if parsed.output_audio_format is not None:
+        changes["output_format"] = dict(BETA_FORMATS[parsed.output_audio_format])
+    if "turn_detection" in session:
+        changes["turn_detection"] = _turn(parsed.turn_detection)
+    return _common(parsed, changes)
+
+
+def _ga_changes(session: dict) -> dict:
+    parsed = GaSession.model_validate(session)
+    changes: dict[str, Any] = {}
+    if parsed.output_modalities is not None:
+        changes["modalities"] = list(parsed.output_modalities)
+    if parsed.max_output_tokens is not None:
+        changes["max_tokens"] = parsed.max_output_tokens
+    audio = parsed.audio
+    if audio and audio.output:
+        if audio.output.voice is not None:
+            changes["voice"] = audio.output.voice
+        if audio.output.speed is not None:
+            changes["speed"] = audio.output.speed
+        if audio.output.format is not None:
+            changes["output_format"] = _format(audio.output.format)
+    if audio and audio.input:
+        if audio.input.transcription is not None:
+            _transcription(audio.input.transcription, changes)
+        if audio.input.format is not None:
+            changes["input_format"] = _format(audio.input.format)
+        if "turn_detection" in (session.get("audio", {}).get("input") or {}):
+            changes["turn_detection"] = _turn(audio.input.turn_detection)
+    return _common(parsed, changes)
+
+
+def _format(fmt: AudioFormat) -> dict:
+    """A GA format object; PCM is always 24 kHz (the only rate OpenAI defines for it)."""
+    return {"type": "audio/pcm", "rate": 24000} if fmt.type == "audio/pcm" else {"type": fmt.type}
+
+
+def _transcription(transcription: Transcription, changes: dict) -> None:
+    changes["transcription_model"] = transcription.model
+    if transcription.language:
+        changes["language"] = transcription.language
 
 
 def _turn(model: Optional[TurnDetectionModel]) -> Optional[dict]:
+    """The turn detection as given (unset fields absent); None = manual turns."""
     if model is None:
         return None
     if isinstance(model, SemanticVad):
-        return {
-            "type": "semantic_vad",
-            "eagerness": model.eagerness or "auto",
-            "silence_duration_ms": EAGERNESS_SILENCE_MS[model.eagerness or "auto"],
-            "create_response": model.create_response,
-            "interrupt_response": model.interrupt_response,
-        }
-    return model.model_dump(exclude_none=True)
+        eagerness = model.eagerness or "auto"
+        turn = {"type": "semantic_vad", "eagerness": eagerness, "silence_duration_ms": EAGERNESS_SILENCE_MS[eagerness]}
+        for name in ("create_response", "interrupt_response"):
+            if getattr(model, name) is not None:
+                turn[name] = getattr(model, name)
+        return turn
+    known = set(ServerVad.model_fields)
+    return {k: v for k, v in model.model_dump(exclude_none=True).items() if k in known}

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from aiohttp import web
 
 from gateway.pool.pool import PoolFullError
-from gateway.server.auth import bearer
+from gateway.realtime.session_config import SessionConfigError, parse_update
+from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, Grant, bearer, same_key
 from gateway.signaling.call import OfferError
 
 log = logging.getLogger(__name__)
@@ -24,9 +26,9 @@ def _app_keys():
 
 
 def error_response(status: int, message: str, code: str, error_type: str = "invalid_request_error",
-                   headers: Optional[dict] = None) -> web.Response:
-    """JSON error body in the OpenAI shape: {"error": {"type", "code", "message"}}."""
-    body = {"error": {"type": error_type, "code": code, "message": message}}
+                   headers: Optional[dict] = None, param: Optional[str] = None) -> web.Response:
+    """JSON error body in the OpenAI shape: {"error": {"type", "code", "message", "param"}}."""
+    body = {"error": {"type": error_type, "code": code, "message": message, "param": param}}
     return web.json_response(body, status=status, headers=headers)
 
 
@@ -40,56 +42,137 @@ def _pool_full(request: web.Request, exc: Exception) -> web.Response:
     )
 
 
-def _check_auth(request: web.Request) -> Optional[web.Response]:
-    """None if the request may open a call; a 401 otherwise. Ephemeral keys are single-use."""
+class _Denied(Exception):
+    """The request may not open a call; ``response`` says why (401 or 400)."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+@dataclass
+class _Admission:
+    """A request allowed to open a call, and the ephemeral key it used (refunded if the call fails)."""
+
+    key: Optional[str] = None
+    grant: Optional[Grant] = None
+
+    def refund(self, request: web.Request) -> None:
+        if self.key is not None and self.grant is not None:
+            request.app[_app_keys().KEYS].refund(self.key, self.grant)
+
+
+def _admit(request: web.Request) -> _Admission:
+    """Who may open a call: anyone when no API key is configured, else a bearer of the API key or
+    of an unused, unexpired ephemeral key (taken now: single use). Raises _Denied (401)."""
     keys = _app_keys()
     config = request.app[keys.CONFIG]
-    if not config.api_key:
-        return None
     token = bearer(request.headers.get("Authorization"))
-    if token == config.api_key:
-        return None
-    if token and token.startswith("ek_") and request.app[keys.KEYS].consume(token):
-        return None
-    return error_response(401, "Missing or invalid API key: send 'Authorization: Bearer <key>'.", "invalid_api_key",
-                          "authentication_error")
+    if config.api_key and same_key(token, config.api_key):
+        return _Admission()
+    grant = request.app[keys.KEYS].consume(token) if token and token.startswith("ek_") else None
+    if grant is not None:
+        return _Admission(token, grant)
+    if not config.api_key:
+        return _Admission()
+    reason = "Missing API key" if token is None else "Invalid, used or expired API key"
+    raise _Denied(error_response(401, f"{reason}: send 'Authorization: Bearer <API key or ephemeral key>'.",
+                                 "invalid_api_key", "authentication_error"))
 
 
-async def _open_call(request: web.Request, sdp: str, session: Optional[dict]):
+def _checked_session(session: Any, field: str) -> Optional[dict]:
+    """A session config sent with an offer or a client_secrets request, validated as a
+    ``session.update`` would be. Raises _Denied (400) naming the bad field."""
+    if session is None:
+        return None
+    if isinstance(session, dict) and isinstance(session.get("session"), dict):
+        session = session["session"]  # the {"session": {...}} wrapper some clients send
+    try:
+        parse_update(session)
+    except SessionConfigError as exc:
+        raise _Denied(error_response(400, f"'{field}': {exc}", "invalid_value", param=exc.param)) from None
+    return session
+
+
+def _merged(base: Optional[dict], override: Optional[dict]) -> Optional[dict]:
+    """``override`` on top of ``base``, nested objects merged key by key."""
+    if base is None or override is None:
+        return override if base is None else base
+    merged = dict(base)
+    for key, value in override.items():
+        merged[key] = _merged(merged.get(key), value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+async def _open_call(request: web.Request, admission: _Admission, sdp: str, session: Optional[dict]):
+    """Open the call; the ephemeral key's session comes first, the offer's session on top.
+    Raises _Denied (400 bad offer, 503 pool full), refunding the key."""
     keys = _app_keys()
     calls = request.app[keys.CALLS]
-    call, answer = await calls.create(sdp, session)
+    session = _merged(admission.grant.session if admission.grant else None, session)
+    try:
+        call, answer = await calls.create(sdp, session)
+    except PoolFullError as exc:
+        admission.refund(request)
+        raise _Denied(_pool_full(request, exc)) from None
+    except OfferError as exc:
+        admission.refund(request)
+        raise _Denied(error_response(400, str(exc), "invalid_offer")) from None
     request.app[keys.METRICS].calls.labels(result="answered").inc()
     return call, answer
+
+
+async def _admit_and_open(request: web.Request, read_offer) -> tuple[Any, str]:
+    """Check the caller, read the offer with ``read_offer(request)`` -> (sdp, session), open the
+    call. Raises _Denied; an ephemeral key is given back whenever no call came of it."""
+    admission = _admit(request)
+    try:
+        sdp, session = await read_offer(request)
+    except _Denied:
+        admission.refund(request)
+        raise
+    return await _open_call(request, admission, sdp, session)
+
+
+async def _read_offer(request: web.Request) -> tuple[str, Optional[dict]]:
+    """(SDP, session) of a ``/v1/realtime/calls`` body: ``application/sdp`` text, or a form
+    (multipart, as OpenAI's unified interface sends, or urlencoded) with ``sdp`` and ``session``
+    (JSON) fields."""
+    if not request.content_type.startswith(("multipart/", "application/x-www-form-urlencoded")):
+        return await request.text(), None
+    form = await request.post()
+    sdp = _form_text(form.get("sdp"))
+    raw_session = form.get("session")
+    if raw_session is None:
+        return sdp, None
+    try:
+        session = json.loads(_form_text(raw_session))
+    except ValueError:
+        raise _Denied(error_response(400, "The 'session' form field is not valid JSON.", "invalid_json",
+                                     param="session")) from None
+    if not isinstance(session, dict):
+        raise _Denied(error_response(400, "The 'session' form field must be a JSON object.", "invalid_type", param="session"))
+    return sdp, _checked_session(session, "session")
+
+
+def _form_text(field: Any) -> str:
+    """A form field as text: aiohttp gives str (text parts), bytes (parts with a content type,
+    e.g. ``application/sdp``) or a FileField (parts with a file name, e.g. a browser Blob)."""
+    if field is None:
+        return ""
+    if isinstance(field, str):
+        return field
+    data = bytes(field) if isinstance(field, (bytes, bytearray)) else field.file.read()
+    return data.decode("utf-8", "replace")
 
 
 async def realtime_calls(request: web.Request) -> web.Response:
     """``POST /v1/realtime/calls``: body = SDP offer (``application/sdp``) or a multipart form with
     ``sdp`` and ``session`` (JSON) fields. 201 + SDP answer + ``Location: /v1/realtime/calls/{id}``."""
-    denied = _check_auth(request)
-    if denied is not None:
-        return denied
-    session: Optional[dict] = None
-    if request.content_type.startswith("multipart/"):
-        form = await request.post()
-        sdp_field = form.get("sdp")
-        sdp = sdp_field if isinstance(sdp_field, str) else (sdp_field.file.read().decode() if sdp_field is not None else "")
-        raw_session = form.get("session")
-        if raw_session is not None:
-            try:
-                session = json.loads(raw_session if isinstance(raw_session, str) else raw_session.file.read())
-            except ValueError:
-                return error_response(400, "the 'session' form field is not valid JSON", "invalid_json")
-            if isinstance(session, dict) and isinstance(session.get("session"), dict):
-                session = session["session"]
-    else:
-        sdp = await request.text()
     try:
-        call, answer = await _open_call(request, sdp, session)
-    except PoolFullError as exc:
-        return _pool_full(request, exc)
-    except OfferError as exc:
-        return error_response(400, str(exc), "invalid_offer")
+        call, answer = await _admit_and_open(request, _read_offer)
+    except _Denied as denied:
+        return denied.response
     return web.Response(
         status=201, text=answer, content_type="application/sdp",
         headers={"Location": f"/v1/realtime/calls/{call.id}"},
@@ -98,22 +181,22 @@ async def realtime_calls(request: web.Request) -> web.Response:
 
 async def offer_json(request: web.Request) -> web.Response:
     """``POST /offer``: {"sdp", "type": "offer"} -> {"sdp", "type": "answer", "call_id"} (the demo page's)."""
-    denied = _check_auth(request)
-    if denied is not None:
-        return denied
+    try:
+        call, answer = await _admit_and_open(request, _read_json_offer)
+    except _Denied as denied:
+        return denied.response
+    return web.json_response({"sdp": answer, "type": "answer", "call_id": call.id})
+
+
+async def _read_json_offer(request: web.Request) -> tuple[str, Optional[dict]]:
     try:
         body = await request.json()
     except ValueError:
-        return error_response(400, "body must be JSON {\"sdp\": ..., \"type\": \"offer\"}", "invalid_json")
+        raise _Denied(error_response(400, "body must be JSON {\"sdp\": ..., \"type\": \"offer\"}", "invalid_json")) from None
     if not isinstance(body, dict) or body.get("type") != "offer" or not isinstance(body.get("sdp"), str):
-        return error_response(400, "body must be {\"sdp\": <string>, \"type\": \"offer\"}", "invalid_offer")
-    try:
-        call, answer = await _open_call(request, body["sdp"], body.get("session") if isinstance(body.get("session"), dict) else None)
-    except PoolFullError as exc:
-        return _pool_full(request, exc)
-    except OfferError as exc:
-        return error_response(400, str(exc), "invalid_offer")
-    return web.json_response({"sdp": answer, "type": "answer", "call_id": call.id})
+        raise _Denied(error_response(400, "body must be {\"sdp\": <string>, \"type\": \"offer\"}", "invalid_offer"))
+    session = body.get("session") if isinstance(body.get("session"), dict) else None
+    return body["sdp"], _checked_session(session, "session")
 
 
 async def hangup(request: web.Request) -> web.Response:
@@ -133,27 +216,40 @@ def _check_auth_plain(request: web.Request) -> Optional[web.Response]:
 
 
 async def client_secrets(request: web.Request) -> web.Response:
-    """``POST /v1/realtime/client_secrets``: mint an ``ek_`` key (GA flow); needs the API key if set."""
+    """``POST /v1/realtime/client_secrets``: mint an ``ek_`` key (GA flow); needs the API key if set.
+
+    Body (optional): ``{"expires_after": {"anchor": "created_at", "seconds": 10..7200},
+    "session": {...}}``; the session config is validated now and applied to the call the key opens.
+    """
     keys = _app_keys()
     config = request.app[keys.CONFIG]
-    if config.api_key and bearer(request.headers.get("Authorization")) != config.api_key:
+    if config.api_key and not same_key(bearer(request.headers.get("Authorization")), config.api_key):
         return error_response(401, "Missing or invalid API key.", "invalid_api_key", "authentication_error")
-    ttl = 60
-    session = None
+    body: Any = {}
     if request.can_read_body:
         try:
             body = await request.json()
         except ValueError:
             return error_response(400, "body must be JSON", "invalid_json")
-        if isinstance(body, dict):
-            anchor = (body.get("expires_after") or {}).get("seconds") if isinstance(body.get("expires_after"), dict) else None
-            if anchor is not None:
-                if not isinstance(anchor, int) or not 10 <= anchor <= 7200:
-                    return error_response(400, "'expires_after.seconds' must be 10..7200", "invalid_value")
-                ttl = anchor
-            session = body.get("session")
-    value, expires_at = request.app[keys.KEYS].mint(ttl)
+    if not isinstance(body, dict):
+        return error_response(400, "body must be a JSON object", "invalid_type")
+    try:
+        ttl = _ttl(body.get("expires_after"))
+        session = _checked_session(body.get("session"), "session")
+    except _Denied as denied:
+        return denied.response
+    value, expires_at = request.app[keys.KEYS].mint(ttl, session)
     return web.json_response({"value": value, "expires_at": expires_at, "session": session or {"type": "realtime"}})
+
+
+def _ttl(expires_after: Any) -> int:
+    if expires_after is None:
+        return DEFAULT_TTL_S
+    seconds = expires_after.get("seconds") if isinstance(expires_after, dict) else None
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or not MIN_TTL_S <= seconds <= MAX_TTL_S:
+        raise _Denied(error_response(400, f"'expires_after.seconds' must be an integer {MIN_TTL_S}..{MAX_TTL_S}",
+                                     "invalid_value", param="expires_after.seconds"))
+    return seconds
 
 
 async def pool_status(request: web.Request) -> web.Response:
@@ -173,6 +269,9 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
+CLIENT_HEADERS = "Authorization, Content-Type, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, X-OpenAI-Agents-SDK"
+
+
 @web.middleware
 async def cors_middleware(request: web.Request, handler):
     """CORS for the origins in ``allowed_origins`` (``*`` allowed): preflight, and ``Location``
@@ -183,8 +282,10 @@ async def cors_middleware(request: web.Request, handler):
     if request.method == "OPTIONS" and allowed and request.headers.get("Access-Control-Request-Method"):
         response = web.Response(status=204)
         response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
+        # What the browser asks for is allowed (the origin is what CORS trusts); without a list,
+        # the headers OpenAI Realtime clients send (Agents SDK, openai-js in a browser).
         response.headers["Access-Control-Allow-Headers"] = request.headers.get(
-            "Access-Control-Request-Headers", "Authorization, Content-Type"
+            "Access-Control-Request-Headers", CLIENT_HEADERS
         )
         response.headers["Access-Control-Max-Age"] = "600"
     else:

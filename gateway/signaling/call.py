@@ -157,9 +157,7 @@ class Call:
                 await self.hangup("max_duration", f"maximum call duration of {cfg.max_call_s:g} s reached")
                 return
             session = self.unit.session
-            idle_limit = cfg.idle_timeout_s
-            if session.turn.idle_timeout_ms:
-                idle_limit = min(idle_limit, session.turn.idle_timeout_ms / 1000)
+            idle_limit = cfg.idle_timeout_s  # (Realtime's idle_timeout_ms prompts the caller instead: realtime/)
             busy = self.unit.scope.live or self.unit.playout.buffered_ms > 0
             if busy:
                 session.touch()
@@ -182,9 +180,10 @@ class Call:
         if self.end_reason is not None:
             return
         self.end_reason = reason
-        if reason not in ("client_hangup", "peer_closed", "data_channel_closed"):
+        if reason in ("client_hangup", "peer_closed", "data_channel_closed"):
+            self.realtime.close()  # the client left: nothing to tell it
+        else:
             self.realtime.close(reason, message)
-        self.realtime.closed = True
         if reason != "client_hangup":
             log.info("call %s ended: %s", self.id, reason)
         self.unit.begin_drain(reason)
@@ -228,6 +227,7 @@ class CallRegistry:
             send=lambda event: holder["call"].send_event(event) if "call" in holder else None,
             local_models=self._local_models,
             history_turns=self.config.history_turns,
+            max_call_s=self.config.max_call_s,
         )
         call = Call(call_id, unit, self.config, realtime, on_end=self._ended)
         holder["call"] = call

@@ -20,7 +20,7 @@ def words(text: str) -> set[str]:
 
 
 async def test_three_concurrent_callers_are_isolated(models, speech, gateway_config):
-    async with serve(gateway_config(pool_size=3), models) as (url, app):
+    async with serve(gateway_config(pool_size=3, max_response_tokens=20), models) as (url, app):
         clients = [RealtimeClient(url) for _ in QUESTIONS]
         assert await asyncio.gather(*(c.connect() for c in clients)) == [201, 201, 201]
         for client, question in zip(clients, QUESTIONS):

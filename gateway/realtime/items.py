@@ -1,0 +1,80 @@
+"""Conversation items as clients send them: validation, and the text the LLM gets from them."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gateway.realtime.events import new_id
+
+
+class ClientError(Exception):
+    """A client event that cannot be honoured; the session turns it into an ``error`` event that
+    echoes the event's ``event_id``. ``param`` is the offending field, ``code`` OpenAI's error code."""
+
+    def __init__(self, message: str, code: Optional[str], param: Optional[str]) -> None:
+        super().__init__(message)
+        self.code = code
+        self.param = param
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (JSON true/false must not pass as 1/0)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def item_text(item: dict) -> str:
+    """The words of a message item (text and transcripts of its parts), for the LLM prompt."""
+    pieces = []
+    for part in item.get("content", []):
+        text = part.get("text") if part.get("text") is not None else part.get("transcript")
+        if isinstance(text, str) and text.strip():
+            pieces.append(text.strip())
+    return " ".join(pieces)
+
+
+_CONTENT_TYPES = {
+    "user": {"input_text", "input_audio"},
+    "system": {"input_text"},
+    "assistant": {"output_text", "output_audio", "text", "audio"},
+}
+
+
+def validate_item(item: dict, param: str = "item") -> dict:
+    """Check a client-supplied conversation item; fill in id/object/status. ``param`` names it in errors."""
+    kind = item.get("type")
+    if kind not in ("message", "function_call", "function_call_output"):
+        raise ClientError(f"'{param}.type' must be 'message', 'function_call' or 'function_call_output'.", "invalid_value",
+                          f"{param}.type")
+    if "id" in item and not isinstance(item["id"], str):
+        raise ClientError(f"'{param}.id' must be a string.", "invalid_type", f"{param}.id")
+    item = dict(item)
+    if item.get("id") is None:
+        item["id"] = new_id("item")
+    item["object"] = "realtime.item"
+    item["status"] = "completed"
+    if kind != "message":
+        item.setdefault("content", [])
+        return item
+    role = item.get("role")
+    if role not in _CONTENT_TYPES:
+        raise ClientError(f"'{param}.role' must be 'user', 'assistant' or 'system'.", "invalid_value", f"{param}.role")
+    content = item.get("content")
+    if not isinstance(content, list) or not content:
+        raise ClientError(f"'{param}.content' must be a non-empty array.", "invalid_value", f"{param}.content")
+    item["content"] = [validate_part(part, role, f"{param}.content[{index}]") for index, part in enumerate(content)]
+    return item
+
+
+def validate_part(part: Any, role: str, param: str) -> dict:
+    """Check one content part of a ``role`` message; assistant parts are stored under GA names."""
+    if not isinstance(part, dict) or part.get("type") not in _CONTENT_TYPES[role]:
+        allowed = ", ".join(sorted(_CONTENT_TYPES[role]))
+        raise ClientError(f"'{param}.type' must be one of: {allowed}.", "invalid_value", f"{param}.type")
+    if part["type"] in ("input_text", "output_text", "text") and not isinstance(part.get("text"), str):
+        raise ClientError(f"'{param}.text' must be a string.", "invalid_type", f"{param}.text")
+    if part["type"] in ("audio", "output_audio"):
+        # Assistant audio is stored under the GA name; a beta session sees "audio" again.
+        part = dict(part, type="output_audio")
+    elif part["type"] == "text":
+        part = dict(part, type="output_text")
+    return dict(part)
