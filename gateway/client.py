@@ -7,37 +7,33 @@ does what a browser does (audio track + ``oai-events`` data channel + SDP offer 
 from __future__ import annotations
 
 import asyncio
-import fractions
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Optional
 
 import aiohttp
-import av
 import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.mediastreams import MediaStreamError
 
+from gateway.media.outbound import FRAME_SAMPLES, PacedAudioTrack
+from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 
-RATE = 48000
-FRAME = 960  # 20 ms at 48 kHz
+RATE = SAMPLE_RATE
+FRAME = FRAME_SAMPLES  # 20 ms at 48 kHz
 
 
-class MicrophoneTrack(MediaStreamTrack):
+class MicrophoneTrack(PacedAudioTrack):
     """A paced 48 kHz mono track: plays queued int16 audio, silence in between (like a live mic).
 
     ``say(samples)`` queues int16 48 kHz mono samples; ``speaking`` is True while any are left.
     """
 
-    kind = "audio"
-
     def __init__(self) -> None:
         super().__init__()
         self._queue = np.zeros(0, np.int16)
-        self._start: Optional[float] = None
-        self._pts = 0
         self.finished_at: Optional[float] = None  # monotonic time the last queued sample was sent
 
     def say(self, samples: np.ndarray) -> None:
@@ -48,26 +44,13 @@ class MicrophoneTrack(MediaStreamTrack):
     def speaking(self) -> bool:
         return self._queue.size > 0
 
-    async def recv(self) -> av.AudioFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        if self._start is None:
-            self._start = time.monotonic()
-        else:
-            self._pts += FRAME
-            delay = self._start + self._pts / RATE - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+    def next_samples(self) -> np.ndarray:
         chunk, self._queue = self._queue[:FRAME], self._queue[FRAME:]
         if chunk.size and not self._queue.size:
             self.finished_at = time.monotonic()
         if chunk.size < FRAME:
             chunk = np.concatenate([chunk, np.zeros(FRAME - chunk.size, np.int16)])
-        frame = av.AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = RATE
-        frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, RATE)
-        return frame
+        return chunk
 
 
 @dataclass

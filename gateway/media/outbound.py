@@ -20,25 +20,24 @@ _TIME_BASE = fractions.Fraction(1, SAMPLE_RATE)
 _MAX_LAG_S = 0.2
 
 
-class OutputAudioTrack(MediaStreamTrack):
-    """An aiortc audio track that plays a :class:`PlayoutBuffer`, silence when it is empty.
+class PacedAudioTrack(MediaStreamTrack):
+    """An aiortc audio track of s16 mono 48 kHz frames of 960 samples, paced on the wall clock.
 
-    ``recv()`` returns s16 mono 48 kHz frames of 960 samples with ``pts`` counting samples
-    (time base 1/48000) and increasing by 960 each frame. aiortc pulls as fast as it can, so the
-    track itself sleeps until each frame is due. ``on_events`` is called on the event loop with what
-    each frame started or finished (first audio of a response, end of a response).
+    aiortc pulls ``recv()`` as fast as it can, so the track sleeps until each frame is due; ``pts``
+    counts samples (time base 1/48000) and grows by 960 a frame. Subclasses give the samples of
+    each frame in :meth:`next_samples`.
     """
 
     kind = "audio"
 
-    def __init__(self, buffer: PlayoutBuffer, on_events: Callable[[PlayoutEvents], None] = lambda e: None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._buffer = buffer
-        self._on_events = on_events
         self._start: float | None = None
         self._pts = 0
-        self.frames_sent = 0
-        self.audio_frames_sent = 0
+
+    def next_samples(self) -> np.ndarray:  # pragma: no cover - abstract
+        """int16 array of exactly FRAME_SAMPLES samples for the frame now due."""
+        raise NotImplementedError
 
     async def recv(self) -> av.AudioFrame:
         if self.readyState != "live":
@@ -52,6 +51,28 @@ class OutputAudioTrack(MediaStreamTrack):
                 await asyncio.sleep(delay)
             elif delay < -_MAX_LAG_S:
                 self._start = time.monotonic() - self._pts / SAMPLE_RATE
+        frame = av.AudioFrame.from_ndarray(self.next_samples().reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = SAMPLE_RATE
+        frame.pts = self._pts
+        frame.time_base = _TIME_BASE
+        return frame
+
+
+class OutputAudioTrack(PacedAudioTrack):
+    """The unit's outbound track: plays a :class:`PlayoutBuffer`, silence when it is empty.
+
+    ``on_events`` is called on the event loop with what each frame started or finished (first
+    audio of a response, end of a response).
+    """
+
+    def __init__(self, buffer: PlayoutBuffer, on_events: Callable[[PlayoutEvents], None] = lambda e: None) -> None:
+        super().__init__()
+        self._buffer = buffer
+        self._on_events = on_events
+        self.frames_sent = 0
+        self.audio_frames_sent = 0
+
+    def next_samples(self) -> np.ndarray:
         samples, events = self._buffer.read_frame(FRAME_SAMPLES)
         if samples is None:
             samples = np.zeros(FRAME_SAMPLES, np.int16)
@@ -60,8 +81,4 @@ class OutputAudioTrack(MediaStreamTrack):
         self.frames_sent += 1
         if events.started is not None or events.stopped is not None:
             self._on_events(events)
-        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = SAMPLE_RATE
-        frame.pts = self._pts
-        frame.time_base = _TIME_BASE
-        return frame
+        return samples

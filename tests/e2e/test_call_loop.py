@@ -8,7 +8,6 @@ import re
 
 import aiohttp
 import numpy as np
-import pytest
 
 from gateway.client import RealtimeClient
 from gateway.media.resample import Resampler

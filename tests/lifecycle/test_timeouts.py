@@ -36,7 +36,6 @@ async def test_killed_caller_is_drained_and_next_caller_hears_nothing_of_it(mode
                 assert line, "caller process ended early"
                 if line.startswith("PLAYING"):
                     break
-            killed_at = time.monotonic()
             assert unit.state is UnitState.ACTIVE
             child.send_signal(signal.SIGKILL)  # mid-answer: no hang-up, no DTLS close
             await child.wait()
