@@ -54,11 +54,10 @@ async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
 
 
 async def completed_response(client: RealtimeClient, timeout: float = 120.0) -> dict:
-    """The first response.done with status completed (a pause in the speech may start, and the rest
-    of the speech then cancel, an earlier response)."""
+    """The first response.done that was not cancelled (``incomplete`` = cut at the token cap)."""
     for count in range(1, 10):
         done = await client.wait_for("response.done", timeout=timeout, count=count)
-        if done["response"]["status"] == "completed":
+        if done["response"]["status"] in ("completed", "incomplete"):
             return done
     raise RuntimeError("no response completed")
 
