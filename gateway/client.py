@@ -69,11 +69,24 @@ class ReceivedAudio:
         return [t for f, t in zip(self.frames, self.arrivals) if f.size and int(np.abs(f).max()) > level]
 
 
+def _drop_receive_prefetch(receiver) -> None:
+    """aiortc's audio receiver holds 4 frames (80 ms) before it plays any; on loopback there is no
+    jitter to absorb. aiortc has no setting for it, so its private buffer is replaced (if present)."""
+    from aiortc.jitterbuffer import JitterBuffer
+
+    name = "_RTCRtpReceiver__jitter_buffer"
+    if hasattr(receiver, name):
+        setattr(receiver, name, JitterBuffer(capacity=16, prefetch=0))
+
+
 class RealtimeClient:
     """One call to a gateway at ``base_url`` (e.g. ``http://127.0.0.1:8080``)."""
 
-    def __init__(self, base_url: str, codec: Optional[str] = None) -> None:
+    def __init__(self, base_url: str, codec: Optional[str] = None, low_latency: bool = True) -> None:
         self.base_url = base_url.rstrip("/")
+        # True: hear each frame as it arrives (no 80 ms receive prefetch), so that timings measure
+        # the gateway rather than this client's jitter buffer.
+        self.low_latency = low_latency
         self.codec = codec  # e.g. "PCMU" to act like a SIP bridge; None = Opus
         self.pc = RTCPeerConnection()
         self.mic = MicrophoneTrack()
@@ -96,6 +109,8 @@ class RealtimeClient:
         ``session`` is sent as a ``session.update`` once connected.
         """
         transceiver = self.pc.addTransceiver(self.mic, direction="sendrecv")
+        if self.low_latency:
+            _drop_receive_prefetch(transceiver.receiver)
         if self.codec:
             from aiortc.rtcrtpsender import RTCRtpSender
 

@@ -6,8 +6,9 @@
 Each run is one call over WebRTC on loopback: the caller asks for a long answer, speaks over it
 one second after it starts playing, and hangs up once the interruption is handled.
 
-- barge-in latency: caller speech start (first sample of the interruption sent) -> last voiced
-  frame of the interrupted answer received by the caller;
+- barge-in latency: caller speech start (the first voiced sample of the interruption sent) -> last
+  voiced frame of the interrupted answer received by the caller (it includes the VAD's
+  ``min_speech_ms`` echo guard, 96 ms by default);
 - speech_started -> last voiced frame: the same end, measured from the gateway's event;
 - drain: hang-up request -> the unit is idle again (the gateway's own state change).
 """
@@ -47,8 +48,10 @@ async def one_run(url: str, unit, question: np.ndarray, interruption: np.ndarray
     await client.wait_for("output_audio_buffer.started", timeout=120)
     await asyncio.sleep(1.0)
     mark = len(client.events)
-    spoke_at = time.monotonic()  # the interruption's first frame leaves within 20 ms of this
+    # The voice starts a little way into the synthesized audio; frames leave in real time.
+    onset_s = int(np.argmax(np.abs(interruption) > 1000)) / 48000
     client.say(interruption)
+    spoke_at = time.monotonic() + onset_s
     started = await client.wait_for("input_audio_buffer.speech_started", timeout=20, after=mark)
     await client.wait_for("output_audio_buffer.cleared", timeout=10, after=mark)
     await asyncio.sleep(0.5)  # let any straggling frames of the old answer arrive
