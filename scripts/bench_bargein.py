@@ -6,10 +6,11 @@
 Each run is one call over WebRTC on loopback: the caller asks for a long answer, speaks over it
 one second after it starts playing, and hangs up once the interruption is handled.
 
-- barge-in latency: caller speech start (the first voiced sample of the interruption sent) -> last
-  voiced frame of the interrupted answer received by the caller (it includes the VAD's
-  ``min_speech_ms`` echo guard, 96 ms by default);
-- speech_started -> last voiced frame: the same end, measured from the gateway's event;
+- from the caller's voice onset (the first voiced sample of the interruption sent) to the
+  ``speech_started`` and ``output_audio_buffer.cleared`` events and to the last voiced frame of
+  the interrupted answer received (0 when the answer was between two sentences); these include
+  the VAD's ``min_speech_ms`` echo guard (96 ms by default);
+- speech_started -> last voiced frame: what the caller still heard after the gateway's event;
 - drain: hang-up request -> the unit is idle again (the gateway's own state change).
 """
 
@@ -53,13 +54,16 @@ async def one_run(url: str, unit, question: np.ndarray, interruption: np.ndarray
     client.say(interruption)
     spoke_at = time.monotonic() + onset_s
     started = await client.wait_for("input_audio_buffer.speech_started", timeout=20, after=mark)
-    await client.wait_for("output_audio_buffer.cleared", timeout=10, after=mark)
+    cleared = await client.wait_for("output_audio_buffer.cleared", timeout=10, after=mark)
     await asyncio.sleep(0.5)  # let any straggling frames of the old answer arrive
     voiced = [t for t in client.heard.voiced_times() if spoke_at - 2.0 <= t]
     last_old = max(voiced) if voiced else spoke_at
     result = {
-        "bargein": (last_old - spoke_at) * 1000,
-        "after_event": (last_old - client.time_of(started)) * 1000,
+        "detected": (client.time_of(started) - spoke_at) * 1000,
+        "cleared": (client.time_of(cleared) - spoke_at) * 1000,
+        # A reply caught between two sentences was already silent: that counts as 0.
+        "heard": max(0.0, last_old - spoke_at) * 1000,
+        "after_event": max(0.0, last_old - client.time_of(started)) * 1000,
     }
     hung_up = time.monotonic()
     await client.hangup()
@@ -89,8 +93,10 @@ async def main() -> int:
             print(f"run {run + 1}: " + ", ".join(f"{k} {v:.0f} ms" for k, v in result.items()), file=sys.stderr)
             results.append(result)
     rows = [
-        ("bargein", "caller speech start -> last reply frame"),
-        ("after_event", "speech_started event -> last reply frame"),
+        ("detected", "caller voice onset -> speech_started received"),
+        ("cleared", "caller voice onset -> output_audio_buffer.cleared"),
+        ("heard", "caller voice onset -> last voiced reply frame"),
+        ("after_event", "speech_started received -> last voiced reply frame"),
         ("drain", "hang-up -> unit idle (drain)"),
     ]
     width = max(len(label) for _, label in rows)
