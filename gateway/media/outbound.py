@@ -51,6 +51,8 @@ class PacedAudioTrack(MediaStreamTrack):
                 await asyncio.sleep(delay)
             elif delay < -_MAX_LAG_S:
                 self._start = time.monotonic() - self._pts / SAMPLE_RATE
+            if self.readyState != "live":  # stopped while we slept: read nothing more
+                raise MediaStreamError
         frame = av.AudioFrame.from_ndarray(self.next_samples().reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = SAMPLE_RATE
         frame.pts = self._pts

@@ -51,9 +51,12 @@ class VadStage(Stage):
         self._silence = 0
         self._speech_start = 0
         self._last_voiced_at: Optional[float] = None
+        self._session = ""
 
     # --- messages ---
     def handle(self, message: Message) -> None:
+        # Events carry the id of the session whose audio this is (not whatever the unit serves now).
+        self._session = message.session_id
         if isinstance(message, AudioIn):
             self._on_audio(message)
         elif isinstance(message, CommitInput):
@@ -101,7 +104,7 @@ class VadStage(Stage):
             self._silence += self._chunk
         utterance_s = len(self._utterance) * self._chunk / self._rate
         if self._silence * 1000 / self._rate >= turn.silence_duration_ms or utterance_s >= turn.max_utterance_s:
-            self.ctx.notify(SpeechStopped(self.ctx.session_id, audio_end_ms=self._ms(self._position - self._silence)))
+            self.ctx.notify(SpeechStopped(self._session, audio_end_ms=self._ms(self._position - self._silence)))
             self._commit(manual=False)
 
     def _start_turn(self, turn: TurnDetection) -> None:
@@ -112,7 +115,7 @@ class VadStage(Stage):
         self._prefix.clear()
         self._candidate = []
         # The unit cancels any reply first and then reports the event: barge-in is not delayed by it.
-        self.ctx.on_speech_started(SpeechStarted(self.ctx.session_id, audio_start_ms=self._ms(self._speech_start)))
+        self.ctx.on_speech_started(SpeechStarted(self._session, audio_start_ms=self._ms(self._speech_start)))
 
     def _remember_prefix(self, chunk: np.ndarray, turn: TurnDetection) -> None:
         self._prefix.append(chunk)
@@ -136,7 +139,7 @@ class VadStage(Stage):
             if manual:
                 self.ctx.notify(
                     InputRejected(
-                        self.ctx.session_id,
+                        self._session,
                         code="input_audio_buffer_commit_empty",
                         message="Error committing input audio buffer: the buffer is empty.",
                     )
@@ -146,8 +149,8 @@ class VadStage(Stage):
         now = time.monotonic()
         latency = TurnLatency(speech_end=self._last_voiced_at or now, end_of_turn=now)
         self._utterance, self._in_speech, self._silence = [], False, 0
-        self.ctx.notify(InputCommitted(self.ctx.session_id, audio_ms=self._ms(len(audio))))
-        self.emit(Utterance(self.ctx.session_id, audio=audio, latency=latency))
+        self.ctx.notify(InputCommitted(self._session, audio_ms=self._ms(len(audio))))
+        self.emit(Utterance(self._session, audio=audio, latency=latency))
 
     def _ms(self, samples: int) -> int:
         return int(samples * 1000 / self._rate)

@@ -158,6 +158,7 @@ class PipelineUnit:
             self.state = UnitState.ACTIVE
             self.session_id = session_id
             self.session = SessionState.for_call(session_id, self.config)
+            self.scope.cancel()  # nothing of an earlier session is live in this one
             self._sink = sink
             self.close_reason = None
             self.sessions_served += 1
@@ -263,20 +264,32 @@ class PipelineUnit:
             self.queues[0].put(AudioIn(self.session_id, samples=samples, received_at=received_at))
 
     # ----- control (the Realtime session calls these on the event loop) -----
+    def _active_session(self) -> Optional[str]:
+        """The session id while the unit serves a call; None while it drains, is stuck or idle, so
+        that a late request of an ended call can never act on the unit (or the next caller)."""
+        return self.session_id if self.state is UnitState.ACTIVE else None
+
     def commit_input(self) -> None:
-        if self.session_id is not None:
-            self.queues[0].put(CommitInput(self.session_id))
+        """Manual turn: end the caller's turn now."""
+        session = self._active_session()
+        if session is not None:
+            self.queues[0].put(CommitInput(session))
 
     def clear_input(self) -> None:
-        if self.session_id is not None:
-            self.queues[0].put(ClearInput(self.session_id))
+        """Drop the caller audio buffered so far."""
+        session = self._active_session()
+        if session is not None:
+            self.queues[0].put(ClearInput(session))
 
     def create_response(
         self, messages: list[ChatMessage], audio: bool = True, latency: Optional[TurnLatency] = None
     ) -> int:
-        """Queue a response for the LLM; returns its generation id (an earlier reply becomes stale)."""
-        if self.session_id is None:
-            raise RuntimeError("unit has no session")
+        """Queue a response for the LLM; returns its generation id (an earlier reply becomes stale).
+
+        Raises RuntimeError when the unit is not serving a call (draining, stuck or idle)."""
+        session = self._active_session()
+        if session is None:
+            raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         generation = self.scope.begin()
         latency = latency or TurnLatency()
         latency.mark("response_requested", time.monotonic())
@@ -284,7 +297,7 @@ class PipelineUnit:
         self.session.touch()
         self.queues[2].put(
             ResponseRequest(
-                self.session_id,
+                session,
                 generation=generation,
                 messages=messages,
                 max_tokens=self.session.max_tokens,
@@ -298,7 +311,9 @@ class PipelineUnit:
     def interrupt(self) -> Optional[Interruption]:
         """Cancel the response being generated or played and drop its unplayed audio at once.
 
-        Returns None when nothing was going on."""
+        Returns None when nothing was going on (or the unit is not serving a call)."""
+        if self._active_session() is None:
+            return None
         generation = self.scope.current
         was_live = self.scope.live
         cleared = self.playout.clear()

@@ -265,7 +265,10 @@ class RealtimeSession:
 
     # ------------------------------------------------------------------ client events
     def handle_client_message(self, raw: str | bytes) -> None:
-        """One data-channel message. Every problem becomes an ``error`` event; the call goes on."""
+        """One data-channel message. Every problem becomes an ``error`` event; the call goes on.
+        Once the session is closed, messages are ignored: the unit may already serve another call."""
+        if self.closed:
+            return
         event = self._decode(raw)
         if event is None:
             return

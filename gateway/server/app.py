@@ -17,7 +17,7 @@ from gateway.pool.pool import UnitPool
 from gateway.pool.unit import StageFactory
 from gateway.server import routes
 from gateway.server.auth import EphemeralKeys
-from gateway.signaling.call import CallRegistry
+from gateway.signaling.call import CallRegistry, ice_configuration
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,10 @@ def create_app(
 ) -> web.Application:
     """Build the app. ``models`` None: load them at start-up (once per process).
 
-    ``stage_factories`` replaces stage classes (test doubles for failure tests only).
+    ``stage_factories`` replaces stage classes (test doubles for failure tests only). Raises
+    ValueError for an unusable ``ice_servers`` setting.
     """
+    ice_configuration(config)  # a bad STUN/TURN setting fails here, not at the first call
     app = web.Application(middlewares=[routes.cors_middleware], client_max_size=config.max_offer_bytes + 64 * 1024)
     app[CONFIG] = config
     app[METRICS] = GatewayMetrics()

@@ -10,6 +10,18 @@ from typing import Callable, Optional
 DEFAULT_TTL_S = 60
 MIN_TTL_S = 10
 MAX_TTL_S = 7200
+# Unexpired keys held at once; each holds a session config of up to the request size limit, and
+# without --api-key anyone may mint them.
+MAX_KEYS = 1000
+
+
+class KeyLimitError(RuntimeError):
+    """``MAX_KEYS`` unexpired keys are held already (HTTP 429); ``retry_after_s`` is when the
+    first of them expires."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many unexpired ephemeral keys; retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
 
 
 @dataclass
@@ -28,13 +40,19 @@ class EphemeralKeys:
     ``clock`` returns Unix seconds (a test may replace it).
     """
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, max_keys: int = MAX_KEYS) -> None:
         self.clock = clock
+        self.max_keys = max_keys
         self._keys: dict[str, Grant] = {}
 
     def mint(self, ttl_s: int = DEFAULT_TTL_S, session: Optional[dict] = None) -> tuple[str, int]:
-        """A new key valid for ``ttl_s`` seconds; returns (key, expires_at)."""
+        """A new key valid for ``ttl_s`` seconds; returns (key, expires_at).
+
+        Raises KeyLimitError when ``max_keys`` unexpired keys are held already."""
         self._expire()
+        if len(self._keys) >= self.max_keys:
+            first = min(grant.expires_at for grant in self._keys.values())
+            raise KeyLimitError(max(1, int(first - self.clock()) + 1))
         key = "ek_" + secrets.token_urlsafe(24)
         expires_at = int(self.clock()) + ttl_s
         self._keys[key] = Grant(expires_at, session)

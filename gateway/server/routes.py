@@ -13,7 +13,7 @@ from aiohttp import web
 
 from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_config import SessionConfigError, parse_update
-from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, Grant, bearer, same_key
+from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, Grant, KeyLimitError, bearer, same_key
 from gateway.signaling.call import OfferError
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class _Admission:
     grant: Optional[Grant] = None
 
     def refund(self, request: web.Request) -> None:
+        """Give the ephemeral key back (its call was not opened); nothing for an API key."""
         if self.key is not None and self.grant is not None:
             request.app[_app_keys().KEYS].refund(self.key, self.grant)
 
@@ -118,6 +119,9 @@ async def _open_call(request: web.Request, admission: _Admission, sdp: str, sess
     except OfferError as exc:
         admission.refund(request)
         raise _Denied(error_response(400, str(exc), "invalid_offer")) from None
+    except BaseException:  # a server fault (or the client gone): no call, so the key is not used up
+        admission.refund(request)
+        raise
     request.app[keys.METRICS].calls.labels(result="answered").inc()
     return call, answer
 
@@ -128,19 +132,36 @@ async def _admit_and_open(request: web.Request, read_offer) -> tuple[Any, str]:
     admission = _admit(request)
     try:
         sdp, session = await read_offer(request)
-    except _Denied:
+    except BaseException:  # refused, or the body never came in full
         admission.refund(request)
         raise
     return await _open_call(request, admission, sdp, session)
 
 
+async def _body_text(request: web.Request) -> str:
+    """The request body as text in its declared charset (UTF-8 by default). Raises _Denied (400)
+    when it does not decode, instead of the 500 that ``request.text()`` would end in."""
+    body = await request.read()
+    charset = request.charset or "utf-8"
+    try:
+        return body.decode(charset)
+    except LookupError:
+        raise _Denied(error_response(400, f"Unknown charset {charset[:40]!r} in Content-Type.", "invalid_encoding")) from None
+    except UnicodeDecodeError as exc:
+        raise _Denied(error_response(400, f"The body is not valid {charset[:40]} text (byte {exc.start}).",
+                                     "invalid_encoding")) from None
+
+
 async def _read_offer(request: web.Request) -> tuple[str, Optional[dict]]:
     """(SDP, session) of a ``/v1/realtime/calls`` body: ``application/sdp`` text, or a form
     (multipart, as OpenAI's unified interface sends, or urlencoded) with ``sdp`` and ``session``
-    (JSON) fields."""
+    (JSON) fields. Raises _Denied (400) for a body that does not decode or a malformed form."""
     if not request.content_type.startswith(("multipart/", "application/x-www-form-urlencoded")):
-        return await request.text(), None
-    form = await request.post()
+        return await _body_text(request), None
+    try:
+        form = await request.post()
+    except (ValueError, LookupError, AssertionError) as exc:  # no boundary, broken parts, bad charset
+        raise _Denied(error_response(400, f"Malformed form body: {exc}"[:300], "invalid_form")) from None
     sdp = _form_text(form.get("sdp"))
     raw_session = form.get("session")
     if raw_session is None:
@@ -189,13 +210,16 @@ async def offer_json(request: web.Request) -> web.Response:
 
 
 async def _read_json_offer(request: web.Request) -> tuple[str, Optional[dict]]:
+    """(SDP, session) of a ``POST /offer`` JSON body. Raises _Denied (400)."""
     try:
-        body = await request.json()
+        body = json.loads(await _body_text(request))
     except ValueError:
         raise _Denied(error_response(400, "body must be JSON {\"sdp\": ..., \"type\": \"offer\"}", "invalid_json")) from None
     if not isinstance(body, dict) or body.get("type") != "offer" or not isinstance(body.get("sdp"), str):
         raise _Denied(error_response(400, "body must be {\"sdp\": <string>, \"type\": \"offer\"}", "invalid_offer"))
-    session = body.get("session") if isinstance(body.get("session"), dict) else None
+    session = body.get("session")
+    if session is not None and not isinstance(session, dict):
+        raise _Denied(error_response(400, "'session' must be a JSON object.", "invalid_type", param="session"))
     return body["sdp"], _checked_session(session, "session")
 
 
@@ -228,7 +252,9 @@ async def client_secrets(request: web.Request) -> web.Response:
     body: Any = {}
     if request.can_read_body:
         try:
-            body = await request.json()
+            body = json.loads(await _body_text(request))
+        except _Denied as denied:
+            return denied.response
         except ValueError:
             return error_response(400, "body must be JSON", "invalid_json")
     if not isinstance(body, dict):
@@ -238,11 +264,16 @@ async def client_secrets(request: web.Request) -> web.Response:
         session = _checked_session(body.get("session"), "session")
     except _Denied as denied:
         return denied.response
-    value, expires_at = request.app[keys.KEYS].mint(ttl, session)
+    try:
+        value, expires_at = request.app[keys.KEYS].mint(ttl, session)
+    except KeyLimitError as exc:
+        return error_response(429, f"Too many unexpired ephemeral keys; retry in {exc.retry_after_s} s.",
+                              "rate_limit_exceeded", "rate_limit_error", headers={"Retry-After": str(exc.retry_after_s)})
     return web.json_response({"value": value, "expires_at": expires_at, "session": session or {"type": "realtime"}})
 
 
 def _ttl(expires_after: Any) -> int:
+    """Seconds an ephemeral key lives, from ``expires_after`` (default 60). Raises _Denied (400)."""
     if expires_after is None:
         return DEFAULT_TTL_S
     seconds = expires_after.get("seconds") if isinstance(expires_after, dict) else None
@@ -253,10 +284,26 @@ def _ttl(expires_after: Any) -> int:
 
 
 async def pool_status(request: web.Request) -> web.Response:
-    return web.json_response(request.app[_app_keys().POOL].snapshot())
+    """``GET /v1/pool``: each unit's state and timings (:meth:`UnitPool.snapshot`).
+
+    A call id is the capability to hang the call up (``DELETE /v1/realtime/calls/{id}`` needs no
+    key), so this unauthenticated view shows only its first 8 hex digits, enough to match the logs.
+    """
+    snapshot = request.app[_app_keys().POOL].snapshot()
+    for unit in snapshot["units"]:
+        if unit.get("session_id"):
+            unit["session_id"] = redact_call_id(unit["session_id"])
+    return web.json_response(snapshot)
+
+
+def redact_call_id(call_id: str) -> str:
+    """``rtc_0123abcd...``: the call id's prefix, useless to hang up the call with."""
+    return call_id[:12] + "..."
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """``GET /healthz``: 200 ``{"status": "ok", "pool_size", "idle"}`` once the models are loaded
+    and the pool exists, else 503 ``{"status": "starting"}``."""
     keys = _app_keys()
     if keys.POOL not in request.app or keys.MODELS not in request.app:
         return web.json_response({"status": "starting"}, status=503)
@@ -265,8 +312,28 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """``GET /metrics``: Prometheus text format 0.0.4 (calls, call ends, units by state, turn
+    latency per stage in ms)."""
     body = request.app[_app_keys().METRICS].render()
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+_HTTP_ERROR_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
+
+
+def _json_http_error(request: web.Request, exc: web.HTTPException) -> web.StreamResponse:
+    """aiohttp's own errors (404, 405, 413 body too large, ...) in the JSON error shape of every
+    other error, keeping their headers (``Allow`` of a 405). Redirects and successes pass as they are."""
+    if exc.status < 400:
+        return exc
+    if exc.status == 413:
+        limit = request.app[_app_keys().CONFIG].max_offer_bytes
+        message = f"Request body too large (an SDP offer may have up to {limit} bytes)."
+    else:
+        message = exc.text or exc.reason
+    headers = {name: value for name, value in exc.headers.items()
+               if name.lower() not in ("content-type", "content-length")}
+    return error_response(exc.status, message, _HTTP_ERROR_CODES.get(exc.status, "http_error"), headers=headers)
 
 
 CLIENT_HEADERS = "Authorization, Content-Type, OpenAI-Beta, OpenAI-Organization, OpenAI-Project, X-OpenAI-Agents-SDK"
@@ -292,7 +359,10 @@ async def cors_middleware(request: web.Request, handler):
         try:
             response = await handler(request)
         except web.HTTPException as exc:
-            response = exc
+            response = _json_http_error(request, exc)
+        except Exception:  # a bug: the client still gets the error shape it parses, the server goes on
+            log.exception("%s %s failed", request.method, request.path)
+            response = error_response(500, "The server failed to handle the request.", "server_error", "server_error")
     if allowed:
         response.headers["Access-Control-Allow-Origin"] = "*" if "*" in origins else origin
         response.headers["Access-Control-Expose-Headers"] = "Location, Retry-After"
@@ -304,6 +374,8 @@ async def cors_middleware(request: web.Request, handler):
 
 
 def add_routes(app: web.Application, static_dir: Path) -> None:
+    """Register every route of the HTTP API on ``app``; ``static_dir`` holds the demo page
+    (``GET /`` answers 404 JSON without its ``index.html``)."""
     async def index(request: web.Request) -> web.StreamResponse:
         page = static_dir / "index.html"
         if not page.exists():

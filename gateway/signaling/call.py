@@ -10,7 +10,9 @@ import uuid
 from typing import Callable, Optional
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdatachannel import RTCDataChannel
+from aiortc.rtcicetransport import parse_stun_turn_uri
 from aiortc.sdp import SessionDescription
 
 from gateway.config import GatewayConfig
@@ -39,18 +41,84 @@ def check_offer(sdp: str, max_bytes: int) -> SessionDescription:
         raise OfferError(f"SDP offer too large ({len(sdp.encode())} bytes, limit {max_bytes})")
     try:
         parsed = SessionDescription.parse(sdp)
-    except Exception as exc:  # aiortc raises ValueError/IndexError/KeyError on malformed lines
-        raise OfferError(f"malformed SDP offer: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # aiortc raises ValueError/IndexError/KeyError/AssertionError on malformed lines
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise OfferError(f"malformed SDP offer ({detail}); expected an RFC 8866 offer as a WebRTC peer makes it") from None
     kinds = {media.kind for media in parsed.media}
     if not kinds & {"audio", "application"}:
         raise OfferError("the offer has no audio m-line and no data channel")
+    for index, media in enumerate(parsed.media):
+        _check_media(index, media)
     return parsed
 
 
+# Audio codecs aiortc can answer with (its CODECS["audio"]).
+_AUDIO_CODECS = {"opus", "g722", "pcmu", "pcma"}
+
+
+def _check_media(index: int, media) -> None:
+    """What aiortc needs of one m-line to answer it and connect (the checks of its
+    ``setRemoteDescription`` and DTLS start), made before a unit is claimed so that a bad offer
+    costs no unit. Raises OfferError naming the m-line."""
+    where = f"m-line {index} ({media.kind})"
+    if media.ice is None or not media.ice.usernameFragment or not media.ice.password:
+        raise OfferError(f"{where}: ICE username fragment or password (a=ice-ufrag, a=ice-pwd) is missing")
+    if media.dtls is None or not media.dtls.fingerprints:
+        raise OfferError(f"{where}: DTLS fingerprint or setup role (a=fingerprint, a=setup) is missing")
+    if media.kind in ("audio", "video") and not media.rtcp_mux:
+        raise OfferError(f"{where}: RTCP multiplexing (a=rtcp-mux) is required")
+    if media.kind == "audio":
+        offered = [codec.mimeType.split("/", 1)[-1] for codec in media.rtp.codecs]
+        if not any(name.lower() in _AUDIO_CODECS for name in offered):
+            raise OfferError(f"{where}: no audio codec in common (offered {', '.join(offered) or 'none'}; "
+                             "this gateway speaks Opus, G.722, PCMU and PCMA)")
+
+
+_DIRECTIONS = ("a=sendrecv", "a=sendonly", "a=recvonly", "a=inactive")
+
+
+def normalize_offer(sdp: str) -> str:
+    """The offer with an explicit direction on every audio and video m-section that has none.
+
+    RFC 8866 (6.7) makes a missing direction attribute mean the session-level one, else
+    ``sendrecv``; SIP bridges rely on it (FreeSWITCH sends none), but aiortc cannot answer such a
+    section (``ValueError: None is not in list``). An offer that names every direction is
+    returned unchanged.
+    """
+    lines = sdp.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("m=")]
+    if not starts:
+        return sdp
+    session_direction = next((line for line in lines[: starts[0]] if line.strip() in _DIRECTIONS), "a=sendrecv").strip()
+    out = lines[: starts[0]]
+    changed = False
+    for begin, end in zip(starts, starts[1:] + [len(lines)]):
+        section = lines[begin:end]
+        out.append(section[0])
+        if section[0].startswith(("m=audio ", "m=video ")) and not any(line.strip() in _DIRECTIONS for line in section):
+            out.append(session_direction)
+            changed = True
+        out.extend(section[1:])
+    return "\r\n".join(out) + "\r\n" if changed else sdp
+
+
 def ice_configuration(config: GatewayConfig) -> RTCConfiguration:
+    """The RTCPeerConnection's ICE servers from ``ice_servers`` (comma-separated STUN/TURN URLs)
+    and the TURN ``ice_username`` / ``ice_credential``; none configured: host candidates only.
+
+    Raises ValueError naming the URL that aiortc would reject (at the first call, after a unit
+    was claimed) or ignore (a TURN server without credentials)."""
     urls = [u.strip() for u in config.ice_servers.split(",") if u.strip()]
     if not urls:
         return RTCConfiguration(iceServers=[])
+    for url in urls:
+        try:
+            parsed = parse_stun_turn_uri(url)
+        except ValueError as exc:
+            raise ValueError(f"ice_servers: {url!r} is not a STUN/TURN URL ({exc}), "
+                             "e.g. stun:stun.example.org:3478 or turn:turn.example.org:3478?transport=tcp") from None
+        if parsed["scheme"] in ("turn", "turns") and not (config.ice_username and config.ice_credential):
+            raise ValueError(f"ice_servers: {url!r} is a TURN server: set ice_username and ice_credential too")
     return RTCConfiguration(
         iceServers=[RTCIceServer(urls=urls, username=config.ice_username or None, credential=config.ice_credential or None)]
     )
@@ -77,6 +145,8 @@ class Call:
         self._tasks: set[asyncio.Task] = set()
         self._on_end = on_end
         self._connected = asyncio.Event()
+        self._hangup_task: Optional[asyncio.Future] = None
+        self._output_track: Optional[MediaStreamTrack] = None  # reads the unit's playout buffer
 
     # ----- set-up -----
     async def answer(self, offer_sdp: str) -> str:
@@ -103,7 +173,10 @@ class Call:
 
             @channel.on("message")
             def on_message(message):
-                self.realtime.handle_client_message(message)
+                # Once the call is ending its unit may already serve the next caller: a late
+                # message must not reach it (it would act on that caller's session).
+                if self.end_reason is None:
+                    self.realtime.handle_client_message(message)
 
             @channel.on("close")
             def on_close():
@@ -120,16 +193,40 @@ class Call:
                 self.hangup_soon("ice_failed" if state == "failed" else "peer_closed")
 
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        answered_audio = False
         for transceiver in pc.getTransceivers():
-            if transceiver.kind == "audio":
+            if transceiver.kind == "audio" and not answered_audio:
                 # Answer audio with our track; aiortc negotiates Opus, PCMU or PCMA as offered.
                 transceiver.direction = "sendrecv"
-                transceiver.sender.replaceTrack(self.unit.new_output_track())
-                break
+                self._output_track = self.unit.new_output_track()
+                transceiver.sender.replaceTrack(self._output_track)
+                answered_audio = True
+            else:
+                # Video, or a second audio m-line: answered inactive. Accepted (aiortc's default,
+                # recvonly) it would be received and decoded into a queue nobody reads.
+                transceiver.direction = "inactive"
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
+        if not any(t.kind == "audio" and t.currentDirection in ("sendrecv", "sendonly") for t in pc.getTransceivers()):
+            # No audio goes back to this caller (data-channel-only, or audio offered sendonly or
+            # inactive); reply audio must still leave the playout buffer, or TTS blocks on it.
+            self._output_track = self.unit.new_output_track()
+            self._spawn(self._play_to_nowhere(self._output_track))
         self._spawn(self._watchdog())
         return pc.localDescription.sdp
+
+    @staticmethod
+    async def _play_to_nowhere(track: MediaStreamTrack) -> None:
+        """Pull ``track`` (20 ms frames, paced on the wall clock) and drop the frames, as a sender
+        would send them: responses play out in real time, so their ``output_audio_buffer`` events,
+        ``response.done`` and the watchdogs work as on a call with audio. Ends when cancelled."""
+        try:
+            while True:
+                await track.recv()
+        except MediaStreamError:
+            return
+        finally:
+            track.stop()
 
     def send_event(self, event: dict) -> None:
         """Send a server event on ``oai-events`` if it is open (events before it opens are dropped)."""
@@ -172,8 +269,10 @@ class Call:
         task.add_done_callback(self._tasks.discard)
 
     def hangup_soon(self, reason: str, message: Optional[str] = None) -> None:
-        if self.end_reason is None:
-            asyncio.ensure_future(self.hangup(reason, message))
+        """:meth:`hangup` from a synchronous callback (aiortc and media events): scheduled on the
+        event loop, at most once."""
+        if self.end_reason is None and self._hangup_task is None:
+            self._hangup_task = asyncio.ensure_future(self.hangup(reason, message))  # held: not GC'd mid-run
 
     async def hangup(self, reason: str, message: Optional[str] = None) -> None:
         """End the call once: tell the client why (unless it hung up itself), drain the unit, close."""
@@ -186,16 +285,22 @@ class Call:
             self.realtime.close(reason, message)
         if reason != "client_hangup":
             log.info("call %s ended: %s", self.id, reason)
+        if self._output_track is not None:
+            # The drain can end, and the unit serve the next caller, before pc.close() below has
+            # stopped the sender: this call's track must not read the next caller's reply audio.
+            self._output_track.stop()
         self.unit.begin_drain(reason)
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
         # Let the close reason reach the client before the transport goes.
-        if self.channel is not None and self.channel.readyState == "open" and reason not in ("client_hangup", "peer_closed"):
-            await asyncio.sleep(0.05)
-        await self.pc.close()
-        self._on_end(self)
+        try:
+            if self.channel is not None and self.channel.readyState == "open" and reason not in ("client_hangup", "peer_closed"):
+                await asyncio.sleep(0.05)
+            await self.pc.close()
+        finally:
+            self._on_end(self)  # even if closing failed: the registry must not keep a dead call
 
 
 class CallRegistry:
@@ -212,6 +317,7 @@ class CallRegistry:
     async def create(self, offer_sdp: str, session: Optional[dict] = None) -> tuple[Call, str]:
         """Check the offer, claim a unit (PoolFullError if none), answer. Returns (call, answer SDP)."""
         check_offer(offer_sdp, self.config.max_offer_bytes)
+        offer_sdp = normalize_offer(offer_sdp)
         call_id = "rtc_" + uuid.uuid4().hex
         holder: dict[str, Call] = {}
 
@@ -222,14 +328,18 @@ class CallRegistry:
                 call.realtime.on_pipeline_event(event)
 
         unit = self.pool.claim(call_id, sink)  # raises PoolFullError: no await between check and set
-        realtime = RealtimeSession(
-            unit,
-            send=lambda event: holder["call"].send_event(event) if "call" in holder else None,
-            local_models=self._local_models,
-            history_turns=self.config.history_turns,
-            max_call_s=self.config.max_call_s,
-        )
-        call = Call(call_id, unit, self.config, realtime, on_end=self._ended)
+        try:
+            realtime = RealtimeSession(
+                unit,
+                send=lambda event: holder["call"].send_event(event) if "call" in holder else None,
+                local_models=self._local_models,
+                history_turns=self.config.history_turns,
+                max_call_s=self.config.max_call_s,
+            )
+            call = Call(call_id, unit, self.config, realtime, on_end=self._ended)
+        except BaseException:
+            unit.begin_drain("server_error")  # no call owns the unit yet: give it back
+            raise
         holder["call"] = call
         self.calls[call_id] = call
         if session:
@@ -246,6 +356,7 @@ class CallRegistry:
         self.on_call_end(call)
 
     async def hangup(self, call_id: str, reason: str = "client_hangup") -> bool:
+        """End the call ``call_id``; False if there is no such call (unknown or already ended)."""
         call = self.calls.get(call_id)
         if call is None:
             return False
@@ -253,5 +364,6 @@ class CallRegistry:
         return True
 
     async def close_all(self) -> None:
+        """End every call (``server_shutdown``, told to each client); errors are not raised."""
         await asyncio.gather(*(call.hangup("server_shutdown", "the gateway is shutting down") for call in list(self.calls.values())),
                              return_exceptions=True)
