@@ -10,6 +10,7 @@ from gateway.config import GatewayConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``serve`` and ``prepare`` subcommands; both take every GatewayConfig setting as a flag."""
     parser = argparse.ArgumentParser(prog="voice-gateway", description="WebRTC voice gateway")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gateway (HTTP signaling + WebRTC media)")
@@ -20,6 +21,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Console entry point (``argv`` defaults to ``sys.argv[1:]``); returns the exit status.
+
+    0 on success, 1 when model weights are missing, 2 for a setting that does not parse (argparse
+    itself exits with 2 on an unknown flag).
+    """
     args = build_parser().parse_args(argv)
     try:
         config = GatewayConfig.from_args(args)
@@ -35,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def prepare(config: GatewayConfig) -> int:
+    """Load the models once so the one-time work (joining Whisper, converting the GGUF) lands in
+    ``model_cache_dir`` ahead of serving, e.g. while building an image. 0, or 1 if weights are missing."""
     from gateway.models.base import ModelNotFoundError
     from gateway.models.loader import load_models
 
@@ -48,6 +56,11 @@ def prepare(config: GatewayConfig) -> int:
 
 
 def serve(config: GatewayConfig) -> int:
+    """Load the models, then run the aiohttp app until SIGINT/SIGTERM (blocks the calling thread).
+
+    Models load before the port opens, so a listening gateway can take calls. Returns 1 without
+    serving if weights are missing, else 0 after shutdown.
+    """
     from aiohttp import web
 
     from gateway.models.base import ModelNotFoundError

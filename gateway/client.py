@@ -37,11 +37,14 @@ class MicrophoneTrack(PacedAudioTrack):
         self.finished_at: Optional[float] = None  # monotonic time the last queued sample was sent
 
     def say(self, samples: np.ndarray) -> None:
+        """Queue int16 48 kHz mono ``samples`` after any still unsent; they leave 960 samples (20 ms)
+        a frame. ``finished_at`` goes back to None until the last of them is sent."""
         self._queue = np.concatenate([self._queue, samples.astype(np.int16)])
         self.finished_at = None
 
     @property
     def speaking(self) -> bool:
+        """True while queued samples are unsent; False once the track is back to sending silence."""
         return self._queue.size > 0
 
     def next_samples(self) -> np.ndarray:
@@ -61,6 +64,8 @@ class ReceivedAudio:
     arrivals: list[float] = field(default_factory=list)
 
     def samples(self, since: float = 0.0) -> np.ndarray:
+        """int16 48 kHz mono, shape (n,): the frames that arrived at or after ``since``
+        (time.monotonic() seconds), joined; empty if none did."""
         picked = [f for f, t in zip(self.frames, self.arrivals) if t >= since]
         return np.concatenate(picked) if picked else np.zeros(0, np.int16)
 
@@ -168,9 +173,11 @@ class RealtimeClient:
             return
 
     def send(self, event: dict) -> None:
+        """Send a Realtime client event as JSON on the ``oai-events`` data channel (after connect)."""
         self.channel.send(json.dumps(event))
 
     def send_raw(self, text: str) -> None:
+        """Send ``text`` unchanged, e.g. malformed JSON to check the gateway's ``error`` reply."""
         self.channel.send(text)
 
     def ask(self, text: str, response: Optional[dict] = None) -> int:
@@ -191,6 +198,8 @@ class RealtimeClient:
         return [e for e in self.events[after:] if e.get("type") == event_type]
 
     def time_of(self, event: dict) -> float:
+        """time.monotonic() seconds at which ``event`` (one of ``events``) arrived; ValueError if it
+        is not there. For latency between two server events, or an event and ``heard.arrivals``."""
         return self.event_times[self.events.index(event)]
 
     async def wait_for(self, event_type: str, timeout: float = 60.0, count: int = 1, after: int = 0) -> dict:
@@ -205,6 +214,8 @@ class RealtimeClient:
         return found()
 
     async def hangup(self) -> None:
+        """``DELETE /v1/realtime/calls/{id}`` so the gateway drains the unit now rather than when it
+        notices the peer go, then :meth:`close`. Without a call id (refused offer) it only closes."""
         if self.call_id:
             async with aiohttp.ClientSession() as http:
                 async with http.delete(f"{self.base_url}/v1/realtime/calls/{self.call_id}") as response:
@@ -212,6 +223,8 @@ class RealtimeClient:
         await self.close()
 
     async def close(self) -> None:
+        """Stop recording and close the peer connection, with no HTTP hang-up: the gateway ends the
+        call when it sees the data channel or connection close (as with a closed browser tab)."""
         if self._reader is not None:
             self._reader.cancel()
         await self.pc.close()

@@ -104,6 +104,8 @@ class GatewayConfig:
 
     @property
     def origins(self) -> list[str]:
+        """``allowed_origins`` split on commas, blanks dropped; an entry ``"*"`` lets the CORS
+        middleware accept any origin. Empty means no cross-origin access."""
         return [o.strip() for o in self.allowed_origins.split(",") if o.strip()]
 
 

@@ -21,9 +21,12 @@ class GatewayMetrics:
         self.recoveries = Counter("vg_unit_recoveries_total", "Stuck units rebuilt", registry=self.registry)
 
     def observe_latency(self, latency_ms: dict) -> None:
+        """Add one turn's ``TurnLatency.as_ms()`` (stage -> ms) to ``vg_turn_latency_ms``, one
+        sample per stage label; stages the turn never reached (None) are skipped."""
         for stage, value in latency_ms.items():
             if value is not None:
                 self.turn_latency.labels(stage=stage).observe(value)
 
     def render(self) -> bytes:
+        """This registry in the Prometheus text exposition format, as ``GET /metrics`` serves it."""
         return generate_latest(self.registry)

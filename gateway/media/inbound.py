@@ -41,6 +41,8 @@ class InboundAudioReader:
         self.last_frame_at: float | None = None
 
     async def run(self) -> None:
+        """Read until the track ends (returns quietly) or ``media_timeout_s`` passes with no frame
+        (calls ``on_timeout`` once, then returns). Run as a task for the whole call."""
         while True:
             try:
                 frame = await asyncio.wait_for(self._track.recv(), self._timeout)

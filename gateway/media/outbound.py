@@ -40,6 +40,9 @@ class PacedAudioTrack(MediaStreamTrack):
         raise NotImplementedError
 
     async def recv(self) -> av.AudioFrame:
+        """The next 20 ms frame, returned when it is due; after an event-loop stall of over 200 ms
+        the clock restarts rather than sending a burst. Raises MediaStreamError once the track is
+        stopped, which is how aiortc learns a track has ended."""
         if self.readyState != "live":
             raise MediaStreamError
         if self._start is None:

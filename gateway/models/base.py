@@ -28,6 +28,13 @@ class VadSession(Protocol):
 
 
 class VoiceActivityDetector(Protocol):
+    """Loaded VAD weights, shared by all units; each caller gets its own :class:`VadSession`.
+
+    Chunks are float32 mono of exactly ``chunk_samples`` at ``sample_rate`` Hz (Silero: 512 at
+    16 kHz, 32 ms). The inbound reader resamples caller audio to ``sample_rate``, so it fixes the
+    rate of the whole input path. ``new_session`` may be called from any thread.
+    """
+
     sample_rate: int  # Hz of the chunks it takes
     chunk_samples: int  # samples per chunk
 
@@ -36,6 +43,12 @@ class VoiceActivityDetector(Protocol):
 
 
 class SpeechToText(Protocol):
+    """Batch transcription of one finished turn, called from STT threads of several units at once.
+
+    Turns arrive at the VAD's rate and nothing converts them, so ``sample_rate`` (Hz) must equal the
+    VAD's: 16 kHz for Silero and Whisper.
+    """
+
     sample_rate: int
 
     def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
@@ -44,11 +57,20 @@ class SpeechToText(Protocol):
 
 @dataclass
 class ChatMessage:
+    """One prompt message in the role/content shape that chat templates take (Hugging Face
+    ``apply_chat_template``, OpenAI Chat Completions); built from Realtime conversation items."""
+
     role: str  # "system" | "user" | "assistant"
     content: str
 
 
 class LanguageModel(Protocol):
+    """Streaming chat completion for the LLM stage; ``name`` is the ``llm_model`` setting.
+
+    Called from LLM threads of several units; an implementation may run one call at a time, so
+    ``should_stop`` is the only way a cancelled response gives the model back quickly.
+    """
+
     name: str
 
     def generate(
@@ -66,6 +88,12 @@ class LanguageModel(Protocol):
 
 
 class TextToSpeech(Protocol):
+    """Synthesis for the TTS stage, called from TTS threads of several units at once.
+
+    ``sample_rate`` is the voice's own rate (Piper joe: 22050 Hz); the stage resamples to the
+    48 kHz of the WebRTC track. ``voice`` is the name reported to clients as the session's voice.
+    """
+
     sample_rate: int  # Hz of the audio it yields
     voice: str
 

@@ -41,6 +41,10 @@ class PiperTextToSpeech:
         self.voice = voice
 
     def synthesize(self, text: str, speed: float = 1.0) -> Iterator[np.ndarray]:
+        """Yield float32 mono (-1..1) at ``sample_rate`` Hz, one array per sentence as Piper ends it.
+
+        ``speed`` is the Realtime ``audio.output.speed`` factor (1.0 normal), clamped to 0.25..4.0.
+        """
         # Piper's length_scale is the inverse of speed (Realtime's audio.output.speed: 0.25..1.5).
         config = self._config_type(length_scale=1.0 / max(0.25, min(speed, 4.0)), volume=0.9)
         for chunk in self._voice.synthesize(text, syn_config=config):

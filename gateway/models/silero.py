@@ -18,10 +18,13 @@ class _SileroSession:
         self._wrapper = wrapper
 
     def speech_probability(self, chunk: np.ndarray) -> float:
+        """0..1 for one float32 chunk, shape (512,), 16 kHz, -1..1. Advances this session's
+        recurrent state: chunks must come in stream order, from one thread."""
         tensor = self._torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
         return float(self._wrapper(tensor, 16000).item())
 
     def reset(self) -> None:
+        """Clear the recurrent state and context, so the next caller starts from silence."""
         self._wrapper.reset_states()
 
 
@@ -50,6 +53,8 @@ class SileroVad:
         self._lock = threading.Lock()
 
     def new_session(self) -> _SileroSession:
+        """Per-caller state on the shared ONNX session (a reset shallow copy of silero's wrapper).
+        Thread-safe (the copy is made under a lock)."""
         with self._lock:
             wrapper = copy.copy(self._wrapper)
             wrapper.reset_states()

@@ -109,6 +109,12 @@ class TransformersLanguageModel:
         should_stop: Callable[[], bool],
         on_text: Callable[[str], None],
     ) -> tuple[str, int]:
+        """Greedy reply to ``messages`` (via the model's chat template), at most ``max_tokens`` new tokens.
+
+        ``on_text`` gets decoded text as the streamer finalizes it; ``should_stop`` is checked per
+        token. One call at a time (a lock); a call cancelled while waiting returns ("", 0).
+        Returns (text, tokens generated).
+        """
         from transformers import StoppingCriteria, StoppingCriteriaList, TextStreamer
 
         class _Cancelled(StoppingCriteria):

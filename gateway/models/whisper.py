@@ -77,6 +77,9 @@ class WhisperSpeechToText:
         )
 
     def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
+        """Text of one turn, stripped (may be ""): ``audio`` float32 mono -1..1 at 16 kHz,
+        ``language`` an ISO 639-1 code. Greedy and without previous-text conditioning: each turn is
+        decoded on its own, for latency."""
         segments, _info = self._model.transcribe(
             np.asarray(audio, dtype=np.float32),
             language=language,

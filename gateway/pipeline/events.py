@@ -14,16 +14,27 @@ from gateway.pipeline.latency import TurnLatency
 
 @dataclass
 class PipelineEvent:
+    """Base of the stage-to-session events; ``session_id`` lets the unit drop a stale one.
+
+    RealtimeSession.on_pipeline_event turns each into OpenAI Realtime API server events.
+    """
+
     session_id: str
 
 
 @dataclass
 class SpeechStarted(PipelineEvent):
+    """Server VAD heard ``min_speech_ms`` of speech, which began ``audio_start_ms`` into the
+    session's input stream. Becomes ``input_audio_buffer.speech_started``."""
+
     audio_start_ms: int = 0  # position in the caller's input stream
 
 
 @dataclass
 class SpeechStopped(PipelineEvent):
+    """Server VAD heard ``silence_duration_ms`` of silence (or the turn hit ``max_utterance_s``);
+    speech ended ``audio_end_ms`` into the input stream. Becomes ``input_audio_buffer.speech_stopped``."""
+
     audio_end_ms: int = 0
 
 
@@ -36,12 +47,21 @@ class InputCommitted(PipelineEvent):
 
 @dataclass
 class TranscriptionCompleted(PipelineEvent):
+    """STT text of the oldest committed turn not yet transcribed, with the turn's latency so far.
+
+    Becomes ``conversation.item.input_audio_transcription.delta`` (if any text), ``.completed`` and
+    ``conversation.item.done``; may then start a response (``turn_detection.create_response``).
+    """
+
     transcript: str = ""
     latency: TurnLatency = field(default_factory=TurnLatency)
 
 
 @dataclass
 class TranscriptionFailed(PipelineEvent):
+    """A committed turn could not be transcribed (made by the session from an stt StageFailed).
+    Becomes ``conversation.item.input_audio_transcription.failed``."""
+
     message: str = ""
 
 
@@ -63,6 +83,12 @@ class ResponseAudioTranscriptDelta(PipelineEvent):
 
 @dataclass
 class ResponseFinished(PipelineEvent):
+    """The LLM is done and any audio of the reply is queued (sent by TTS, the last stage).
+
+    ``status`` is "completed", or "incomplete" at the token cap; cancelled replies send none.
+    Becomes the response's ``*.done`` events, ending with ``response.done``.
+    """
+
     generation: int = 0
     text: str = ""
     status: str = "completed"
@@ -72,6 +98,9 @@ class ResponseFinished(PipelineEvent):
 
 @dataclass
 class PlaybackStarted(PipelineEvent):
+    """The first audio frame of a response left the output track. Becomes
+    ``output_audio_buffer.started`` (a server event of the Realtime API over WebRTC)."""
+
     generation: int = 0
 
 
@@ -94,6 +123,9 @@ class PlaybackCleared(PipelineEvent):
 
 @dataclass
 class TurnLatencyMeasured(PipelineEvent):
+    """Per-stage latency of a turn (``TurnLatency.as_ms()``, ms), once its first reply frame is sent.
+    Becomes ``gateway.latency``, a gateway extension absent from the Realtime API."""
+
     generation: int = 0
     latency_ms: dict = field(default_factory=dict)
 

@@ -19,6 +19,12 @@ from gateway.pipeline.latency import TurnLatency
 
 @dataclass
 class Message:
+    """Base of what travels between stages; ``session_id`` lets a stage skip an earlier call's leftovers.
+
+    ``control`` messages (SessionEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
+    dropped, oldest first, when a queue overflows.
+    """
+
     session_id: str
     # Control messages survive a queue flush; data messages may be dropped.
     control: ClassVar[bool] = False

@@ -25,6 +25,8 @@ class StageQueue:
         self.dropped = 0
 
     def put(self, item: Message) -> None:
+        """Append ``item`` and wake a waiting :meth:`get`; never blocks, so the event loop can call it.
+        Past ``max_droppable`` the oldest droppable message is dropped (counted in ``dropped``)."""
         with self._cond:
             if item.droppable:
                 if self._droppable >= self._max:

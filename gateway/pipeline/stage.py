@@ -54,6 +54,8 @@ class Stage:
         self._thread: Optional[threading.Thread] = None
 
     def start(self, label: str) -> None:
+        """Start the loop on a daemon thread named ``{label}-{name}`` (e.g. ``unit0-vad``), so logs and
+        thread dumps tell the units' stages apart."""
         self._thread = threading.Thread(target=self._run, name=f"{label}-{self.name}", daemon=True)
         self._thread.start()
 
@@ -65,6 +67,8 @@ class Stage:
 
     @property
     def alive(self) -> bool:
+        """True while the thread runs. A retired thread ends once its current message is done (never,
+        if stuck in a model call), or within about 0.5 s if it was waiting on an empty queue."""
         return self._thread is not None and self._thread.is_alive()
 
     def emit(self, message: Message) -> None:

@@ -41,12 +41,16 @@ class CancelScope:
             return cancelled
 
     def is_current(self, generation: int) -> bool:
+        """True unless ``generation`` was cancelled or superseded. Lock-free (one int read): stages
+        ask per token and per audio piece."""
         return generation == self._current
 
     @property
     def current(self) -> int:
+        """The newest generation id; right after a cancel it is one that no response holds."""
         return self._current
 
     @property
     def live(self) -> bool:
+        """True while the current response is still generating (its audio may play on after)."""
         return self._live

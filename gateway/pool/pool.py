@@ -39,6 +39,7 @@ class UnitPool:
         raise PoolFullError(f"all {len(self.units)} units are busy")
 
     def count(self, state: UnitState) -> int:
+        """Units now in ``state``; read without locks, so a moment's view for /v1/pool and metrics."""
         return sum(1 for unit in self.units if unit.state is state)
 
     def snapshot(self) -> dict:

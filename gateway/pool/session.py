@@ -30,6 +30,8 @@ class SessionState:
 
     @classmethod
     def for_call(cls, session_id: str | None, config: GatewayConfig) -> "SessionState":
+        """Fresh state from the configured defaults (VAD settings, instructions, token cap), clocks
+        started now; ``session_id`` None for an idle unit."""
         turn = TurnDetection(
             threshold=config.vad_threshold,
             prefix_padding_ms=config.prefix_padding_ms,

@@ -44,6 +44,13 @@ StageFactory = Callable[["PipelineUnit", StageQueue, StageQueue, ModelSet], Stag
 
 
 class UnitState(str, enum.Enum):
+    """A unit's lifecycle state; the value is what ``GET /v1/pool`` and ``vg_pool_units`` show.
+
+    ``idle``: free, the only state a call can claim. ``active``: serving a call. ``draining``: the
+    call ended and its SESSION_END marker is passing the stages. ``stuck``: the drain overran
+    ``drain_timeout_s``; stage threads are being rebuilt, and the unit is ``idle`` after.
+    """
+
     IDLE = "idle"
     ACTIVE = "active"
     DRAINING = "draining"
@@ -112,13 +119,18 @@ class PipelineUnit:
     # ----- StageContext -----
     @property
     def turn(self):
+        """The session's TurnDetection (Realtime ``turn_detection``). The VAD thread reads it per
+        audio message, so a ``session.update`` applies from the next chunk on."""
         return self.session.turn
 
     @property
     def language(self) -> str:
+        """ISO 639-1 code for STT (``audio.input.transcription.language``; "en" by default)."""
         return self.session.language
 
     def is_current(self, generation: int) -> bool:
+        """True while ``generation`` is neither cancelled nor superseded (see CancelScope); stage
+        threads call it to drop a cancelled reply's tokens and audio."""
         return self.scope.is_current(generation)
 
     def notify(self, event: PipelineEvent) -> None:
@@ -341,6 +353,14 @@ class PipelineUnit:
 
     # ----- observability -----
     def snapshot(self) -> dict:
+        """This unit's entry in ``GET /v1/pool`` ``units``; read without the lock (a moment's view).
+
+        Keys: ``index``; ``state`` (a UnitState value); ``session_id`` (None when idle or stuck);
+        ``claimed_at`` (Unix s) and ``active_for_s`` while active; ``draining_for_s`` and
+        ``stuck_for_s`` in those states (else None); ``close_reason``; ``sessions_served``;
+        ``recoveries``; ``queued`` (messages waiting at VAD, STT, LLM, TTS); ``playout_ms`` (reply
+        audio buffered, ms). Durations are seconds rounded to 1 ms.
+        """
         now = time.monotonic()
         return {
             "index": self.index,

@@ -50,13 +50,21 @@ class PipelineControl(Protocol):
 
     session: Any  # SessionState: turn, instructions, speed, max_tokens, language, touch()
 
-    def commit_input(self) -> None: ...
+    def commit_input(self) -> None:
+        """``input_audio_buffer.commit``: end the caller's turn now. The VAD thread answers with
+        InputCommitted, or InputRejected when nothing is buffered. Ignored unless a call is served."""
 
-    def clear_input(self) -> None: ...
+    def clear_input(self) -> None:
+        """``input_audio_buffer.clear``: drop the caller audio not yet committed. No event follows;
+        the session itself sends ``input_audio_buffer.cleared``."""
 
-    def create_response(self, messages: list[ChatMessage], audio: bool = True, latency: Optional[TurnLatency] = None) -> int: ...
+    def create_response(self, messages: list[ChatMessage], audio: bool = True, latency: Optional[TurnLatency] = None) -> int:
+        """Start a reply to ``messages`` (the whole prompt); ``audio`` False for text only. Returns its
+        generation id, which makes any earlier reply stale; RuntimeError if no call is served."""
 
-    def interrupt(self) -> Optional[pe.Interruption]: ...
+    def interrupt(self) -> Optional[pe.Interruption]:
+        """Cancel the reply being generated or played and drop its unplayed audio at once; returns
+        what the caller heard of it, or None when no reply was going on."""
 
 
 @dataclass
