@@ -39,9 +39,9 @@ class PlayoutBuffer:
     """A bounded FIFO of reply audio, tagged by generation.
 
     ``write`` blocks while more than ``capacity_ms`` is buffered (back-pressure from the track to
-    TTS), so a barge-in never has more than that much queued audio to throw away. Audio of a
-    generation that ``is_current`` no longer accepts is dropped at write and at read time, so late
-    output of a cancelled response is never played.
+    TTS): the buffer holds at most that plus the sentence being queued, and ``clear`` drops it all
+    at once on barge-in. Audio of a generation that ``is_current`` no longer accepts is dropped at
+    write and at read time, so late output of a cancelled response is never played.
     """
 
     def __init__(self, is_current: Callable[[int], bool], capacity_ms: int = 400) -> None:
@@ -57,23 +57,26 @@ class PlayoutBuffer:
 
     # --- writer side (TTS thread) ---
     def write(self, generation: int, samples: np.ndarray, text: str = "", timeout: float = 30.0) -> bool:
-        """Queue int16 48 kHz mono ``samples``; False (nothing queued) once the generation is stale."""
+        """Queue int16 48 kHz mono ``samples`` (one synthesized sentence); False (nothing queued)
+        once the generation is stale, the buffer is closed, or ``timeout`` s pass without room.
+
+        Blocks while more than ``capacity_ms`` is buffered, then queues the whole sentence at once:
+        the TTS thread synthesizes the next sentence while this one plays, so sentences follow
+        each other without a gap, and the buffer holds at most capacity + one sentence.
+        """
         words = text.split()
-        step = SAMPLE_RATE // 10  # 100 ms pieces: fine-grained enough for back-pressure and truncation
+        step = SAMPLE_RATE // 10  # 100 ms pieces: the granularity of "what the caller heard"
         pieces = max(1, -(-samples.size // step))
-        for index in range(pieces):
-            part = samples[index * step : (index + 1) * step]
-            share = words[len(words) * index // pieces : len(words) * (index + 1) // pieces]
-            with self._cond:
-                ok = self._cond.wait_for(
-                    lambda: self._closed
-                    or not self._is_current(generation)
-                    or self._buffered + part.size <= self._capacity
-                    or not self._entries,
-                    timeout,
-                )
-                if not ok or self._closed or not self._is_current(generation):
-                    return False
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: self._closed or not self._is_current(generation) or self._buffered <= self._capacity,
+                timeout,
+            )
+            if not ok or self._closed or not self._is_current(generation):
+                return False
+            for index in range(pieces):
+                part = samples[index * step : (index + 1) * step]
+                share = words[len(words) * index // pieces : len(words) * (index + 1) // pieces]
                 self._entries.append(_Entry(generation, part, share))
                 self._buffered += part.size
         return True

@@ -76,14 +76,18 @@ async def test_order_of_turn_events(models, speech, gateway_config):
             "input_audio_buffer.committed",
             "conversation.item.input_audio_transcription.completed",
             "response.created",
+            "response.content_part.added",
             "response.output_audio_transcript.delta",
-            "output_audio_buffer.started",
             "response.output_audio_transcript.done",
             "response.done",
             "output_audio_buffer.stopped",
         ]
         positions = [types.index(name) for name in order]
         assert positions == sorted(positions), list(zip(order, positions))
+        # Playback starts once the audio part exists (a short reply may finish generating first)
+        # and is over only after it started.
+        started = types.index("output_audio_buffer.started")
+        assert types.index("response.content_part.added") < started < types.index("output_audio_buffer.stopped")
         assert all("event_id" in e for e in client.events)
         await client.hangup()
 

@@ -8,18 +8,22 @@ import numpy as np
 from gateway.media.playout import PlayoutBuffer
 
 
-def test_write_blocks_when_full_and_resumes_as_the_track_reads():
+def test_a_sentence_is_queued_at_once_and_the_next_waits_for_room():
+    """The TTS thread must be free to synthesize sentence 2 while sentence 1 plays (else the reply
+    has a gap of one synthesis between sentences), yet never run far ahead of the track."""
     buffer = PlayoutBuffer(lambda g: True, capacity_ms=100)
+    started = time.monotonic()
+    assert buffer.write(1, np.ones(48000, np.int16))  # 1 s into an empty 100 ms buffer
+    assert time.monotonic() - started < 0.05
     done = threading.Event()
 
     def writer():
-        buffer.write(1, np.ones(48000, np.int16))  # 1 s into a 100 ms buffer
+        buffer.write(1, np.ones(48000, np.int16))
         done.set()
 
     threading.Thread(target=writer, daemon=True).start()
     time.sleep(0.2)
-    assert not done.is_set()
-    assert buffer.buffered_ms <= 100
+    assert not done.is_set()  # sentence 1 is not played yet: no room
     read = 0
     deadline = time.monotonic() + 5
     while not done.is_set() and time.monotonic() < deadline:
@@ -27,12 +31,14 @@ def test_write_blocks_when_full_and_resumes_as_the_track_reads():
         read += frame is not None
         time.sleep(0.002)
     assert done.is_set()
-    assert read >= 30  # the writer only finished once most of the second had been read
+    assert read >= 45  # queued once at most 100 ms of sentence 1 was left (50 frames in all)
+    assert buffer.buffered_ms <= 1100
 
 
 def test_cancel_wakes_a_blocked_writer():
     live = {"gen": 1}
     buffer = PlayoutBuffer(lambda g: g == live["gen"], capacity_ms=100)
+    assert buffer.write(1, np.ones(48000, np.int16))  # the buffer is now full
     result = {}
 
     def writer():
