@@ -37,8 +37,6 @@ class InboundAudioReader:
         self._on_audio = on_audio
         self._on_timeout = on_timeout
         self._timeout = media_timeout_s
-        self.frames = 0
-        self.last_frame_at: float | None = None
 
     async def run(self) -> None:
         """Read until the track ends (returns quietly) or ``media_timeout_s`` passes with no frame
@@ -52,8 +50,7 @@ class InboundAudioReader:
                 return
             except MediaStreamError:
                 return  # the track ended (peer connection closed)
-            self.frames += 1
-            self.last_frame_at = time.monotonic()
+            arrived = time.monotonic()
             samples = self._resampler.resample_frame(frame)
             if samples.size:
-                self._on_audio(samples, self.last_frame_at)
+                self._on_audio(samples, arrived)

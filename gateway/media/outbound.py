@@ -74,16 +74,11 @@ class OutputAudioTrack(PacedAudioTrack):
         super().__init__()
         self._buffer = buffer
         self._on_events = on_events
-        self.frames_sent = 0
-        self.audio_frames_sent = 0
 
     def next_samples(self) -> np.ndarray:
         samples, events = self._buffer.read_frame(FRAME_SAMPLES)
         if samples is None:
             samples = np.zeros(FRAME_SAMPLES, np.int16)
-        else:
-            self.audio_frames_sent += 1
-        self.frames_sent += 1
         if events.started is not None or events.stopped is not None:
             self._on_events(events)
         return samples

@@ -156,7 +156,7 @@ class PlayoutBuffer:
     @property
     def buffered_ms(self) -> float:
         """Reply audio queued but not yet read by the track, in ms (thread-safe). This is what a
-        barge-in throws away; at most about ``capacity_ms``. Shown as ``playout_ms`` in /v1/pool."""
+        barge-in throws away; at most ``capacity_ms`` plus one sentence. Shown as ``playout_ms`` in /v1/pool."""
         with self._cond:
             return self._buffered * 1000 / SAMPLE_RATE
 

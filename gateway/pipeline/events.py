@@ -113,15 +113,6 @@ class PlaybackStopped(PipelineEvent):
 
 
 @dataclass
-class PlaybackCleared(PipelineEvent):
-    """Unplayed reply audio was dropped (barge-in or ``output_audio_buffer.clear``)."""
-
-    generation: int = 0
-    played_ms: int = 0
-    heard_text: str = ""
-
-
-@dataclass
 class TurnLatencyMeasured(PipelineEvent):
     """Per-stage latency of a turn (``TurnLatency.as_ms()``, ms), once its first reply frame is sent.
     Becomes ``gateway.latency``, a gateway extension absent from the Realtime API."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Optional
 
 
@@ -45,7 +45,3 @@ class TurnLatency:
         """Set field ``name`` unless it is already set (first occurrence wins)."""
         if getattr(self, name) is None:
             setattr(self, name, when)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
