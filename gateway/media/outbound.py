@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import fractions
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Optional
 
 import av
 import numpy as np
@@ -18,6 +19,11 @@ FRAME_SAMPLES = SAMPLE_RATE * FRAME_MS // 1000  # 960
 _TIME_BASE = fractions.Fraction(1, SAMPLE_RATE)
 # If the event loop stalled for longer than this, restart the clock instead of sending a burst.
 _MAX_LAG_S = 0.2
+# A frame made more than one frame after it was due is a pacing miss (``late`` in the frame hook).
+LATE_AFTER_S = FRAME_MS / 1000
+
+# Called once per frame sent: (the frame carried reply audio (else silence), it was late).
+FrameHook = Callable[[bool, bool], None]
 
 
 class PacedAudioTrack(MediaStreamTrack):
@@ -25,15 +31,17 @@ class PacedAudioTrack(MediaStreamTrack):
 
     aiortc pulls ``recv()`` as fast as it can, so the track sleeps until each frame is due; ``pts``
     counts samples (time base 1/48000) and grows by 960 a frame. Subclasses give the samples of
-    each frame in :meth:`next_samples`.
+    each frame in :meth:`next_samples`. ``on_frame(audio, late)``, if given, is called on the event
+    loop for each frame: ``late`` when it was made over :data:`LATE_AFTER_S` after it was due.
     """
 
     kind = "audio"
 
-    def __init__(self) -> None:
+    def __init__(self, on_frame: Optional[FrameHook] = None) -> None:
         super().__init__()
         self._start: float | None = None
         self._pts = 0
+        self._on_frame = on_frame
 
     def next_samples(self) -> np.ndarray:  # pragma: no cover - abstract
         """int16 array of exactly FRAME_SAMPLES samples for the frame now due."""
@@ -45,22 +53,33 @@ class PacedAudioTrack(MediaStreamTrack):
         stopped, which is how aiortc learns a track has ended."""
         if self.readyState != "live":
             raise MediaStreamError
+        late = False
         if self._start is None:
             self._start = time.monotonic()
         else:
             self._pts += FRAME_SAMPLES
             delay = self._start + self._pts / SAMPLE_RATE - time.monotonic()
+            late = delay < -LATE_AFTER_S
             if delay > 0:
                 await asyncio.sleep(delay)
             elif delay < -_MAX_LAG_S:
                 self._start = time.monotonic() - self._pts / SAMPLE_RATE
             if self.readyState != "live":  # stopped while we slept: read nothing more
                 raise MediaStreamError
-        frame = av.AudioFrame.from_ndarray(self.next_samples().reshape(1, -1), format="s16", layout="mono")
+        samples = self.next_samples()
+        if self._on_frame is not None:
+            self._on_frame(self.carried_audio, late)
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = SAMPLE_RATE
         frame.pts = self._pts
         frame.time_base = _TIME_BASE
         return frame
+
+    @property
+    def carried_audio(self) -> bool:
+        """Whether the frame just made held sound (True here; the output track says False for the
+        silence it sends while no reply plays)."""
+        return True
 
 
 class OutputAudioTrack(PacedAudioTrack):
@@ -70,13 +89,25 @@ class OutputAudioTrack(PacedAudioTrack):
     audio of a response, end of a response).
     """
 
-    def __init__(self, buffer: PlayoutBuffer, on_events: Callable[[PlayoutEvents], None] = lambda e: None) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        buffer: PlayoutBuffer,
+        on_events: Callable[[PlayoutEvents], None] = lambda e: None,
+        on_frame: Optional[FrameHook] = None,
+    ) -> None:
+        super().__init__(on_frame)
         self._buffer = buffer
         self._on_events = on_events
+        self._carried_audio = False
+
+    @property
+    def carried_audio(self) -> bool:
+        """Whether the frame just made held reply audio (False: silence, nothing was playing)."""
+        return self._carried_audio
 
     def next_samples(self) -> np.ndarray:
         samples, events = self._buffer.read_frame(FRAME_SAMPLES)
+        self._carried_audio = samples is not None
         if samples is None:
             samples = np.zeros(FRAME_SAMPLES, np.int16)
         if events.started is not None or events.stopped is not None:

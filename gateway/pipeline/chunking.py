@@ -7,21 +7,31 @@ import re
 # A sentence ends at . ! ? (or … ) followed by whitespace; a clause at , ; : followed by whitespace.
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s")
 _CLAUSE_END = re.compile(r"[,;:]\s")
+_WORD_END = re.compile(r"\S\s")
 _ABBREVIATIONS = {"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "etc.", "no.", "jr.", "sr."}
 
 
 class SentenceChunker:
-    """Accumulate text pieces; hand back whole sentences, or clauses once a piece is long enough.
+    """Accumulate text pieces; hand back a short first clause, then whole sentences.
 
-    ``first_min_chars``: the first piece of a reply may be cut at a clause this early, so that the
-    first audio does not wait for a long first sentence. ``clause_min_chars``: later clauses are cut
-    only when at least this long. ``max_chars``: a piece with no punctuation is cut at a space.
+    The first piece of a reply is what the caller waits for, so it is cut early: at the end of the
+    first sentence, at a clause mark (, ; :) once it has ``first_min_words`` words, or after
+    ``first_max_words`` words when no mark comes (TTS then speaks it while the LLM writes the rest).
+    Later pieces are whole sentences, or clauses once at least ``clause_min_chars`` long.
+    ``max_chars``: a piece with no punctuation is cut at a space.
     """
 
-    def __init__(self, first_min_chars: int = 24, clause_min_chars: int = 60, max_chars: int = 200) -> None:
+    def __init__(
+        self,
+        first_min_words: int = 3,
+        first_max_words: int = 6,
+        clause_min_chars: int = 60,
+        max_chars: int = 200,
+    ) -> None:
         self._buffer = ""
         self._first = True
-        self._first_min = first_min_chars
+        self._first_min_words = first_min_words
+        self._first_max_words = first_max_words
         self._clause_min = clause_min_chars
         self._max = max_chars
 
@@ -50,10 +60,25 @@ class SentenceChunker:
             if word in _ABBREVIATIONS:
                 continue
             return match.end()
-        minimum = self._first_min if self._first else self._clause_min
+        if self._first:
+            return self._first_clause_cut()
         for match in _CLAUSE_END.finditer(self._buffer):
-            if match.end() >= minimum:
+            if match.end() >= self._clause_min:
                 return match.end()
+        if len(self._buffer) > self._max:
+            space = self._buffer.rfind(" ", 0, self._max)
+            return space + 1 if space > 0 else self._max
+        return None
+
+    def _first_clause_cut(self) -> int | None:
+        """Where the first piece ends, if it can end yet (no sentence end in the buffer)."""
+        for match in _CLAUSE_END.finditer(self._buffer):
+            if len(self._buffer[: match.start() + 1].split()) >= self._first_min_words:
+                return match.end()
+        # After first_max_words complete words (a word is complete once whitespace follows it).
+        ends = [m.end() for m in _WORD_END.finditer(self._buffer)]
+        if len(ends) >= self._first_max_words:
+            return ends[self._first_max_words - 1]
         if len(self._buffer) > self._max:
             space = self._buffer.rfind(" ", 0, self._max)
             return space + 1 if space > 0 else self._max

@@ -1,6 +1,6 @@
 """Events the stages report to the unit's owner (the Realtime session), from stage threads.
 
-The unit delivers them on the event loop and drops any whose ``session_id`` is not its current
+The unit delivers them on the event loop and drops any whose ``call_id`` is not its current
 session, so a late event of an ended call never reaches the next caller.
 """
 
@@ -9,17 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from gateway.models.base import ToolCall
 from gateway.pipeline.latency import TurnLatency
 
 
 @dataclass
 class PipelineEvent:
-    """Base of the stage-to-session events; ``session_id`` lets the unit drop a stale one.
+    """Base of the stage-to-session events; ``call_id`` lets the unit drop a stale one.
 
     RealtimeSession.on_pipeline_event turns each into OpenAI Realtime API server events.
     """
 
-    session_id: str
+    call_id: str
 
 
 @dataclass
@@ -85,8 +86,10 @@ class ResponseAudioTranscriptDelta(PipelineEvent):
 class ResponseFinished(PipelineEvent):
     """The LLM is done and any audio of the reply is queued (sent by TTS, the last stage).
 
-    ``status`` is "completed", or "incomplete" at the token cap; cancelled replies send none.
-    Becomes the response's ``*.done`` events, ending with ``response.done``.
+    ``status`` is "completed", or "incomplete" at the token cap or compute budget; cancelled
+    replies send none. ``tool_calls`` are the function calls the model made (whole; arguments are
+    JSON text valid for the tool's schema), after any words of ``text``. Becomes the response's
+    ``*.done`` events (and a ``function_call`` output item per call), ending with ``response.done``.
     """
 
     generation: int = 0
@@ -94,6 +97,7 @@ class ResponseFinished(PipelineEvent):
     status: str = "completed"
     audio: bool = True
     output_tokens: int = 0
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass

@@ -3,34 +3,48 @@
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 from gateway.models.base import LanguageModel
 from gateway.pipeline.chunking import SentenceChunker
 from gateway.pipeline.events import ResponseTextDelta
 from gateway.pipeline.messages import Message, ResponseEnd, ResponseRequest, TextChunk
-from gateway.pipeline.stage import Stage
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.spoken_text import SpokenTextStream, spoken
+from gateway.pipeline.stage import Stage, StageContext
 
 
 class LlmStage(Stage):
     """Consumes :class:`ResponseRequest`; emits :class:`TextChunk` pieces, then :class:`ResponseEnd`.
 
-    The generation id is checked once per token: a cancelled response stops generating at once and
-    its remaining text is never emitted.
+    The shared engine (``models.llm``) is asked with the request's :class:`GenerationOptions`;
+    the generation id is checked once per token (and while the request waits for the engine): a
+    cancelled response stops generating at once and its remaining text is never emitted.
+
+    For an audio reply the text is made fit to be read aloud (``gateway.pipeline.spoken_text``:
+    no markdown, list markers or emoji) before it is cut into sentences, and the reply's final
+    text (``ResponseEnd.text``, the transcript) is exactly the sentences sent to TTS. A text-only
+    reply streams the model's text unchanged as ``ResponseTextDelta``. ``ResponseEnd.status`` is
+    "incomplete" when the token cap or the compute budget cut the reply; ``tool_calls`` carries
+    any function calls. An engine error (LanguageModelError, e.g. an LLM server that timed out)
+    propagates to the stage loop, which reports it as StageFailed (an ``error`` event).
     """
 
     name = "llm"
 
-    def __init__(self, ctx, inbox, outbox, llm: LanguageModel) -> None:
+    def __init__(self, ctx: StageContext, inbox: StageQueue, outbox: Optional[StageQueue], llm: LanguageModel) -> None:
         super().__init__(ctx, inbox, outbox)
         self._llm = llm
 
     def handle(self, message: Message) -> None:
         if not isinstance(message, ResponseRequest):
             return
-        generation, session = message.generation, message.session_id
+        generation, call = message.generation, message.call_id
         if not self.ctx.is_current(generation):
             return
         chunker = SentenceChunker()
+        lines = SpokenTextStream()
+        said: list[str] = []
         latency = message.latency
 
         def stale() -> bool:
@@ -41,24 +55,43 @@ class LlmStage(Stage):
                 return
             latency.mark("llm_first_token", time.monotonic())
             if not message.audio:
-                self.ctx.notify(ResponseTextDelta(session, generation=generation, delta=piece))
+                self.ctx.notify(ResponseTextDelta(call, generation=generation, delta=piece))
                 return
-            for sentence in chunker.push(piece):
-                self._send_chunk(message, sentence)
+            for sentence in chunker.push(lines.push(piece)):
+                self._send_chunk(message, sentence, said)
 
-        text, tokens = self._llm.generate(message.messages, message.max_tokens, stale, on_text)
+        result = self._llm.generate(message.messages, message.max_tokens, stale, on_text, message.options)
         if stale():
             return
         if message.audio:
-            for sentence in chunker.flush():
-                self._send_chunk(message, sentence)
-        status = "incomplete" if tokens >= message.max_tokens else "completed"
+            for sentence in chunker.push(lines.flush()) + chunker.flush():
+                self._send_chunk(message, sentence, said)
+        text = " ".join(said) if message.audio else result.text.strip()
         self.emit(
-            ResponseEnd(session, generation=generation, text=text.strip(), status=status, audio=message.audio, output_tokens=tokens)
+            ResponseEnd(
+                call,
+                generation=generation,
+                text=text,
+                status=result.status,
+                audio=message.audio,
+                output_tokens=result.tokens,
+                tool_calls=result.tool_calls,
+            )
         )
 
-    def _send_chunk(self, request: ResponseRequest, sentence: str) -> None:
+    def _send_chunk(self, request: ResponseRequest, sentence: str, said: list[str]) -> None:
+        words = spoken(sentence)
+        if not words:
+            return
+        said.append(words)
         request.latency.mark("first_sentence", time.monotonic())
         self.emit(
-            TextChunk(request.session_id, generation=request.generation, text=sentence, latency=request.latency, speed=request.speed)
+            TextChunk(
+                request.call_id,
+                generation=request.generation,
+                text=words,
+                latency=request.latency,
+                speed=request.speed,
+                voice=request.voice,
+            )
         )

@@ -2,30 +2,30 @@
 
 Every message is tagged with the session id it belongs to; a stage drops any message whose session is
 not the unit's current one, so nothing of one caller can reach the next. Messages of a response also
-carry its generation id (see ``gateway.pool.cancel.CancelScope``); a stage drops those of a cancelled
+carry its generation id (see ``gateway.pipeline.cancel.CancelScope``); a stage drops those of a cancelled
 generation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import numpy as np
 
-from gateway.models.base import ChatMessage
+from gateway.models.base import ChatMessage, GenerationOptions, ToolCall
 from gateway.pipeline.latency import TurnLatency
 
 
 @dataclass
 class Message:
-    """Base of what travels between stages; ``session_id`` lets a stage skip an earlier call's leftovers.
+    """Base of what travels between stages; ``call_id`` lets a stage skip an earlier call's leftovers.
 
     ``control`` messages (SessionEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
     dropped, oldest first, when a queue overflows.
     """
 
-    session_id: str
+    call_id: str
     # Control messages survive a queue flush; data messages may be dropped.
     control: ClassVar[bool] = False
     droppable: ClassVar[bool] = False
@@ -35,7 +35,7 @@ class Message:
 class SessionEnd(Message):
     """Quarantine-drain marker: each stage resets its per-session state as it passes, then forwards it.
 
-    The unit returns to the pool only when its own marker (same ``session_id``) leaves the last stage.
+    The unit returns to the pool only when its own marker (same ``call_id``) leaves the last stage.
     """
 
     control: ClassVar[bool] = True
@@ -62,10 +62,18 @@ class ClearInput(Message):
 
 @dataclass
 class Utterance(Message):
-    """One finished caller turn: float32 mono 16 kHz audio."""
+    """One finished caller turn: float32 mono 16 kHz audio.
+
+    ``speculative``: not a finished turn but the turn so far, sent at a short pause so that STT can
+    start early; its text is never reported, only kept for the finished turn. ``speculation``: on a
+    speculative utterance, its number (1, 2... per session); on a finished one, the number of the
+    speculation whose text may stand for it (the caller said nothing more after it), else 0.
+    """
 
     audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     latency: TurnLatency = field(default_factory=TurnLatency)
+    speculative: bool = False
+    speculation: int = 0
 
 
 @dataclass
@@ -77,7 +85,9 @@ class ResponseRequest(Message):
     max_tokens: int = 60
     audio: bool = True  # False: text only (``output_modalities: ["text"]``)
     speed: float = 1.0
+    voice: Optional[str] = None  # the session's ``audio.output.voice``; None: the TTS default
     latency: TurnLatency = field(default_factory=TurnLatency)
+    options: GenerationOptions = field(default_factory=GenerationOptions)  # temperature, tools, tool_choice
 
 
 @dataclass
@@ -88,6 +98,7 @@ class TextChunk(Message):
     text: str = ""
     latency: TurnLatency = field(default_factory=TurnLatency)
     speed: float = 1.0
+    voice: Optional[str] = None
 
 
 @dataclass
@@ -99,3 +110,4 @@ class ResponseEnd(Message):
     status: str = "completed"
     audio: bool = True
     output_tokens: int = 0
+    tool_calls: list[ToolCall] = field(default_factory=list)  # calls the model made instead of (or after) text

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable, Optional, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Optional, Protocol
 
-from gateway.pipeline.events import PipelineEvent, StageFailed
+from gateway.logging_setup import bind_call
+from gateway.pipeline.events import PipelineEvent, SpeechStarted, StageFailed
 from gateway.pipeline.messages import Message, SessionEnd
 from gateway.pipeline.queues import StageQueue
 
@@ -20,10 +22,16 @@ log = logging.getLogger(__name__)
 class StageContext(Protocol):
     """What a stage may use of its unit (implemented by ``gateway.pool.unit.PipelineUnit``)."""
 
-    session_id: Optional[str]
-    turn: "TurnDetection"  # the session's turn-detection settings (VAD stage)
-    language: str  # ISO 639-1 code for STT
-    playout: "PlayoutBuffer"  # where the TTS stage writes reply audio
+    call_id: Optional[str]
+    playout: PlayoutBuffer  # where the TTS stage writes reply audio
+
+    @property
+    def turn(self) -> TurnDetection:
+        """The session's turn-detection settings (VAD stage), read per audio message."""
+
+    @property
+    def language(self) -> str:
+        """ISO 639-1 code for STT."""
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is the unit's live (not cancelled) response."""
@@ -31,7 +39,7 @@ class StageContext(Protocol):
     def notify(self, event: PipelineEvent) -> None:
         """Report an event to the session's owner; thread-safe."""
 
-    def on_speech_started(self, event: PipelineEvent) -> None:
+    def on_speech_started(self, event: SpeechStarted) -> None:
         """Caller speech confirmed: barge in if a reply is going, then report ``event``."""
 
 
@@ -88,15 +96,16 @@ class Stage:
                 else:
                     self.on_marker_out(message)
                 continue
-            if message.session_id != self.ctx.session_id:
+            if message.call_id != self.ctx.call_id:
                 continue  # left over from an earlier session
+            bind_call(message.call_id)  # this thread's log lines name the call it works for
             try:
                 self.handle(message)
             except Exception as exc:  # one session's bad input must not kill the stage
                 log.exception("%s failed on %s", self.name, type(message).__name__)
                 self.ctx.notify(
                     StageFailed(
-                        message.session_id,
+                        message.call_id,
                         stage=self.name,
                         message=f"{type(exc).__name__}: {exc}",
                         generation=getattr(message, "generation", None),

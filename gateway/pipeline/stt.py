@@ -1,13 +1,58 @@
-"""STT stage: transcribe each finished caller turn."""
+"""STT stage: transcribe each finished caller turn, using a speculative transcript when it still stands."""
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 from gateway.models.base import SpeechToText
 from gateway.pipeline.events import TranscriptionCompleted
 from gateway.pipeline.messages import Message, Utterance
-from gateway.pipeline.stage import Stage
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stage import Stage, StageContext
+
+
+@dataclass
+class SpeculationStats:
+    """Speculative STT of one stage, for metrics: ``started`` speculative transcriptions run,
+    ``hits`` finished turns whose text came from one, ``discarded`` ones thrown away (the caller
+    went on, or the session ended), and ``wasted_s`` the compute seconds those cost. Written by the
+    STT thread; :meth:`snapshot` may be read from any thread."""
+
+    started: int = 0
+    hits: int = 0
+    discarded: int = 0
+    wasted_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def add(self, started: int = 0, hits: int = 0, discarded: int = 0, wasted_s: float = 0.0) -> None:
+        """Add to the counters (thread-safe)."""
+        with self._lock:
+            self.started += started
+            self.hits += hits
+            self.discarded += discarded
+            self.wasted_s += wasted_s
+
+    def snapshot(self) -> dict[str, float]:
+        """The counters now: ``{"started", "hits", "discarded", "wasted_s"}``."""
+        with self._lock:
+            return {
+                "started": self.started,
+                "hits": self.hits,
+                "discarded": self.discarded,
+                "wasted_s": round(self.wasted_s, 3),
+            }
+
+
+@dataclass
+class _Speculation:
+    number: int
+    text: str
+    compute_s: float
 
 
 class SttStage(Stage):
@@ -15,17 +60,56 @@ class SttStage(Stage):
 
     The transcript goes up to the session (the Realtime layer decides whether a response follows,
     as ``turn_detection.create_response`` says), not straight on to the LLM.
+
+    A speculative utterance (the turn so far, sent by the VAD at a short pause) is transcribed and
+    its text kept, never reported. A finished turn whose ``speculation`` names the kept one (the
+    caller said nothing more after it) is reported with that text at once; any other finished turn
+    is transcribed whole, and the kept text is discarded. So a caller who pauses and goes on gets
+    one transcript of the whole turn, never the part before the pause. ``speculation`` holds the
+    counters (:class:`SpeculationStats`).
     """
 
     name = "stt"
 
-    def __init__(self, ctx, inbox, outbox, stt: SpeechToText) -> None:
+    def __init__(self, ctx: StageContext, inbox: StageQueue, outbox: Optional[StageQueue], stt: SpeechToText) -> None:
         super().__init__(ctx, inbox, outbox)
         self._stt = stt
+        self.speculation = SpeculationStats()
+        self._kept: Optional[_Speculation] = None
+
+    def reset(self) -> None:
+        self._discard_kept()
 
     def handle(self, message: Message) -> None:
         if not isinstance(message, Utterance):
             return
-        text = self._stt.transcribe(message.audio, language=self.ctx.language)
+        if message.speculative:
+            self._speculate(message)
+            return
+        text = self._take_kept(message.speculation)
+        if text is None:
+            text = self._stt.transcribe(message.audio, language=self.ctx.language)
         message.latency.mark("stt_done", time.monotonic())
-        self.ctx.notify(TranscriptionCompleted(message.session_id, transcript=text, latency=message.latency))
+        self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
+
+    def _speculate(self, message: Utterance) -> None:
+        self._discard_kept()  # an older speculation was overtaken by this one
+        started = time.monotonic()
+        text = self._stt.transcribe(message.audio, language=self.ctx.language)
+        self._kept = _Speculation(message.speculation, text, time.monotonic() - started)
+        self.speculation.add(started=1)
+
+    def _take_kept(self, number: int) -> Optional[str]:
+        """The kept text if it is speculation ``number`` (> 0); any other kept text is discarded."""
+        kept, self._kept = self._kept, None
+        if kept is not None and number and kept.number == number:
+            self.speculation.add(hits=1)
+            return kept.text
+        if kept is not None:
+            self.speculation.add(discarded=1, wasted_s=kept.compute_s)
+        return None
+
+    def _discard_kept(self) -> None:
+        if self._kept is not None:
+            self.speculation.add(discarded=1, wasted_s=self._kept.compute_s)
+            self._kept = None

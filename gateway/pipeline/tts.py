@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
 from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
 from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
-from gateway.pipeline.stage import Stage
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stage import Stage, StageContext
 
 
 class TtsStage(Stage):
@@ -17,12 +19,13 @@ class TtsStage(Stage):
 
     Audio is resampled to 48 kHz and written to ``ctx.playout``; the write blocks while the buffer
     is full, which is the back-pressure that keeps queued reply audio short. The generation id is
-    checked per synthesized sentence and per written piece.
+    checked per synthesized sentence and per written piece. Each chunk is spoken at its own
+    ``speed`` and ``voice`` (the session's ``audio.output`` settings when the response started).
     """
 
     name = "tts"
 
-    def __init__(self, ctx, inbox, outbox, tts: TextToSpeech) -> None:
+    def __init__(self, ctx: StageContext, inbox: StageQueue, outbox: Optional[StageQueue], tts: TextToSpeech) -> None:
         super().__init__(ctx, inbox, outbox)
         self._tts = tts
         self._resampler = Resampler(SAMPLE_RATE)
@@ -40,26 +43,28 @@ class TtsStage(Stage):
                 self.ctx.playout.end(message.generation)
             self.ctx.notify(
                 ResponseFinished(
-                    message.session_id,
+                    message.call_id,
                     generation=message.generation,
                     text=message.text,
                     status=message.status,
                     audio=message.audio,
                     output_tokens=message.output_tokens,
+                    tool_calls=message.tool_calls,
                 )
             )
 
     def _speak(self, chunk: TextChunk) -> None:
         generation = chunk.generation
         first = True
-        for audio in self._tts.synthesize(chunk.text, speed=chunk.speed):
+        for audio in self._tts.synthesize(chunk.text, speed=chunk.speed, voice=chunk.voice):
             if not self.ctx.is_current(generation) or self.retired.is_set():
                 return
             samples = self._resampler.resample_array(audio, self._tts.sample_rate)
             chunk.latency.mark("tts_first_chunk", time.monotonic())
             if first:
                 # Transcript deltas go out as their audio is queued, never ahead of a cancel.
-                self.ctx.notify(ResponseAudioTranscriptDelta(chunk.session_id, generation=generation, delta=chunk.text + " "))
+                delta = ResponseAudioTranscriptDelta(chunk.call_id, generation=generation, delta=chunk.text + " ")
+                self.ctx.notify(delta)
             if not self.ctx.playout.write(generation, samples, chunk.text if first else ""):
                 return
             first = False

@@ -1,23 +1,54 @@
-"""Turn detection settings of one session (Realtime ``audio.input.turn_detection``)."""
+"""Turn detection settings of one session (Realtime ``audio.input.turn_detection``) and the pause
+rules the VAD stage follows to end a turn."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+# Pause after which the semantic end-of-turn model (Smart Turn) is asked, ms: after the ~150 ms
+# gaps inside a phrase, before a person notices a pause. Silence is counted in 32 ms VAD chunks, so
+# the model is asked at the first chunk boundary at or past it (192 ms).
+SEMANTIC_CHECK_MS = 190
+# Pause after which STT starts on the turn so far, ms (speculatively: dropped if the caller goes on).
+SPECULATE_AFTER_MS = 120
+# A probability under this is "mid-thought": the caller is expected to go on, so the wait grows.
+MID_THOUGHT_BELOW = 0.1
+
+# semantic_vad eagerness -> (probability that ends the turn at the first check, silence that ends it
+# when the model says "not finished", longest silence when it says "mid-thought"), ms. The silences
+# are those the Realtime layer reports for eagerness (EAGERNESS_SILENCE_MS); OpenAI documents the
+# longest waits of low/medium/high as 8/4/2 s, bounded here for a CPU gateway.
+EAGERNESS = {
+    "high": (0.3, 300, 600),
+    "medium": (0.5, 600, 1500),
+    "auto": (0.5, 600, 1500),
+    "low": (0.7, 1000, 3000),
+}
+# The gateway's default turn detection (kind "server_vad", detector "smart_turn"): a complete turn
+# ends at the first check; otherwise ``silence_duration_ms`` as configured, and a mid-thought pause
+# at most this much longer.
+DEFAULT_COMPLETE_ABOVE = 0.5
+DEFAULT_MID_THOUGHT_EXTRA_MS = 300
+
 
 @dataclass
 class TurnDetection:
     """``mode``: "server_vad" (the VAD ends turns) or "manual" (only ``input_audio_buffer.commit`` does).
 
-    ``kind`` is what the client asked for ("server_vad" or "semantic_vad", which is served by the
-    same VAD with an eagerness-based silence). ``threshold`` 0..1 speech probability; durations in
-    ms. ``min_speech_ms`` is the echo guard: speech shorter than this neither starts a turn nor
-    interrupts a reply.
+    ``kind`` is what the client asked for ("server_vad" or "semantic_vad"); ``detector`` how the
+    gateway ends a turn: "smart_turn" (a semantic model judges each pause; the default, and what
+    ``semantic_vad`` gets, its ``eagerness`` choosing the thresholds) or "silence" (a fixed
+    ``silence_duration_ms``; what a client gets that sends ``server_vad``). Without a loaded
+    semantic model (``turn_detector = silence``) every turn ends by silence. ``threshold`` 0..1
+    speech probability; durations in ms. ``min_speech_ms`` is the echo guard: speech shorter than
+    this neither starts a turn nor interrupts a reply. ``speculative_stt``: start STT at the first
+    short pause (its result is used only if the caller says nothing more).
     """
 
     mode: str = "server_vad"
     kind: str = "server_vad"
+    detector: str = "smart_turn"
     eagerness: str = "auto"
     threshold: float = 0.5
     prefix_padding_ms: int = 300
@@ -27,18 +58,77 @@ class TurnDetection:
     interrupt_response: bool = True
     idle_timeout_ms: Optional[int] = None
     max_utterance_s: float = 30.0
+    speculative_stt: bool = True
 
     def apply(self, settings: Optional[dict]) -> None:
-        """Apply a validated ``turn_detection`` object; None switches to manual turns."""
+        """Apply a validated ``turn_detection`` object; None switches to manual turns. A client's
+        ``server_vad`` gets plain silence, ``semantic_vad`` the semantic model."""
         if settings is None:
             self.mode = "manual"
             return
         self.mode = "server_vad"
         self.kind = settings.get("type", "server_vad")
+        self.detector = "smart_turn" if self.kind == "semantic_vad" else "silence"
         if self.kind == "semantic_vad":
             self.eagerness = settings.get("eagerness", "auto")
-        for name in ("threshold", "prefix_padding_ms", "silence_duration_ms", "create_response",
-                     "interrupt_response", "idle_timeout_ms"):
+        for name in (
+            "threshold",
+            "prefix_padding_ms",
+            "silence_duration_ms",
+            "create_response",
+            "interrupt_response",
+            "idle_timeout_ms",
+        ):
             value = settings.get(name)
             if value is not None:
                 setattr(self, name, value)
+
+
+@dataclass(frozen=True)
+class PauseRules:
+    """When a pause in the caller's speech ends the turn (all in ms of continuous silence).
+
+    ``check_ms``: ask the semantic model once the pause is this long (None: no model, silence only).
+    The turn ends at once when it says complete (probability > ``complete_above``), after
+    ``silence_ms`` when it does not, and after ``mid_thought_ms`` when it says the caller is
+    mid-thought (probability < ``mid_thought_below``). ``speculate_ms``: start STT speculatively
+    at this pause (None: never).
+    """
+
+    silence_ms: int
+    check_ms: Optional[int] = None
+    complete_above: float = DEFAULT_COMPLETE_ABOVE
+    mid_thought_below: float = MID_THOUGHT_BELOW
+    mid_thought_ms: int = 0
+    speculate_ms: Optional[int] = None
+
+    def wait_ms(self, probability: Optional[float]) -> int:
+        """The pause that ends the turn, given the model's answer (None: not asked yet, or no model)."""
+        if probability is None:
+            return self.silence_ms
+        if probability > self.complete_above:
+            return self.check_ms or 0
+        if probability < self.mid_thought_below:
+            return max(self.silence_ms, self.mid_thought_ms)
+        return self.silence_ms
+
+
+def pause_rules(turn: TurnDetection, semantic_model: bool) -> PauseRules:
+    """The rules for ``turn``; ``semantic_model``: whether an end-of-turn model is loaded."""
+    speculate = SPECULATE_AFTER_MS if turn.speculative_stt else None
+    if not semantic_model or turn.detector != "smart_turn":
+        return PauseRules(silence_ms=turn.silence_duration_ms, speculate_ms=speculate)
+    if turn.kind == "semantic_vad":
+        complete_above, silence_ms, mid_thought_ms = EAGERNESS.get(turn.eagerness, EAGERNESS["auto"])
+    else:
+        complete_above = DEFAULT_COMPLETE_ABOVE
+        silence_ms = turn.silence_duration_ms
+        mid_thought_ms = silence_ms + DEFAULT_MID_THOUGHT_EXTRA_MS
+    check_ms = min(SEMANTIC_CHECK_MS, silence_ms)
+    return PauseRules(
+        silence_ms=silence_ms,
+        check_ms=check_ms,
+        complete_above=complete_above,
+        mid_thought_ms=mid_thought_ms,
+        speculate_ms=None if speculate is None else min(speculate, check_ms),
+    )

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from typing import Optional
 
 import numpy as np
 
-from gateway.models.base import VoiceActivityDetector
+from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
 from gateway.pipeline.events import InputCommitted, InputRejected, SpeechStarted, SpeechStopped
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, ClearInput, CommitInput, Message, Utterance
-from gateway.pipeline.stage import Stage
-from gateway.pipeline.turn import TurnDetection
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stage import Stage, StageContext
+from gateway.pipeline.turn import PauseRules, TurnDetection, pause_rules
+
+log = logging.getLogger(__name__)
 
 # Speech ends when the probability falls this far below the threshold (hysteresis, as silero's own
 # get_speech_timestamps does), so a turn does not flicker on and off at the threshold.
@@ -24,19 +28,40 @@ class VadStage(Stage):
     """Consumes :class:`AudioIn` (int16, 16 kHz); emits :class:`Utterance` to STT.
 
     Server VAD: a turn starts after ``min_speech_ms`` of speech (``ctx.on_speech_started`` barges
-    in and reports SpeechStarted), keeps ``prefix_padding_ms`` of audio
-    before it, and ends after ``silence_duration_ms`` of silence. Manual mode buffers everything
-    until :class:`CommitInput`.
+    in and reports SpeechStarted) and keeps ``prefix_padding_ms`` of audio before it. It ends at a
+    pause, by the session's :class:`~gateway.pipeline.turn.PauseRules`: with the semantic model
+    (``end_of_turn``, Smart Turn) the pause is judged once it is ~200 ms long, and the turn ends
+    then if the model says it is complete, else after ``silence_duration_ms`` (longer when the
+    model says the caller is mid-thought); without it, or for a client's ``server_vad``, after
+    ``silence_duration_ms`` of silence. Manual mode buffers everything until :class:`CommitInput`.
+
+    Speculative STT: at the first pause of ~120 ms the turn so far goes to STT as a speculative
+    :class:`Utterance` (never reported by itself); the finished turn names it in ``speculation``
+    only when no voiced chunk came after it, so STT may use its text. Counters (read by metrics):
+    ``speculations`` sent, ``semantic_checks`` made, ``semantic_complete`` (checks that ended the turn).
     """
 
     name = "vad"
 
-    def __init__(self, ctx, inbox, outbox, vad: VoiceActivityDetector) -> None:
+    def __init__(
+        self,
+        ctx: StageContext,
+        inbox: StageQueue,
+        outbox: Optional[StageQueue],
+        vad: VoiceActivityDetector,
+        end_of_turn: Optional[EndOfTurnModel] = None,
+    ) -> None:
         super().__init__(ctx, inbox, outbox)
         self._vad_model = vad
         self._vad = vad.new_session()
         self._chunk = vad.chunk_samples
         self._rate = vad.sample_rate
+        self._end_of_turn = end_of_turn if end_of_turn is None or end_of_turn.sample_rate == vad.sample_rate else None
+        self._model_window = int(8 * self._rate / self._chunk)  # chunks of the last 8 s, what Smart Turn reads
+        self._model_failed = False
+        self.speculations = 0
+        self.semantic_checks = 0
+        self.semantic_complete = 0
         self.reset()
 
     def reset(self) -> None:
@@ -52,17 +77,26 @@ class VadStage(Stage):
         self._speech_start = 0
         self._last_voiced_at: Optional[float] = None
         self._session = ""
+        self._reset_pause()
+        self._speculation = 0  # number of the last speculative utterance sent this session
+        self._speculation_stands = False  # True while nothing voiced came after it
+
+    def _reset_pause(self) -> None:
+        self._pause_probability: Optional[float] = None  # the semantic model's answer for this pause
+        self._speculated_in_pause = False
 
     # --- messages ---
     def handle(self, message: Message) -> None:
         # Events carry the id of the session whose audio this is (not whatever the unit serves now).
-        self._session = message.session_id
+        self._session = message.call_id
         if isinstance(message, AudioIn):
             self._on_audio(message)
         elif isinstance(message, CommitInput):
             self._commit(manual=True)
         elif isinstance(message, ClearInput):
             self._utterance, self._candidate, self._in_speech, self._silence = [], [], False, 0
+            self._reset_pause()
+            self._speculation_stands = False
 
     def _on_audio(self, message: AudioIn) -> None:
         audio = message.samples.astype(np.float32) / 32768.0
@@ -100,16 +134,61 @@ class VadStage(Stage):
         if probability >= turn.threshold - _HYSTERESIS:
             self._silence = 0
             self._last_voiced_at = received_at
+            self._reset_pause()
+            self._speculation_stands = False  # the caller went on: a speculation no longer covers the turn
         else:
             self._silence += self._chunk
+        rules = pause_rules(turn, self._end_of_turn is not None)
+        silence_ms = self._silence * 1000 / self._rate
+        if self._silence:
+            self._judge_pause(rules, silence_ms)
         utterance_s = len(self._utterance) * self._chunk / self._rate
-        if self._silence * 1000 / self._rate >= turn.silence_duration_ms or utterance_s >= turn.max_utterance_s:
+        if silence_ms >= rules.wait_ms(self._pause_probability) or utterance_s >= turn.max_utterance_s:
             self.ctx.notify(SpeechStopped(self._session, audio_end_ms=self._ms(self._position - self._silence)))
             self._commit(manual=False)
+
+    def _judge_pause(self, rules: PauseRules, silence_ms: float) -> None:
+        """Within a pause: start speculative STT, then ask the semantic model, each once per pause.
+        A speculation waits while STT still has turns queued (it would only add to their wait)."""
+        if (
+            rules.speculate_ms is not None
+            and silence_ms >= rules.speculate_ms
+            and not self._speculated_in_pause
+            and (self.outbox is None or len(self.outbox) == 0)
+        ):
+            self._speculated_in_pause = True
+            self._speculate()
+        if rules.check_ms is not None and self._pause_probability is None and silence_ms >= rules.check_ms:
+            self._pause_probability = self._ask_model()
+            if self._pause_probability is not None and self._pause_probability > rules.complete_above:
+                self.semantic_complete += 1
+
+    def _speculate(self) -> None:
+        self._speculation += 1
+        self._speculation_stands = True
+        self.speculations += 1
+        audio = np.concatenate(self._utterance)
+        self.emit(Utterance(self._session, audio=audio, speculative=True, speculation=self._speculation))
+
+    def _ask_model(self) -> Optional[float]:
+        """The semantic model's probability that the turn so far (its last 8 s) is complete; None
+        when it failed (logged once; the turn then ends by silence)."""
+        if self._end_of_turn is None:
+            return None
+        self.semantic_checks += 1
+        try:
+            return self._end_of_turn.end_of_turn_probability(np.concatenate(self._utterance[-self._model_window :]))
+        except Exception:
+            if not self._model_failed:
+                log.exception("end-of-turn model failed; ending turns by silence")
+                self._model_failed = True
+            return None
 
     def _start_turn(self, turn: TurnDetection) -> None:
         self._in_speech = True
         self._silence = 0
+        self._reset_pause()
+        self._speculation_stands = False
         self._speech_start = self._candidate_start
         self._utterance = list(self._prefix) + self._candidate
         self._prefix.clear()
@@ -148,9 +227,12 @@ class VadStage(Stage):
         audio = np.concatenate(self._utterance)
         now = time.monotonic()
         latency = TurnLatency(speech_end=self._last_voiced_at or now, end_of_turn=now)
+        speculation = self._speculation if self._speculation_stands and not manual else 0
         self._utterance, self._in_speech, self._silence = [], False, 0
+        self._reset_pause()
+        self._speculation_stands = False
         self.ctx.notify(InputCommitted(self._session, audio_ms=self._ms(len(audio))))
-        self.emit(Utterance(self._session, audio=audio, latency=latency))
+        self.emit(Utterance(self._session, audio=audio, latency=latency, speculation=speculation))
 
     def _ms(self, samples: int) -> int:
         return int(samples * 1000 / self._rate)

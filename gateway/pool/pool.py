@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
-from gateway.pool.unit import EventSink, PipelineUnit, StageFactory, UnitState
+from gateway.pipeline.chain import StageFactory
+from gateway.pool.unit import EventSink, PipelineUnit, UnitState
 
 
 class PoolFullError(RuntimeError):
@@ -31,10 +33,10 @@ class UnitPool:
         for unit in self.units:
             unit.on_state_change = lambda u: self.on_state_change(u)
 
-    def claim(self, session_id: str, sink: EventSink) -> PipelineUnit:
-        """An idle unit now bound to ``session_id``; raises PoolFullError if there is none."""
+    def claim(self, call_id: str, sink: EventSink) -> PipelineUnit:
+        """An idle unit now bound to ``call_id``; raises PoolFullError if there is none."""
         for unit in self.units:
-            if unit.claim(session_id, sink):
+            if unit.claim(call_id, sink):
                 return unit
         raise PoolFullError(f"all {len(self.units)} units are busy")
 

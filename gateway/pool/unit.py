@@ -3,47 +3,45 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 import threading
 import time
 import uuid
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 import numpy as np
 
 from gateway.config import GatewayConfig
-from gateway.media.outbound import OutputAudioTrack
+from gateway.media.audio_pacer import PlayoutPacer
+from gateway.media.outbound import FrameHook, OutputAudioTrack
 from gateway.media.playout import PlayoutBuffer, PlayoutEvents
-from gateway.models.base import ChatMessage, ModelSet
+from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet
+from gateway.pipeline.cancel import CancelScope
+from gateway.pipeline.chain import StageChain, StageFactory
 from gateway.pipeline.events import (
     Interruption,
     PipelineEvent,
-    ResponseInterrupted,
-    SpeechStarted,
     PlaybackStarted,
     PlaybackStopped,
     ResponseFinished,
+    ResponseInterrupted,
+    SpeechStarted,
     TurnLatencyMeasured,
 )
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.llm import LlmStage
 from gateway.pipeline.messages import AudioIn, ClearInput, CommitInput, ResponseRequest, SessionEnd
-from gateway.pipeline.queues import StageQueue
-from gateway.pipeline.stage import Stage
-from gateway.pipeline.stt import SttStage
-from gateway.pipeline.tts import TtsStage
-from gateway.pipeline.vad import VadStage
-from gateway.pool.cancel import CancelScope
-from gateway.pool.session import SessionState
+from gateway.pipeline.turn import TurnDetection
+from gateway.pool.session_state import SessionState
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[PipelineEvent], None]
-StageFactory = Callable[["PipelineUnit", StageQueue, StageQueue, ModelSet], Stage]
 
 
-class UnitState(str, enum.Enum):
+class UnitState(enum.StrEnum):
     """A unit's lifecycle state; the value is what ``GET /v1/pool`` and ``vg_pool_units`` show.
 
     ``idle``: free, the only state a call can claim. ``active``: serving a call. ``draining``: the
@@ -67,7 +65,8 @@ class PipelineUnit:
     when it comes out the unit is ``idle`` again.
 
     Thread use: ``claim``, ``begin_drain`` and the control methods run on the event loop; stage
-    threads call ``notify``, ``is_current``, ``on_speech_started`` and ``playout``.
+    threads call ``notify``, ``is_current``, ``on_speech_started`` and ``playout``. The control
+    methods are ``gateway.realtime.control.PipelineControl``, what the call's Realtime session asks.
     """
 
     def __init__(
@@ -86,8 +85,8 @@ class PipelineUnit:
         self.scope = CancelScope()
         self._lock = threading.Lock()
         self.state = UnitState.IDLE
-        self.session_id: Optional[str] = None
-        self.session = SessionState.for_call(None, config)
+        self.call_id: Optional[str] = None
+        self.session_state = SessionState.for_call(None, config)
         self._sink: Optional[EventSink] = None
         self._drain_token: Optional[str] = None
         self._drain_timer: Optional[asyncio.TimerHandle] = None
@@ -96,37 +95,30 @@ class PipelineUnit:
         self.close_reason: Optional[str] = None
         self.recoveries = 0
         self.sessions_served = 0
-        self.on_state_change: Callable[["PipelineUnit"], None] = lambda unit: None
+        self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
+        # Frame hooks (metrics): a caller frame in (samples, Hz); an outbound frame (reply audio, late).
+        self.on_input_frame: Callable[[int, int], None] = lambda samples, rate: None
+        self.on_output_frame: FrameHook = lambda audio, late: None
         self._latency: dict[int, TurnLatency] = {}
         self._build()
 
     # ----- construction -----
     def _build(self) -> None:
         self.playout = PlayoutBuffer(self.scope.is_current, self.config.playout_buffer_ms)
-        self.queues = [StageQueue() for _ in range(4)]
-        q_vad, q_stt, q_llm, q_tts = self.queues
-        make = self._factories
-        self.stages: list[Stage] = [
-            make.get("vad", lambda u, i, o, m: VadStage(u, i, o, m.vad))(self, q_vad, q_stt, self.models),
-            make.get("stt", lambda u, i, o, m: SttStage(u, i, o, m.stt))(self, q_stt, q_llm, self.models),
-            make.get("llm", lambda u, i, o, m: LlmStage(u, i, o, m.llm))(self, q_llm, q_tts, self.models),
-            make.get("tts", lambda u, i, o, m: TtsStage(u, i, None, m.tts))(self, q_tts, None, self.models),
-        ]
-        self.stages[-1].on_marker_out = self._marker_out
-        for stage in self.stages:
-            stage.start(f"unit{self.index}")
+        self.chain = StageChain.build(self, self.models, self._marker_out, self._factories)
+        self.chain.start(f"unit{self.index}")
 
     # ----- StageContext -----
     @property
-    def turn(self):
+    def turn(self) -> TurnDetection:
         """The session's TurnDetection (Realtime ``turn_detection``). The VAD thread reads it per
         audio message, so a ``session.update`` applies from the next chunk on."""
-        return self.session.turn
+        return self.session_state.turn
 
     @property
     def language(self) -> str:
         """ISO 639-1 code for STT (``audio.input.transcription.language``; "en" by default)."""
-        return self.session.language
+        return self.session_state.language
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is neither cancelled nor superseded (see CancelScope); stage
@@ -141,11 +133,11 @@ class PipelineUnit:
             pass  # the loop is closed: the process is shutting down
 
     def _deliver(self, event: PipelineEvent) -> None:
-        if event.session_id != self.session_id or self.state is not UnitState.ACTIVE or self._sink is None:
+        if event.call_id != self.call_id or self.state is not UnitState.ACTIVE or self._sink is None:
             return  # late event of an ended session: it must not reach the next caller
         if isinstance(event, ResponseFinished):
             self.scope.finish(event.generation)
-            self.session.touch()
+            self.session_state.touch()
         try:
             self._sink(event)
         except Exception:
@@ -154,22 +146,22 @@ class PipelineUnit:
     def on_speech_started(self, event: SpeechStarted) -> None:
         """Called by the VAD thread when caller speech is confirmed: barge in (cancel the reply and
         drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
-        self.session.touch()
-        interruption = self.interrupt() if self.session.turn.interrupt_response else None
+        self.session_state.touch()
+        interruption = self.interrupt() if self.session_state.turn.interrupt_response else None
         self.notify(event)
         if interruption is not None:
-            self.notify(ResponseInterrupted(event.session_id, interruption=interruption))
+            self.notify(ResponseInterrupted(event.call_id, interruption=interruption))
 
     # ----- claim / release -----
-    def claim(self, session_id: str, sink: EventSink) -> bool:
+    def claim(self, call_id: str, sink: EventSink) -> bool:
         """Take this unit for a new session if it is idle. Synchronous: nothing can run between the
         check and the set."""
         with self._lock:
             if self.state is not UnitState.IDLE:
                 return False
             self.state = UnitState.ACTIVE
-            self.session_id = session_id
-            self.session = SessionState.for_call(session_id, self.config)
+            self.call_id = call_id
+            self.session_state = SessionState.for_call(call_id, self.config)
             self.scope.cancel()  # nothing of an earlier session is live in this one
             self._sink = sink
             self.close_reason = None
@@ -179,7 +171,17 @@ class PipelineUnit:
 
     def new_output_track(self) -> OutputAudioTrack:
         """A fresh outbound track on this unit's playout buffer (one per call: pts restart at 0)."""
-        return OutputAudioTrack(self.playout, on_events=self._on_playout_events)
+        return OutputAudioTrack(
+            self.playout,
+            on_events=self._on_playout_events,
+            on_frame=lambda audio, late: self.on_output_frame(audio, late),
+        )
+
+    def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:
+        """A reader of this unit's playout buffer for an event transport (WebSocket): audio goes to
+        ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do.
+        One per session; its ``stop()`` must run before the unit drains."""
+        return PlayoutPacer(self.playout, on_audio, self._on_playout_events)
 
     def begin_drain(self, reason: str) -> bool:
         """Quarantine-drain: stop taking input, cancel, flush, send SESSION_END through every stage.
@@ -192,14 +194,13 @@ class PipelineUnit:
             self.state = UnitState.DRAINING
             self.close_reason = reason
             self._sink = None
-            self._drain_token = self.session_id
+            token = self._drain_token = self.call_id or ""  # an active unit always has a call id
             self.drain_started_at = time.monotonic()
         self.scope.cancel()
         self.playout.clear()
-        for queue in self.queues:
-            queue.flush()
-        self.queues[0].put(SessionEnd(self._drain_token))
-        self._arm_drain_timer(self._drain_token)
+        self.chain.flush()
+        self.chain.send_marker(token)
+        self._arm_drain_timer(token)
         self.on_state_change(self)
         return True
 
@@ -211,11 +212,11 @@ class PipelineUnit:
     def _marker_out(self, marker: SessionEnd) -> None:
         """The last stage passed on a SESSION_END (TTS thread)."""
         with self._lock:
-            if self.state not in (UnitState.DRAINING, UnitState.STUCK) or marker.session_id != self._drain_token:
+            if self.state not in (UnitState.DRAINING, UnitState.STUCK) or marker.call_id != self._drain_token:
                 return  # a marker of an earlier session never releases a later one
             self.state = UnitState.IDLE
-            self.session_id = None
-            self.session = SessionState.for_call(None, self.config)
+            self.call_id = None
+            self.session_state = SessionState.for_call(None, self.config)
             self._drain_token = None
             self.drain_started_at = None
             self.stuck_since = None
@@ -247,56 +248,105 @@ class PipelineUnit:
         one reads, and audio of their generation is stale.
         """
         self.recoveries += 1
-        for stage in self.stages:
-            stage.retired.set()
+        self.chain.retire()
         self.playout.close()
         self.scope.cancel()
         self._build()
         token = f"recover-{uuid.uuid4().hex[:8]}"
         with self._lock:
             self._drain_token = token
-        self.queues[0].put(SessionEnd(token))
+        self.chain.send_marker(token)
         self._arm_drain_timer(token)
 
     def close(self) -> None:
-        """Tell the stage threads to stop (process shutdown); see :meth:`join`."""
-        for stage in self.stages:
-            stage.retired.set()
+        """Tell the stage threads to stop (process shutdown); see :meth:`join`. A drain still under
+        way is not timed out later (no quarantine, no rebuild: the threads are going)."""
+        timer, self._drain_timer = self._drain_timer, None
+        if timer is not None:
+            try:
+                self._loop.call_soon_threadsafe(timer.cancel)  # close() may run in a worker thread
+            except RuntimeError:
+                pass  # the loop is closed: the timer will never fire
+        self.chain.retire()
         self.playout.close()
 
     def join(self, timeout: float) -> bool:
         """Wait for the stage threads to end. A thread still inside a model call when the
         interpreter exits can abort the process (C++ runtimes tear down under it)."""
-        return all([stage.join(timeout) for stage in self.stages])
+        return self.chain.join(timeout)
 
     # ----- input -----
     def submit_audio(self, samples: np.ndarray, received_at: float) -> None:
         """Caller audio, int16 mono at the VAD's rate (from the inbound reader)."""
-        if self.state is UnitState.ACTIVE and self.session_id is not None:
-            self.queues[0].put(AudioIn(self.session_id, samples=samples, received_at=received_at))
+        if self.state is UnitState.ACTIVE and self.call_id is not None:
+            self.on_input_frame(samples.size, self.models.vad.sample_rate)
+            self.chain.vad_in.put(AudioIn(self.call_id, samples=samples, received_at=received_at))
 
-    # ----- control (the Realtime session calls these on the event loop) -----
+    # ----- control: PipelineControl (the Realtime session calls these on the event loop) -----
     def _active_session(self) -> Optional[str]:
-        """The session id while the unit serves a call; None while it drains, is stuck or idle, so
+        """The call id while the unit serves a call; None while it drains, is stuck or idle, so
         that a late request of an ended call can never act on the unit (or the next caller)."""
-        return self.session_id if self.state is UnitState.ACTIVE else None
+        return self.call_id if self.state is UnitState.ACTIVE else None
+
+    def current_settings(self) -> SessionState:
+        """A copy of the call's settings (instructions, max_tokens, speed, language, turn); right
+        after the claim, the configured defaults."""
+        state = self.session_state
+        return dataclasses.replace(state, turn=dataclasses.replace(state.turn))
+
+    def update_settings(
+        self,
+        *,
+        instructions: str,
+        max_tokens: int,
+        speed: float,
+        language: str,
+        turn: TurnDetection,
+        voice: Optional[str] = None,
+    ) -> None:
+        """A ``session.update`` of the call: the VAD thread reads the new ``turn`` from its next
+        audio chunk (the object is replaced, never changed under it), STT the new ``language``,
+        later responses ``max_tokens`` and ``speed``. Ignored unless a call is served."""
+        if self._active_session() is None:
+            return
+        state = self.session_state
+        state.instructions = instructions
+        state.max_tokens = max_tokens
+        state.speed = speed
+        state.voice = voice
+        state.language = language
+        state.turn = dataclasses.replace(turn)
+
+    def keep_alive(self) -> None:
+        """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""
+        if self._active_session() is not None:
+            self.session_state.touch()
 
     def commit_input(self) -> None:
         """Manual turn: end the caller's turn now."""
         session = self._active_session()
         if session is not None:
-            self.queues[0].put(CommitInput(session))
+            self.chain.vad_in.put(CommitInput(session))
 
     def clear_input(self) -> None:
         """Drop the caller audio buffered so far."""
         session = self._active_session()
         if session is not None:
-            self.queues[0].put(ClearInput(session))
+            self.chain.vad_in.put(ClearInput(session))
 
     def create_response(
-        self, messages: list[ChatMessage], audio: bool = True, latency: Optional[TurnLatency] = None
+        self,
+        messages: list[ChatMessage],
+        audio: bool = True,
+        *,
+        max_tokens: Optional[int] = None,
+        latency: Optional[TurnLatency] = None,
+        tools: Optional[list[FunctionTool]] = None,
+        tool_choice: str = "auto",
     ) -> int:
-        """Queue a response for the LLM; returns its generation id (an earlier reply becomes stale).
+        """Queue a response to ``messages`` for the LLM (``audio`` False: text only; ``max_tokens``
+        its own cap, None: the call's; ``tools``/``tool_choice`` what the model may call, as
+        ``GenerationOptions`` takes them); returns its generation id (an earlier reply becomes stale).
 
         Raises RuntimeError when the unit is not serving a call (draining, stuck or idle)."""
         session = self._active_session()
@@ -306,16 +356,18 @@ class PipelineUnit:
         latency = latency or TurnLatency()
         latency.mark("response_requested", time.monotonic())
         self._latency = {generation: latency}
-        self.session.touch()
-        self.queues[2].put(
+        self.session_state.touch()
+        self.chain.llm_in.put(
             ResponseRequest(
                 session,
                 generation=generation,
                 messages=messages,
-                max_tokens=self.session.max_tokens,
+                max_tokens=self.session_state.max_tokens if max_tokens is None else max_tokens,
                 audio=audio,
-                speed=self.session.speed,
+                speed=self.session_state.speed,
+                voice=self.session_state.voice,
                 latency=latency,
+                options=GenerationOptions(tools=list(tools or []), tool_choice=tool_choice),
             )
         )
         return generation
@@ -338,7 +390,7 @@ class PipelineUnit:
 
     # ----- output track events (event loop) -----
     def _on_playout_events(self, events: PlayoutEvents) -> None:
-        session = self.session_id
+        session = self.call_id
         if session is None:
             return
         if events.started is not None:
@@ -348,14 +400,14 @@ class PipelineUnit:
                 self._deliver(TurnLatencyMeasured(session, generation=events.started, latency_ms=latency.as_ms()))
             self._deliver(PlaybackStarted(session, generation=events.started))
         if events.stopped is not None:
-            self.session.touch()
+            self.session_state.touch()
             self._deliver(PlaybackStopped(session, generation=events.stopped[0], played_ms=events.stopped[1]))
 
     # ----- observability -----
     def snapshot(self) -> dict:
         """This unit's entry in ``GET /v1/pool`` ``units``; read without the lock (a moment's view).
 
-        Keys: ``index``; ``state`` (a UnitState value); ``session_id`` (None when idle or stuck);
+        Keys: ``index``; ``state`` (a UnitState value); ``call_id`` (None when idle or stuck);
         ``claimed_at`` (Unix s) and ``active_for_s`` while active; ``draining_for_s`` and
         ``stuck_for_s`` in those states (else None); ``close_reason``; ``sessions_served``;
         ``recoveries``; ``queued`` (messages waiting at VAD, STT, LLM, TTS); ``playout_ms`` (reply
@@ -365,16 +417,18 @@ class PipelineUnit:
         return {
             "index": self.index,
             "state": self.state.value,
-            "session_id": self.session_id if self.state is not UnitState.STUCK else None,
-            "claimed_at": self.session.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
-            "active_for_s": round(now - self.session.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
+            "call_id": self.call_id if self.state is not UnitState.STUCK else None,
+            "claimed_at": self.session_state.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
+            "active_for_s": round(now - self.session_state.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
             "draining_for_s": round(now - self.drain_started_at, 3)
             if self.state is UnitState.DRAINING and self.drain_started_at
             else None,
-            "stuck_for_s": round(now - self.stuck_since, 3) if self.state is UnitState.STUCK and self.stuck_since else None,
+            "stuck_for_s": round(now - self.stuck_since, 3)
+            if self.state is UnitState.STUCK and self.stuck_since
+            else None,
             "close_reason": self.close_reason,
             "sessions_served": self.sessions_served,
             "recoveries": self.recoveries,
-            "queued": [len(q) for q in self.queues],
+            "queued": [len(q) for q in self.chain.queues],
             "playout_ms": round(self.playout.buffered_ms, 1),
         }

@@ -25,6 +25,8 @@ GA_ONLY = {"conversation.item.done"}
 
 # Content part types of assistant items: GA name -> beta name.
 _BETA_CONTENT = {"output_audio": "audio", "output_text": "text"}
+# Audio format types: GA ``type`` -> beta format name.
+_BETA_FORMAT_NAMES = {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw", "audio/pcma": "g711_alaw"}
 
 # Client event aliases (beta name -> GA name). The eleven client events kept their names from beta
 # to GA, so none is needed today; the table is where a renamed one would go.
@@ -58,8 +60,13 @@ def server_event(event_type: str, **fields: Any) -> dict:
     return {"type": event_type, "event_id": new_id("event"), **fields}
 
 
-def error_event(message: str, code: str | None = None, param: str | None = None,
-                event_id: str | None = None, error_type: str = "invalid_request_error") -> dict:
+def error_event(
+    message: str,
+    code: str | None = None,
+    param: str | None = None,
+    event_id: str | None = None,
+    error_type: str = "invalid_request_error",
+) -> dict:
     """The ``error`` server event; ``event_id`` is the client event that caused it, if any."""
     return server_event(
         "error",
@@ -83,6 +90,8 @@ def public_item(item: dict, beta: bool = False) -> dict:
     """An item as a client sees it: private bookkeeping keys (``_...``) removed and, for a beta
     session, the beta names of assistant content types (``audio``/``text``)."""
     clean = {k: v for k, v in item.items() if not k.startswith("_")}
+    if "content" not in item:
+        return clean  # function_call / function_call_output items have no content
     parts = []
     for part in item.get("content", []):
         view = {k: v for k, v in part.items() if not k.startswith("_")}
@@ -101,22 +110,39 @@ def usage(output_tokens: int, input_tokens: int = 0) -> dict:
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "input_token_details": {
-            "text_tokens": input_tokens, "audio_tokens": 0, "image_tokens": 0, "cached_tokens": 0,
+            "text_tokens": input_tokens,
+            "audio_tokens": 0,
+            "image_tokens": 0,
+            "cached_tokens": 0,
             "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0, "image_tokens": 0},
         },
         "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
     }
 
 
-def response_object(response_id: str, *, conversation_id: Optional[str], audio: bool, voice: str,
-                    max_output_tokens: int | str, beta: bool = False, status: str = "in_progress",
-                    output: list | None = None, status_details: dict | None = None,
-                    usage: dict | None = None, metadata: dict | None = None) -> dict:
+def response_object(
+    response_id: str,
+    *,
+    conversation_id: Optional[str],
+    audio: bool,
+    voice: str,
+    max_output_tokens: int | str,
+    beta: bool = False,
+    status: str = "in_progress",
+    output: list | None = None,
+    status_details: dict | None = None,
+    usage: dict | None = None,
+    metadata: dict | None = None,
+    output_format: Optional[dict] = None,
+) -> dict:
     """The ``realtime.response`` object of ``response.created`` / ``response.done``.
 
-    ``conversation_id`` is None for an out-of-band response (``conversation: "none"``).
+    ``conversation_id`` is None for an out-of-band response (``conversation: "none"``);
+    ``output_format`` the session's GA audio output format (None: PCM at 24 kHz), which a WebSocket
+    client reads to size the audio deltas of the response.
     """
-    body = {
+    output_format = output_format or {"type": "audio/pcm", "rate": 24000}
+    body: dict[str, Any] = {
         "object": "realtime.response",
         "id": response_id,
         "status": status,
@@ -128,14 +154,14 @@ def response_object(response_id: str, *, conversation_id: Optional[str], audio: 
         body |= {
             "modalities": ["text", "audio"] if audio else ["text"],
             "voice": voice,
-            "output_audio_format": "pcm16",
+            "output_audio_format": _BETA_FORMAT_NAMES.get(str(output_format.get("type")), "pcm16"),
             "max_output_tokens": max_output_tokens,
         }
     else:
         body |= {
             "output_modalities": ["audio"] if audio else ["text"],
             "max_output_tokens": max_output_tokens,
-            "audio": {"output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": voice}},
+            "audio": {"output": {"format": dict(output_format), "voice": voice}},
         }
     return body | {"usage": usage, "metadata": metadata}
 

@@ -43,8 +43,11 @@ def validate_item(item: dict, param: str = "item") -> dict:
     """Check a client-supplied conversation item; fill in id/object/status. ``param`` names it in errors."""
     kind = item.get("type")
     if kind not in ("message", "function_call", "function_call_output"):
-        raise ClientError(f"'{param}.type' must be 'message', 'function_call' or 'function_call_output'.", "invalid_value",
-                          f"{param}.type")
+        raise ClientError(
+            f"'{param}.type' must be 'message', 'function_call' or 'function_call_output'.",
+            "invalid_value",
+            f"{param}.type",
+        )
     if "id" in item and not isinstance(item["id"], str):
         raise ClientError(f"'{param}.id' must be a string.", "invalid_type", f"{param}.id")
     item = dict(item)
@@ -53,8 +56,7 @@ def validate_item(item: dict, param: str = "item") -> dict:
     item["object"] = "realtime.item"
     item["status"] = "completed"
     if kind != "message":
-        item.setdefault("content", [])
-        return item
+        return _validate_function_item(item, param)
     role = item.get("role")
     if role not in _CONTENT_TYPES:
         raise ClientError(f"'{param}.role' must be 'user', 'assistant' or 'system'.", "invalid_value", f"{param}.role")
@@ -78,3 +80,27 @@ def validate_part(part: Any, role: str, param: str) -> dict:
     elif part["type"] == "text":
         part = dict(part, type="output_text")
     return dict(part)
+
+
+def _validate_function_item(item: dict, param: str) -> dict:
+    """A client's ``function_call`` (``name``, ``arguments``; a ``call_id`` is made if absent) or
+    ``function_call_output`` (``call_id``, ``output``) item, checked; ``content`` is not kept."""
+    item.pop("content", None)
+    if item["type"] == "function_call":
+        if item.get("call_id") is None:
+            item["call_id"] = new_id("call")
+        _require_string(item, "name", param)
+        _require_string(item, "arguments", param)
+    else:
+        _require_string(item, "output", param)
+    _require_string(item, "call_id", param)
+    return item
+
+
+def _require_string(item: dict, key: str, param: str) -> None:
+    if key not in item:
+        raise ClientError(
+            f"Missing required parameter: '{param}.{key}'.", "missing_required_parameter", f"{param}.{key}"
+        )
+    if not isinstance(item[key], str):
+        raise ClientError(f"Invalid type for '{param}.{key}': expected a string.", "invalid_type", f"{param}.{key}")

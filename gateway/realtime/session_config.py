@@ -1,30 +1,45 @@
-"""``session.update``: validation of the GA (nested) and beta (flat) session shapes.
+"""``session.update``: validation of the GA (nested) and beta (flat) session shapes, and the
+:class:`SessionSettings` a valid update is applied to.
 
 Stock clients send OpenAI model and voice names (``gpt-realtime``, ``marin``...). Those are accepted
 here as any string and mapped to the gateway's local models by the session, which reports what is
-really used in ``session.created`` / ``session.updated``.
+really used in ``session.created`` / ``session.updated`` (``session_views``).
 
 Validation is strict (a string where a number belongs is an error, not coerced) and happens before
 anything is applied, so a rejected update leaves the session as it was. Unknown keys are accepted
 and ignored: stock clients send fields this gateway has no use for (``tracing``, ``include``...).
+``tools`` and ``tool_choice`` are checked by ``tools``, and sizes against the session's
+``SessionLimits`` (``limits``): a too-long ``instructions`` is ``string_above_max_length``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.models.base import FunctionTool
+from gateway.pipeline.turn import TurnDetection
+from gateway.realtime.control import CallSettings
+from gateway.realtime.items import ClientError
+from gateway.realtime.limits import SessionLimits
+from gateway.realtime.tools import ToolChoice, check_choice, parse_tool_choice, parse_tools
 
 # Silence that ends a turn for semantic_vad's eagerness (we approximate it with server VAD).
 EAGERNESS_SILENCE_MS = {"low": 1000, "medium": 600, "auto": 600, "high": 300}
 # Largest response the gateway allows a client to ask for (the configured cap still applies).
 MAX_OUTPUT_TOKENS = 4096
 # Beta audio format names -> the GA format objects the session keeps.
-BETA_FORMATS = {
+BETA_FORMATS: dict[str, dict[str, Any]] = {
     "pcm16": {"type": "audio/pcm", "rate": 24000},
     "g711_ulaw": {"type": "audio/pcmu"},
     "g711_alaw": {"type": "audio/pcma"},
 }
+PCM_24K = BETA_FORMATS["pcm16"]
+# The fields of a TurnDetection that a new ``turn_detection`` object resets when it leaves them out.
+TURN_RESET_FIELDS = ("threshold", "prefix_padding_ms", "silence_duration_ms", "create_response", "interrupt_response")
 
 
 class _Open(BaseModel):
@@ -111,7 +126,8 @@ class GaSession(_Open):
     output_modalities: Optional[list[Literal["audio", "text"]]] = Field(default=None, min_length=1)
     audio: Optional[Audio] = None
     max_output_tokens: Optional[Union[int, Literal["inf"]]] = None
-    tools: Optional[list[dict]] = None
+    tools: Optional[Any] = None  # checked by gateway.realtime.tools
+    tool_choice: Optional[Any] = None
 
 
 class BetaSession(_Open):
@@ -129,25 +145,38 @@ class BetaSession(_Open):
     turn_detection: Optional[TurnDetectionModel] = Field(default=None, discriminator="type")
     max_response_output_tokens: Optional[Union[int, Literal["inf"]]] = None
     temperature: Optional[float] = None
-    tools: Optional[list[dict]] = None
+    tools: Optional[Any] = None  # checked by gateway.realtime.tools
+    tool_choice: Optional[Any] = None
 
 
 # Keys only one of the two shapes has; a session object with neither keeps the session's dialect.
-BETA_KEYS = {"modalities", "voice", "speed", "input_audio_format", "output_audio_format", "input_audio_transcription",
-             "input_audio_noise_reduction", "turn_detection", "max_response_output_tokens", "temperature"}
+BETA_KEYS = {
+    "modalities",
+    "voice",
+    "speed",
+    "input_audio_format",
+    "output_audio_format",
+    "input_audio_transcription",
+    "input_audio_noise_reduction",
+    "turn_detection",
+    "max_response_output_tokens",
+    "temperature",
+}
 GA_KEYS = {"type", "audio", "output_modalities", "max_output_tokens"}
 
 
 class SessionConfigError(ValueError):
-    """A structurally invalid ``session.update``; ``param`` is the dotted path of the bad field."""
+    """A structurally invalid ``session.update``; ``param`` is the dotted path of the bad field,
+    ``code`` the ``error`` code (``invalid_value``, or e.g. ``string_above_max_length`` for a limit)."""
 
-    def __init__(self, message: str, param: str) -> None:
+    def __init__(self, message: str, param: str, code: str = "invalid_value") -> None:
         super().__init__(message)
         self.param = param
+        self.code = code
 
 
 def detect_dialect(session: dict) -> Optional[str]:
-    """"ga", "beta", or None when the object has only keys both shapes share (``instructions``...)."""
+    """ "ga", "beta", or None when the object has only keys both shapes share (``instructions``...)."""
     if GA_KEYS & session.keys():
         return "ga"
     if BETA_KEYS & session.keys():
@@ -175,8 +204,18 @@ def _path(session: dict, loc: tuple) -> str:
 
 _FIELD_NAMES = {
     name
-    for model in (GaSession, BetaSession, Audio, AudioInput, AudioOutput, AudioFormat, ServerVad, SemanticVad,
-                  Transcription, NoiseReduction)
+    for model in (
+        GaSession,
+        BetaSession,
+        Audio,
+        AudioInput,
+        AudioOutput,
+        AudioFormat,
+        ServerVad,
+        SemanticVad,
+        Transcription,
+        NoiseReduction,
+    )
     for name in model.model_fields
 }
 
@@ -187,14 +226,15 @@ def _raise(session: dict, exc: ValidationError) -> None:
     raise SessionConfigError(f"Invalid value for '{param}': {first['msg']}", param) from None
 
 
-def parse_update(session: Any, beta_default: bool = False) -> tuple[dict, bool]:
+def parse_update(session: Any, beta_default: bool = False, limits: Optional[SessionLimits] = None) -> tuple[dict, bool]:
     """Validate a ``session.update`` session object; return (normalised changes, is_beta).
 
     ``beta_default`` is the session's current dialect, kept when the object could be either.
     Normalised keys: instructions, modalities (list), voice, speed, max_tokens (int or "inf"),
     turn_detection (dict, or None for manual turns; key absent = unchanged), language, model,
-    transcription_model, input_format, output_format (GA format dicts).
-    Raises SessionConfigError on a structurally invalid value.
+    transcription_model, input_format, output_format (GA format dicts), tools (FunctionTool list),
+    tool_choice (a ``tools.ToolChoice``). ``limits`` (default: ``SessionLimits()``) bound the sizes.
+    Raises SessionConfigError on a structurally invalid value or one over a limit.
     """
     if not isinstance(session, dict):
         raise SessionConfigError("Invalid type for 'session': expected an object", "session")
@@ -207,9 +247,26 @@ def parse_update(session: Any, beta_default: bool = False) -> tuple[dict, bool]:
     tokens = changes.get("max_tokens")
     if tokens is not None and tokens != "inf" and not 1 <= tokens <= MAX_OUTPUT_TOKENS:
         key = "max_response_output_tokens" if beta else "max_output_tokens"
-        raise SessionConfigError(f"Invalid value for 'session.{key}': must be 1..{MAX_OUTPUT_TOKENS} or 'inf'",
-                                 f"session.{key}")
+        raise SessionConfigError(
+            f"Invalid value for 'session.{key}': must be 1..{MAX_OUTPUT_TOKENS} or 'inf'", f"session.{key}"
+        )
+    try:
+        _tool_changes(session, changes, limits or SessionLimits())
+    except ClientError as exc:
+        raise SessionConfigError(str(exc), exc.param or "session", exc.code or "invalid_value") from None
     return changes, beta
+
+
+def _tool_changes(session: dict, changes: dict, limits: SessionLimits) -> None:
+    """Check the size of ``instructions`` and parse ``tools`` / ``tool_choice`` into ``changes``."""
+    if "instructions" in changes:
+        limits.check_instructions(changes["instructions"], "session.instructions")
+    if session.get("tools") is not None:
+        changes["tools"] = parse_tools(session["tools"], "session.tools", limits)
+    if session.get("tool_choice") is not None:
+        changes["tool_choice"] = parse_tool_choice(session["tool_choice"], "session.tool_choice")
+        if "tools" in changes:
+            check_choice(changes["tool_choice"], changes["tools"], "session.tool_choice")
 
 
 def _common(parsed: Union[GaSession, BetaSession], changes: dict) -> dict:
@@ -291,3 +348,93 @@ def _turn(model: Optional[TurnDetectionModel]) -> Optional[dict]:
         return turn
     known = set(ServerVad.model_fields)
     return {k: v for k, v in model.model_dump(exclude_none=True).items() if k in known}
+
+
+@dataclass
+class SessionSettings:
+    """The effective settings of one Realtime session.
+
+    ``instructions``, ``max_tokens``, ``speed``, ``language`` and ``turn`` are what the pipeline
+    uses (pushed to it through ``PipelineControl.update_settings``); ``modalities`` is ``["audio"]``
+    or ``["text"]``; ``voice``, ``model``, ``transcription_model`` and the formats are what the
+    client asked for, kept for the record (the local model and voice serve any name).
+    ``token_cap`` is the configured per-response cap: what ``"inf"`` means, and what no client may
+    exceed. ``turn_defaults`` fill the fields a new ``turn_detection`` object leaves out.
+    ``tools`` / ``tool_choice`` are what responses may call (``gateway.realtime.tools``).
+    """
+
+    instructions: str
+    max_tokens: int
+    speed: float
+    language: str
+    turn: TurnDetection
+    token_cap: int
+    turn_defaults: dict[str, Any]
+    modalities: list[str] = field(default_factory=lambda: ["audio"])
+    voice: Optional[str] = None
+    model: Optional[str] = None
+    transcription_model: Optional[str] = None
+    input_format: dict = field(default_factory=lambda: dict(PCM_24K))
+    output_format: dict = field(default_factory=lambda: dict(PCM_24K))
+    tools: list[FunctionTool] = field(default_factory=list)
+    tool_choice: ToolChoice = "auto"
+
+    @classmethod
+    def from_pipeline(cls, current: CallSettings) -> SessionSettings:
+        """The settings a session starts from: the pipeline's for the call (the configured defaults)."""
+        turn = dataclasses.replace(current.turn)
+        return cls(
+            instructions=current.instructions,
+            max_tokens=current.max_tokens,
+            speed=current.speed,
+            language=current.language,
+            turn=turn,
+            token_cap=int(current.max_tokens),
+            turn_defaults={name: getattr(turn, name) for name in TURN_RESET_FIELDS},
+        )
+
+    @property
+    def audio(self) -> bool:
+        """True when responses are spoken (``audio`` in the output modalities)."""
+        return "audio" in self.modalities
+
+    def cap_tokens(self, requested: Union[int, str]) -> int:
+        """A requested token cap (an int or ``"inf"``) bounded by the configured one."""
+        return self.token_cap if requested == "inf" else min(int(requested), self.token_cap)
+
+    def apply(self, changes: dict) -> None:
+        """Apply :func:`parse_update`'s normalised changes (validated: nothing here can fail)."""
+        if "instructions" in changes:
+            self.instructions = changes["instructions"]
+        if "modalities" in changes:
+            self.modalities = ["audio"] if "audio" in changes["modalities"] else ["text"]
+        for name in ("voice", "model", "transcription_model", "input_format", "output_format", "tools", "tool_choice"):
+            if name in changes:
+                setattr(self, name, changes[name])
+        if "speed" in changes:
+            self.speed = changes["speed"]
+        if "max_tokens" in changes:
+            self.max_tokens = self.cap_tokens(changes["max_tokens"])
+        if "language" in changes:
+            self.language = changes["language"]
+        if "turn_detection" in changes:
+            self.turn = self._new_turn(changes["turn_detection"])
+
+    def check_tools(self, changes: dict) -> None:
+        """ClientError when ``changes`` would leave a named ``tool_choice`` that is not one of the
+        tools (checked before :meth:`apply`, with the tools and choice the update leaves)."""
+        if "tools" in changes or "tool_choice" in changes:
+            check_choice(
+                changes.get("tool_choice", self.tool_choice), changes.get("tools", self.tools), "session.tool_choice"
+            )
+
+    def _new_turn(self, settings: Optional[dict]) -> TurnDetection:
+        """A new turn_detection object replaces the old one: fields it leaves out get their defaults;
+        None means manual turns."""
+        turn = dataclasses.replace(self.turn)
+        if settings is None:
+            turn.apply(None)
+        else:
+            turn.apply({**self.turn_defaults, **settings})
+            turn.idle_timeout_ms = settings.get("idle_timeout_ms")  # apply() skips None; None clears it
+        return turn

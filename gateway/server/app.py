@@ -1,10 +1,15 @@
-"""The aiohttp application: start-up (models, pool), shutdown, middlewares."""
+"""The aiohttp application factory: the app state (:mod:`gateway.server.app_keys`), middlewares,
+routes, and the resources that live as long as the app, as ``app.cleanup_ctx`` pairs (models and
+pool; the call registry).
+
+The AppKeys are re-exported here (``from gateway.server.app import POOL``) for tests, scripts and
+embedders; the server's own modules import them from ``app_keys``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from typing import Optional
 
 from aiohttp import web
@@ -12,23 +17,25 @@ from aiohttp import web
 from gateway.config import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.models.base import ModelSet
-from gateway.pipeline.events import TurnLatencyMeasured
+from gateway.models.compute_meter import metered_models
+from gateway.pipeline.chain import StageFactory
 from gateway.pool.pool import UnitPool
-from gateway.pool.unit import StageFactory
+from gateway.pool.unit import PipelineUnit
 from gateway.server import routes
+from gateway.server.app_keys import CALLS, CONFIG, KEYS, METRICS, MODELS, POOL, SHUTDOWN
 from gateway.server.auth import EphemeralKeys
-from gateway.signaling.call import CallRegistry, ice_configuration
+from gateway.server.middleware import cors_middleware, error_middleware
+from gateway.server.shutdown import GracefulShutdown
+from gateway.server.static_files import static_root
+from gateway.server.websocket_routes import websocket_sessions
+from gateway.signaling.call import Call
+from gateway.signaling.ice import ice_configuration
+from gateway.signaling.registry import CallRegistry
 
-log = logging.getLogger(__name__)
+__all__ = ["CALLS", "CONFIG", "KEYS", "METRICS", "MODELS", "POOL", "SHUTDOWN", "create_app"]
 
-STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
-
-CONFIG = web.AppKey("config", GatewayConfig)
-MODELS = web.AppKey("models", ModelSet)
-POOL = web.AppKey("pool", UnitPool)
-CALLS = web.AppKey("calls", CallRegistry)
-METRICS = web.AppKey("metrics", GatewayMetrics)
-KEYS = web.AppKey("keys", EphemeralKeys)
+# Room above the largest SDP offer for the rest of a request body (form parts, JSON, a session config).
+_BODY_ALLOWANCE_BYTES = 64 * 1024
 
 
 def create_app(
@@ -36,18 +43,38 @@ def create_app(
     models: Optional[ModelSet] = None,
     stage_factories: Optional[dict[str, StageFactory]] = None,
 ) -> web.Application:
-    """Build the app. ``models`` None: load them at start-up (once per process).
+    """Build the app. ``models`` None: load them at start-up (once per process, in a thread).
 
     ``stage_factories`` replaces stage classes (test doubles for failure tests only). Raises
     ValueError for an unusable ``ice_servers`` setting.
     """
     ice_configuration(config)  # a bad STUN/TURN setting fails here, not at the first call
-    app = web.Application(middlewares=[routes.cors_middleware], client_max_size=config.max_offer_bytes + 64 * 1024)
+    app = web.Application(
+        middlewares=[cors_middleware, error_middleware],  # CORS outermost: error answers get its headers too
+        client_max_size=config.max_offer_bytes + _BODY_ALLOWANCE_BYTES,
+    )
     app[CONFIG] = config
     app[METRICS] = GatewayMetrics()
     app[KEYS] = EphemeralKeys()
+    app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.retry_after_s, config.drain_timeout_s)
+    shutdown.on_begin = lambda: app[METRICS].draining.set(1)
+    app.cleanup_ctx.append(_models_and_pool(models, stage_factories))
+    app.cleanup_ctx.append(_call_registry)
+    app.cleanup_ctx.append(websocket_sessions)
+    routes.add_routes(app, static_root())
+    return app
 
-    async def startup(app: web.Application) -> None:
+
+CleanupContext = Callable[[web.Application], AsyncIterator[None]]
+
+
+def _models_and_pool(models: Optional[ModelSet], stage_factories: Optional[dict[str, StageFactory]]) -> CleanupContext:
+    """The cleanup context of the models (loaded now unless given) and the unit pool (its units'
+    stage threads stopped at clean-up). The pool's models are metered (compute seconds per stage),
+    its units' frame hooks feed the frame counters, and the ``vg_pool_units`` gauge follows them."""
+
+    async def models_and_pool(app: web.Application) -> AsyncIterator[None]:
+        config = app[CONFIG]
         if models is None:
             from gateway.models.loader import load_models
 
@@ -55,32 +82,46 @@ def create_app(
         else:
             app[MODELS] = models
         metrics = app[METRICS]
-        pool = UnitPool(app[MODELS], config, stage_factories=stage_factories)
+        metrics.watch_llm_queue(app[MODELS].llm)
+        pool = UnitPool(metered_models(app[MODELS], metrics.model_compute), config, stage_factories=stage_factories)
+        for unit in pool.units:
+            unit.on_input_frame = metrics.inbound_frame
+            unit.on_output_frame = metrics.outbound_frame
+        metrics.watch_speculation(pool.units)
 
-        def on_unit_change(unit) -> None:
+        def on_unit_change(unit: Optional[PipelineUnit]) -> None:
             for state, count in pool.snapshot()["totals"].items():
                 metrics.units.labels(state=state).set(count)
 
         pool.on_state_change = on_unit_change
         on_unit_change(None)
         app[POOL] = pool
-        local = {
-            "llm": config.llm_model,
-            "stt": config.stt_model,
-            "voice": getattr(app[MODELS].tts, "voice", config.tts_voice),
-        }
-        calls = CallRegistry(pool, config, local)
-        calls.on_event = lambda event: metrics.observe_latency(event.latency_ms) if isinstance(event, TurnLatencyMeasured) else None
-        calls.on_call_end = lambda call: metrics.call_end.labels(reason=call.end_reason or "unknown").inc()
-        app[CALLS] = calls
+        yield
+        await asyncio.to_thread(pool.close)
 
-    async def cleanup(app: web.Application) -> None:
-        if CALLS in app:
-            await app[CALLS].close_all()
-        if POOL in app:
-            await asyncio.to_thread(app[POOL].close)
+    return models_and_pool
 
-    app.on_startup.append(startup)
-    app.on_cleanup.append(cleanup)
-    routes.add_routes(app, STATIC_DIR)
-    return app
+
+async def _call_registry(app: web.Application) -> AsyncIterator[None]:
+    """The cleanup context of the call registry (its calls are drained by ``app[SHUTDOWN]``): every
+    call still live at clean-up is ended (``server_shutdown``, told to its client) before the pool
+    closes. Its hooks feed the metrics (transport ``webrtc``)."""
+    config, metrics = app[CONFIG], app[METRICS]
+    local_models = {
+        "llm": config.llm_model,
+        "stt": config.stt_model,
+        "voice": getattr(app[MODELS].tts, "voice", config.tts_voice),
+    }
+    calls = CallRegistry(app[POOL], config, local_models)
+
+    def on_call_end(call: Call) -> None:
+        metrics.call_ended("webrtc", call.end_reason or "unknown")
+
+    calls.on_event = metrics.observe_pipeline_event
+    calls.on_server_event = metrics.observe_server_event
+    calls.on_call_start = lambda call: metrics.call_started("webrtc")
+    calls.on_call_end = on_call_end
+    app[SHUTDOWN].add_calls(lambda: list(calls.calls.values()))
+    app[CALLS] = calls
+    yield
+    await calls.close_all()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Optional
 
 DEFAULT_TTL_S = 60
 MIN_TTL_S = 10
@@ -30,7 +31,7 @@ class Grant:
     (``session`` of the client_secrets request) that the call it opens starts with."""
 
     expires_at: int
-    session: Optional[dict] = None
+    session_config: Optional[dict[str, Any]] = None
 
 
 class EphemeralKeys:
@@ -45,7 +46,7 @@ class EphemeralKeys:
         self.max_keys = max_keys
         self._keys: dict[str, Grant] = {}
 
-    def mint(self, ttl_s: int = DEFAULT_TTL_S, session: Optional[dict] = None) -> tuple[str, int]:
+    def mint(self, ttl_s: int = DEFAULT_TTL_S, session_config: Optional[dict[str, Any]] = None) -> tuple[str, int]:
         """A new key valid for ``ttl_s`` seconds; returns (key, expires_at).
 
         Raises KeyLimitError when ``max_keys`` unexpired keys are held already."""
@@ -55,7 +56,7 @@ class EphemeralKeys:
             raise KeyLimitError(max(1, int(first - self.clock()) + 1))
         key = "ek_" + secrets.token_urlsafe(24)
         expires_at = int(self.clock()) + ttl_s
-        self._keys[key] = Grant(expires_at, session)
+        self._keys[key] = Grant(expires_at, session_config)
         return key, expires_at
 
     def consume(self, key: str) -> Optional[Grant]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from typing import AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Optional
 
 from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
+from gateway.pipeline.chain import StageFactory
+from gateway.server.app import create_app
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -20,12 +23,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextlib.asynccontextmanager
-async def running_gateway(config: GatewayConfig, models: Optional[ModelSet] = None,
-                          **app_options) -> AsyncIterator[tuple[str, web.Application]]:
-    """Serve the gateway on ``config.host:config.port`` until the block ends; yields (base_url, app)."""
-    from gateway.server.app import create_app
+async def running_gateway(
+    config: GatewayConfig,
+    models: Optional[ModelSet] = None,
+    stage_factories: Optional[dict[str, StageFactory]] = None,
+) -> AsyncIterator[tuple[str, web.Application]]:
+    """Serve the gateway on ``config.host:config.port`` until the block ends; yields (base_url, app).
 
-    app = create_app(config, models=models, **app_options)
+    ``models`` and ``stage_factories`` as for :func:`gateway.server.app.create_app`."""
+    app = create_app(config, models=models, stage_factories=stage_factories)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)

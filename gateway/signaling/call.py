@@ -1,4 +1,9 @@
-"""One call: an RTCPeerConnection bound to a claimed PipelineUnit, from SDP offer to hang-up."""
+"""One call: an RTCPeerConnection bound to a claimed PipelineUnit, from SDP offer to hang-up.
+
+Sources: the OpenAI Realtime WebRTC contract (one audio track each way plus the ``oai-events``
+data channel carrying the Realtime events as JSON text), JSEP (RFC 8829) for the answer made to
+the offer, RFC 8866 (SDP) for the media directions of the answer.
+"""
 
 from __future__ import annotations
 
@@ -6,133 +11,52 @@ import asyncio
 import json
 import logging
 import time
-import uuid
-from typing import Callable, Optional
+from collections.abc import Callable, Coroutine
+from typing import Any, Optional
 
-from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcdatachannel import RTCDataChannel
-from aiortc.rtcicetransport import parse_stun_turn_uri
-from aiortc.sdp import SessionDescription
 
 from gateway.config import GatewayConfig
+from gateway.media.dtmf import KeyPress
 from gateway.media.inbound import InboundAudioReader
-from gateway.pool.pool import UnitPool
+from gateway.pipeline.events import ResponseInterrupted
 from gateway.pool.unit import PipelineUnit
+from gateway.pool.watchdog import watch_session
+from gateway.realtime.client_messages import RATE_LIMIT_CODE, RATE_LIMIT_TYPE, ClientEventRate, RateVerdict
+from gateway.realtime.conversation import PromptSpec
 from gateway.realtime.session import RealtimeSession
+from gateway.signaling.answer import prefer_codec, shape_answer
+from gateway.signaling.data_channel import accept_invalid_text
+from gateway.signaling.dtmf import negotiate_telephone_events, receive_telephone_events
+from gateway.signaling.end_reason import EndReason
+from gateway.signaling.ice import ice_configuration
+from gateway.signaling.media_watch import CallerMedia, transport_packets_received
+from gateway.signaling.offer import CheckedOffer
 
 log = logging.getLogger(__name__)
 
+# The data channel label of the OpenAI Realtime WebRTC contract.
 EVENTS_CHANNEL = "oai-events"
-
-
-class OfferError(ValueError):
-    """The SDP offer cannot be used (HTTP 400); the message says why."""
-
-
-def check_offer(sdp: str, max_bytes: int) -> SessionDescription:
-    """Parse an SDP offer (RFC 8866) as aiortc will, before a unit is claimed for it.
-
-    Raises OfferError if it is too large, does not parse, or offers neither audio nor a data channel.
-    """
-    if not sdp or not sdp.strip():
-        raise OfferError("empty SDP offer")
-    if len(sdp.encode()) > max_bytes:
-        raise OfferError(f"SDP offer too large ({len(sdp.encode())} bytes, limit {max_bytes})")
-    try:
-        parsed = SessionDescription.parse(sdp)
-    except Exception as exc:  # aiortc raises ValueError/IndexError/KeyError/AssertionError on malformed lines
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        raise OfferError(f"malformed SDP offer ({detail}); expected an RFC 8866 offer as a WebRTC peer makes it") from None
-    kinds = {media.kind for media in parsed.media}
-    if not kinds & {"audio", "application"}:
-        raise OfferError("the offer has no audio m-line and no data channel")
-    for index, media in enumerate(parsed.media):
-        _check_media(index, media)
-    return parsed
-
-
-# Audio codecs aiortc can answer with (its CODECS["audio"]).
-_AUDIO_CODECS = {"opus", "g722", "pcmu", "pcma"}
-
-
-def _check_media(index: int, media) -> None:
-    """What aiortc needs of one m-line to answer it and connect (the checks of its
-    ``setRemoteDescription`` and DTLS start), made before a unit is claimed so that a bad offer
-    costs no unit. Raises OfferError naming the m-line."""
-    where = f"m-line {index} ({media.kind})"
-    if media.ice is None or not media.ice.usernameFragment or not media.ice.password:
-        raise OfferError(f"{where}: ICE username fragment or password (a=ice-ufrag, a=ice-pwd) is missing")
-    if media.dtls is None or not media.dtls.fingerprints:
-        raise OfferError(f"{where}: DTLS fingerprint or setup role (a=fingerprint, a=setup) is missing")
-    if media.kind in ("audio", "video") and not media.rtcp_mux:
-        raise OfferError(f"{where}: RTCP multiplexing (a=rtcp-mux) is required")
-    if media.kind == "audio":
-        offered = [codec.mimeType.split("/", 1)[-1] for codec in media.rtp.codecs]
-        if not any(name.lower() in _AUDIO_CODECS for name in offered):
-            raise OfferError(f"{where}: no audio codec in common (offered {', '.join(offered) or 'none'}; "
-                             "this gateway speaks Opus, G.722, PCMU and PCMA)")
-
-
-_DIRECTIONS = ("a=sendrecv", "a=sendonly", "a=recvonly", "a=inactive")
-
-
-def normalize_offer(sdp: str) -> str:
-    """The offer with an explicit direction on every audio and video m-section that has none.
-
-    RFC 8866 (6.7) makes a missing direction attribute mean the session-level one, else
-    ``sendrecv``; SIP bridges rely on it (FreeSWITCH sends none), but aiortc cannot answer such a
-    section (``ValueError: None is not in list``). An offer that names every direction is
-    returned unchanged.
-    """
-    lines = sdp.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("m=")]
-    if not starts:
-        return sdp
-    session_direction = next((line for line in lines[: starts[0]] if line.strip() in _DIRECTIONS), "a=sendrecv").strip()
-    out = lines[: starts[0]]
-    changed = False
-    for begin, end in zip(starts, starts[1:] + [len(lines)]):
-        section = lines[begin:end]
-        out.append(section[0])
-        if section[0].startswith(("m=audio ", "m=video ")) and not any(line.strip() in _DIRECTIONS for line in section):
-            out.append(session_direction)
-            changed = True
-        out.extend(section[1:])
-    return "\r\n".join(out) + "\r\n" if changed else sdp
-
-
-def ice_configuration(config: GatewayConfig) -> RTCConfiguration:
-    """The RTCPeerConnection's ICE servers from ``ice_servers`` (comma-separated STUN/TURN URLs)
-    and the TURN ``ice_username`` / ``ice_credential``; none configured: host candidates only.
-
-    Raises ValueError naming the URL that aiortc would reject (at the first call, after a unit
-    was claimed) or ignore (a TURN server without credentials)."""
-    urls = [u.strip() for u in config.ice_servers.split(",") if u.strip()]
-    if not urls:
-        return RTCConfiguration(iceServers=[])
-    for url in urls:
-        try:
-            parsed = parse_stun_turn_uri(url)
-        except ValueError as exc:
-            raise ValueError(f"ice_servers: {url!r} is not a STUN/TURN URL ({exc}), "
-                             "e.g. stun:stun.example.org:3478 or turn:turn.example.org:3478?transport=tcp") from None
-        if parsed["scheme"] in ("turn", "turns") and not (config.ice_username and config.ice_credential):
-            raise ValueError(f"ice_servers: {url!r} is a TURN server: set ice_username and ice_credential too")
-    return RTCConfiguration(
-        iceServers=[RTCIceServer(urls=urls, username=config.ice_username or None, credential=config.ice_credential or None)]
-    )
+# Key presses a call remembers (``Call.key_presses``), newest last.
+_KEY_PRESSES_KEPT = 64
+# Server events not yet sent on oai-events beyond which more are dropped (a client that does not
+# read its channel must not grow the gateway's memory: aiortc's send queue is unbounded), bytes.
+MAX_UNSENT_EVENT_BYTES = 4 * 1024 * 1024
 
 
 class Call:
     """A caller's peer connection and everything bound to it for the length of the call.
 
-    Created by :meth:`CallRegistry.create`; ends through :meth:`hangup` (client hang-up, peer
-    connection closed or failed, data channel closed, a watchdog), which drains the unit.
+    Created by :meth:`CallRegistry.create` with the call id (``rtc_`` + 32 hex digits), the claimed
+    unit and the call's Realtime session (``realtime``); ends once through :meth:`hangup` (client
+    hang-up, peer connection closed or failed, data channel closed, a watchdog), which drains the
+    unit and calls ``on_end(call)``.
     """
 
     def __init__(self, call_id: str, unit: PipelineUnit, config: GatewayConfig, realtime: RealtimeSession,
-                 on_end: Callable[["Call"], None]) -> None:
+                 on_end: Callable[[Call], None]) -> None:
         self.id = call_id
         self.unit = unit
         self.config = config
@@ -140,73 +64,116 @@ class Call:
         self.pc = RTCPeerConnection(ice_configuration(config))
         self.channel: Optional[RTCDataChannel] = None
         self.reader: Optional[InboundAudioReader] = None
+        self.media: Optional[CallerMedia] = None  # the caller's audio clock and presence
+        self.key_presses: list[str] = []  # DTMF digits received (RFC 4733), newest last
+        self._client_rate = ClientEventRate()  # client events on oai-events: floods are dropped
+        self._send_overflowed = False
         self.started_at = time.monotonic()
-        self.end_reason: Optional[str] = None
-        self._tasks: set[asyncio.Task] = set()
+        self.end_reason: Optional[EndReason] = None
+        self._tasks: set[asyncio.Future[Any]] = set()
         self._on_end = on_end
         self._connected = asyncio.Event()
-        self._hangup_task: Optional[asyncio.Future] = None
+        self._hangup_task: Optional[asyncio.Future[None]] = None
         self._output_track: Optional[MediaStreamTrack] = None  # reads the unit's playout buffer
+        # Sideband connections (``GET /v1/realtime?call_id=``): each gets every server event sent on
+        # ``oai-events``; ``ended`` is set once the call has ended (they close then).
+        self.event_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.ended = asyncio.Event()
 
     # ----- set-up -----
-    async def answer(self, offer_sdp: str) -> str:
-        """Apply the offer, attach the unit's tracks, return the SDP answer (ICE candidates included)."""
+    async def answer(self, offer: CheckedOffer) -> str:
+        """Apply the SDP offer, attach the unit's tracks, return the SDP answer (ICE candidates
+        included: aiortc gathers them before ``setLocalDescription`` returns).
+
+        The first audio m-line is answered ``sendrecv`` with the unit's output track, with the
+        offer's ``telephone-event`` payload types (DTMF, :mod:`gateway.signaling.dtmf`); video and
+        further audio m-lines are answered ``inactive``. The answer follows the offer in BUNDLE,
+        transport protocol and DTLS role (:func:`~gateway.signaling.answer.shape_answer`). Raises
+        whatever aiortc raises for an offer it cannot answer (the registry turns it into OfferError).
+        """
         pc = self.pc
 
         @pc.on("track")
-        def on_track(track):
+        def on_track(track: MediaStreamTrack) -> None:
             if track.kind == "audio" and self.reader is None:
+                receiver = next((t.receiver for t in pc.getTransceivers() if t.receiver.track is track), None)
+                media_timeout_s = self.config.media_timeout_s
+                self.media = CallerMedia(
+                    rate=self.unit.models.vad.sample_rate,
+                    on_audio=self.unit.submit_audio,
+                    on_gone=lambda: self.hangup_soon(
+                        EndReason.MEDIA_TIMEOUT, f"nothing received from the caller for {media_timeout_s:g} s"),
+                    media_timeout_s=media_timeout_s,
+                    packets_received=lambda: transport_packets_received(receiver),
+                )
                 self.reader = InboundAudioReader(
                     track,
                     rate=self.unit.models.vad.sample_rate,
-                    on_audio=self.unit.submit_audio,
-                    on_timeout=lambda: self.hangup_soon("media_timeout", "no audio from the caller"),
-                    media_timeout_s=self.config.media_timeout_s,
+                    on_audio=self.media.audio,
+                    on_timeout=lambda: None,
+                    media_timeout_s=None,  # presence is judged by self.media, once connected
+                    receiver=receiver,
                 )
                 self._spawn(self.reader.run())
 
         @pc.on("datachannel")
-        def on_datachannel(channel: RTCDataChannel):
+        def on_datachannel(channel: RTCDataChannel) -> None:
             if channel.label != EVENTS_CHANNEL or self.channel is not None:
                 return
             self.channel = channel
 
             @channel.on("message")
-            def on_message(message):
+            def on_message(message: str | bytes) -> None:
                 # Once the call is ending its unit may already serve the next caller: a late
-                # message must not reach it (it would act on that caller's session).
-                if self.end_reason is None:
+                # message must not reach it (it would act on that caller's session state).
+                if self.end_reason is not None:
+                    return
+                verdict = self._client_rate.admit()
+                if verdict is RateVerdict.ACCEPT:
                     self.realtime.handle_client_message(message)
+                elif verdict is RateVerdict.REFUSE_AND_TELL:
+                    log.warning("call %s: client event flood, dropping events", self.id)
+                    self.realtime.send_error(self._client_rate.message(), code=RATE_LIMIT_CODE,
+                                             error_type=RATE_LIMIT_TYPE)
 
             @channel.on("close")
-            def on_close():
-                self.hangup_soon("data_channel_closed")
+            def on_close() -> None:
+                self.hangup_soon(EndReason.DATA_CHANNEL_CLOSED)
 
             self.realtime.start()
 
         @pc.on("connectionstatechange")
-        async def on_state():
+        async def on_state() -> None:
             state = pc.connectionState
             if state == "connected":
                 self._connected.set()
             elif state in ("failed", "closed"):
-                self.hangup_soon("ice_failed" if state == "failed" else "peer_closed")
+                self.hangup_soon(EndReason.ICE_FAILED if state == "failed" else EndReason.PEER_CLOSED)
 
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
+        if pc.sctp is not None:
+            accept_invalid_text(pc.sctp)  # one non-UTF-8 text message must not end the call
         answered_audio = False
-        for transceiver in pc.getTransceivers():
+        # Transceivers are made in the order of the offer's audio and video m-lines.
+        rtp_media = [media for media in offer.description.media if media.kind in ("audio", "video")]
+        for transceiver, offered in zip(pc.getTransceivers(), rtp_media, strict=False):
             if transceiver.kind == "audio" and not answered_audio:
-                # Answer audio with our track; aiortc negotiates Opus, PCMU or PCMA as offered.
+                # Answer audio with our track: Opus when offered, else G.722, PCMU or PCMA.
                 transceiver.direction = "sendrecv"
+                prefer_codec(transceiver)
                 self._output_track = self.unit.new_output_track()
                 transceiver.sender.replaceTrack(self._output_track)
                 answered_audio = True
+                events = negotiate_telephone_events(transceiver, offered)
+                if events:
+                    receive_telephone_events(transceiver.receiver, events, self._on_key_press)
             else:
                 # Video, or a second audio m-line: answered inactive. Accepted (aiortc's default,
                 # recvonly) it would be received and decoded into a queue nobody reads.
                 transceiver.direction = "inactive"
         answer = await pc.createAnswer()
-        await pc.setLocalDescription(answer)
+        await pc.setLocalDescription(RTCSessionDescription(sdp=shape_answer(answer.sdp, offer.description),
+                                                           type="answer"))
         if not any(t.kind == "audio" and t.currentDirection in ("sendrecv", "sendonly") for t in pc.getTransceivers()):
             # No audio goes back to this caller (data-channel-only, or audio offered sendonly or
             # inactive); reply audio must still leave the playout buffer, or TTS blocks on it.
@@ -228,62 +195,91 @@ class Call:
         finally:
             track.stop()
 
-    def send_event(self, event: dict) -> None:
-        """Send a server event on ``oai-events`` if it is open (events before it opens are dropped)."""
+    def send_event(self, event: dict[str, Any]) -> None:
+        """Send a server event on ``oai-events`` as JSON text if the channel is open (events
+        before it opens, or after it closed, are dropped), and to each of ``event_listeners``."""
+        for listener in list(self.event_listeners):
+            listener(event)
         channel = self.channel
-        if channel is not None and channel.readyState == "open":
-            try:
-                channel.send(json.dumps(event))
-            except Exception:  # the transport went away mid-send: the call is ending
-                log.debug("send on closed data channel dropped")
+        if channel is None or channel.readyState != "open":
+            return
+        if channel.bufferedAmount > MAX_UNSENT_EVENT_BYTES:
+            if not self._send_overflowed:  # the client does not read its channel: drop, say so once
+                self._send_overflowed = True
+                log.warning("call %s: over %d bytes of events unsent, dropping events", self.id,
+                            MAX_UNSENT_EVENT_BYTES)
+            return
+        self._send_overflowed = False
+        try:
+            channel.send(json.dumps(event))
+        except Exception:  # the transport went away mid-send: the call is ending
+            log.debug("send on closed data channel dropped")
 
     # ----- watchdogs -----
     async def _watchdog(self) -> None:
-        """Connect, idle and maximum-duration timeouts, checked every 100 ms or so."""
+        """The connect timeout (``connect_timeout_s``), then the idle and maximum-duration
+        timeouts both transports share (:func:`gateway.pool.watchdog.watch_session`)."""
         cfg = self.config
         try:
             await asyncio.wait_for(self._connected.wait(), cfg.connect_timeout_s)
-        except asyncio.TimeoutError:
-            await self.hangup("connect_timeout", f"ICE/DTLS did not connect within {cfg.connect_timeout_s:g} s")
+        except TimeoutError:
+            await self.hangup(EndReason.CONNECT_TIMEOUT, f"ICE/DTLS did not connect within {cfg.connect_timeout_s:g} s")
             return
-        tick = min(0.5, max(0.05, min(cfg.idle_timeout_s, cfg.max_call_s) / 10))
-        while self.end_reason is None:
-            await asyncio.sleep(tick)
-            now = time.monotonic()
-            if now - self.started_at >= cfg.max_call_s:
-                await self.hangup("max_duration", f"maximum call duration of {cfg.max_call_s:g} s reached")
-                return
-            session = self.unit.session
-            idle_limit = cfg.idle_timeout_s  # (Realtime's idle_timeout_ms prompts the caller instead: realtime/)
-            busy = self.unit.scope.live or self.unit.playout.buffered_ms > 0
-            if busy:
-                session.touch()
-            elif now - session.last_activity >= idle_limit:
-                await self.hangup("idle_timeout", f"no speech and no response for {idle_limit:g} s")
-                return
+        if self.media is not None:  # the media timeout counts from the connection, not the offer
+            self._spawn(self.media.run())
+        await watch_session(self.unit, cfg, started_at=self.started_at, ended=lambda: self.end_reason is not None,
+                            hangup=self.hangup)
+
+    # ----- DTMF -----
+    def _on_key_press(self, press: KeyPress) -> None:
+        """A DTMF key press (RFC 4733): ``input_audio_buffer.dtmf_event_received`` (``event`` the
+        digit, ``received_at`` Unix seconds, as OpenAI's SIP calls report it), kept in
+        :attr:`key_presses` and logged; with ``dtmf_barge_in`` it interrupts the reply as speech
+        does, with ``dtmf_to_llm`` it becomes a user text item that is answered."""
+        if self.end_reason is not None:
+            return
+        self.key_presses = [*self.key_presses[-(_KEY_PRESSES_KEPT - 1):], press.digit]
+        log.info("call %s: key press %s", self.id, press.digit)
+        self.realtime.send("input_audio_buffer.dtmf_event_received", event=press.digit, received_at=int(time.time()))
+        self.unit.session_state.touch()
+        if self.config.dtmf_barge_in:
+            interruption = self.unit.interrupt()
+            if interruption is not None:
+                self.realtime.on_pipeline_event(ResponseInterrupted(self.id, interruption=interruption))
+        if self.config.dtmf_to_llm:
+            item = {"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": f"I pressed {press.digit} on my keypad."}]}
+            self.realtime.conversation.create(item, None)
+            turn = self.realtime.settings.turn
+            if turn.mode != "manual" and turn.create_response and self.realtime.responses.active() is None:
+                self.realtime.responses.start(PromptSpec(), self.realtime.settings.audio)
 
     # ----- tear-down -----
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` as a task of this call (cancelled by :meth:`hangup`)."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def hangup_soon(self, reason: str, message: Optional[str] = None) -> None:
+    def hangup_soon(self, reason: EndReason, message: Optional[str] = None) -> None:
         """:meth:`hangup` from a synchronous callback (aiortc and media events): scheduled on the
         event loop, at most once."""
         if self.end_reason is None and self._hangup_task is None:
             self._hangup_task = asyncio.ensure_future(self.hangup(reason, message))  # held: not GC'd mid-run
 
-    async def hangup(self, reason: str, message: Optional[str] = None) -> None:
-        """End the call once: tell the client why (unless it hung up itself), drain the unit, close."""
+    async def hangup(self, reason: EndReason | str, message: Optional[str] = None) -> None:
+        """End the call once: tell the client why in an ``error`` event with code ``reason`` and
+        ``message`` (unless it left itself, :attr:`EndReason.client_left`), drain the unit, close
+        the peer connection. Raises ValueError for a ``reason`` that is no EndReason value."""
         if self.end_reason is not None:
             return
+        reason = EndReason(reason)
         self.end_reason = reason
-        if reason in ("client_hangup", "peer_closed", "data_channel_closed"):
-            self.realtime.close()  # the client left: nothing to tell it
+        if reason.client_left:
+            self.realtime.close()  # nothing to tell it
         else:
             self.realtime.close(reason, message)
-        if reason != "client_hangup":
+        if reason is not EndReason.CLIENT_HANGUP:
             log.info("call %s ended: %s", self.id, reason)
         if self._output_track is not None:
             # The drain can end, and the unit serve the next caller, before pc.close() below has
@@ -294,76 +290,10 @@ class Call:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-        # Let the close reason reach the client before the transport goes.
         try:
-            if self.channel is not None and self.channel.readyState == "open" and reason not in ("client_hangup", "peer_closed"):
-                await asyncio.sleep(0.05)
+            if not reason.client_left and self.channel is not None and self.channel.readyState == "open":
+                await asyncio.sleep(0.05)  # let the close reason reach the client before the transport goes
             await self.pc.close()
         finally:
+            self.ended.set()
             self._on_end(self)  # even if closing failed: the registry must not keep a dead call
-
-
-class CallRegistry:
-    """The live calls of this process, by call id."""
-
-    def __init__(self, pool: UnitPool, config: GatewayConfig, local_models: dict[str, str]) -> None:
-        self.pool = pool
-        self.config = config
-        self.calls: dict[str, Call] = {}
-        self._local_models = local_models
-        self.on_call_end: Callable[[Call], None] = lambda call: None
-        self.on_event: Callable[[object], None] = lambda event: None  # every pipeline event (metrics)
-
-    async def create(self, offer_sdp: str, session: Optional[dict] = None) -> tuple[Call, str]:
-        """Check the offer, claim a unit (PoolFullError if none), answer. Returns (call, answer SDP)."""
-        check_offer(offer_sdp, self.config.max_offer_bytes)
-        offer_sdp = normalize_offer(offer_sdp)
-        call_id = "rtc_" + uuid.uuid4().hex
-        holder: dict[str, Call] = {}
-
-        def sink(event):
-            self.on_event(event)
-            call = holder.get("call")
-            if call is not None:
-                call.realtime.on_pipeline_event(event)
-
-        unit = self.pool.claim(call_id, sink)  # raises PoolFullError: no await between check and set
-        try:
-            realtime = RealtimeSession(
-                unit,
-                send=lambda event: holder["call"].send_event(event) if "call" in holder else None,
-                local_models=self._local_models,
-                history_turns=self.config.history_turns,
-                max_call_s=self.config.max_call_s,
-            )
-            call = Call(call_id, unit, self.config, realtime, on_end=self._ended)
-        except BaseException:
-            unit.begin_drain("server_error")  # no call owns the unit yet: give it back
-            raise
-        holder["call"] = call
-        self.calls[call_id] = call
-        if session:
-            realtime.handle_client_message(json.dumps({"type": "session.update", "session": session}))
-        try:
-            answer = await call.answer(offer_sdp)
-        except Exception as exc:
-            await call.hangup("invalid_offer")
-            raise OfferError(f"cannot answer the offer: {exc}") from exc
-        return call, answer
-
-    def _ended(self, call: Call) -> None:
-        self.calls.pop(call.id, None)
-        self.on_call_end(call)
-
-    async def hangup(self, call_id: str, reason: str = "client_hangup") -> bool:
-        """End the call ``call_id``; False if there is no such call (unknown or already ended)."""
-        call = self.calls.get(call_id)
-        if call is None:
-            return False
-        await call.hangup(reason)
-        return True
-
-    async def close_all(self) -> None:
-        """End every call (``server_shutdown``, told to each client); errors are not raised."""
-        await asyncio.gather(*(call.hangup("server_shutdown", "the gateway is shutting down") for call in list(self.calls.values())),
-                             return_exceptions=True)

@@ -15,8 +15,9 @@ import itertools
 import json
 import os
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator, Optional
+from typing import Any, Optional
 
 import aiohttp
 
@@ -47,8 +48,9 @@ class BiDiError(RuntimeError):
 class Firefox:
     """One headless Firefox and one BiDi session on it (``Firefox.launch`` makes both)."""
 
-    def __init__(self, process: asyncio.subprocess.Process, http: aiohttp.ClientSession,
-                 ws: aiohttp.ClientWebSocketResponse) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse
+    ) -> None:
         self.process = process
         self._http = http
         self._ws = ws
@@ -59,17 +61,27 @@ class Firefox:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def launch(cls, executable: str, profile: Path, port: int, log: Path,
-                     timeout: float = 30.0) -> AsyncIterator["Firefox"]:
+    async def launch(
+        cls, executable: str, profile: Path, port: int, log: Path, timeout: float = 30.0
+    ) -> AsyncIterator[Firefox]:
         """Start ``executable`` headless on a fresh ``profile`` and open a BiDi session."""
         profile.mkdir(parents=True, exist_ok=True)
         (profile / "user.js").write_text(
-            "".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in FIREFOX_PREFS.items()))
+            "".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in FIREFOX_PREFS.items())
+        )
         with open(log, "wb") as out:
             process = await asyncio.create_subprocess_exec(
-                executable, "--headless", "--no-remote", "--profile", str(profile),
-                "--remote-debugging-port", str(port), "about:blank",
-                stdout=out, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                executable,
+                "--headless",
+                "--no-remote",
+                "--profile",
+                str(profile),
+                "--remote-debugging-port",
+                str(port),
+                "about:blank",
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
             )
         http = aiohttp.ClientSession()
         browser: Optional[Firefox] = None
@@ -82,7 +94,7 @@ class Firefox:
                     break
                 except aiohttp.ClientError:
                     if process.returncode is not None or loop.time() > deadline:
-                        raise RuntimeError(f"Firefox did not open WebDriver BiDi on port {port} (see {log})")
+                        raise RuntimeError(f"Firefox did not open WebDriver BiDi on port {port} (see {log})") from None
                     await asyncio.sleep(0.25)
             browser = cls(process, http, ws)
             await browser.command("session.new", {"capabilities": {}})
@@ -126,10 +138,15 @@ class Firefox:
 
     async def evaluate(self, expression: str, user_activation: bool = False) -> Any:
         """Evaluate JS in the page (promises awaited); the value must survive JSON.stringify."""
-        result = await self.command("script.evaluate", {
-            "expression": f"(async () => JSON.stringify(await ({expression})))()",
-            "target": {"context": self.context}, "awaitPromise": True, "userActivation": user_activation,
-        })
+        result = await self.command(
+            "script.evaluate",
+            {
+                "expression": f"(async () => JSON.stringify(await ({expression})))()",
+                "target": {"context": self.context},
+                "awaitPromise": True,
+                "userActivation": user_activation,
+            },
+        )
         if result["type"] == "exception":
             raise BiDiError(f"script error: {result['exceptionDetails'].get('text')}")
         value = result["result"]
@@ -151,8 +168,9 @@ class Firefox:
         await self.command("browsingContext.navigate", {"context": self.context, "url": url, "wait": "complete"})
 
     async def set_viewport(self, width: int, height: int) -> None:
-        await self.command("browsingContext.setViewport",
-                           {"context": self.context, "viewport": {"width": width, "height": height}})
+        await self.command(
+            "browsingContext.setViewport", {"context": self.context, "viewport": {"width": width, "height": height}}
+        )
 
     async def add_preload_script(self, function_declaration: str) -> None:
         """Run this JS function in every new document, before the page's own scripts."""
@@ -173,5 +191,5 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         try:
             await asyncio.wait_for(process.wait(), wait)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue

@@ -8,18 +8,20 @@ browser is a broken setup (``scripts/setup.sh --browser``) and must fail loudly.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
 import shutil
 import wave
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, BinaryIO, Union
 
 import numpy as np
 import pytest
 
-from tests.e2e.test_call_loop import words
+from tests.helpers import words
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -72,7 +74,7 @@ def firefox_path() -> Path:
     return FIREFOX
 
 
-def write_wav(path, samples: np.ndarray, rate: int = 48000):
+def write_wav(path: Union[Path, BinaryIO], samples: np.ndarray, rate: int = 48000) -> Union[Path, BinaryIO]:
     """Write int16 mono samples as a PCM WAV (what Chromium's fake capture reads) to a path or a
     binary file object; returns ``path``."""
     with wave.open(str(path) if isinstance(path, Path) else path, "wb") as out:
@@ -84,20 +86,24 @@ def write_wav(path, samples: np.ndarray, rate: int = 48000):
 
 
 @pytest.fixture(scope="session")
-def question_wav(speech, tmp_path_factory) -> Path:
+def question_wav(speech: Callable[[str], np.ndarray], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fake microphone's file: silence, the spoken question, then a long silence."""
     rate = 48000
     voice = speech(QUESTION)
-    samples = np.concatenate([
-        np.zeros(int(LEAD_SILENCE_S * rate), np.int16),
-        voice,
-        np.zeros(int(TRAIL_SILENCE_S * rate), np.int16),
-    ])
-    return write_wav(tmp_path_factory.mktemp("mic") / "question.wav", samples, rate)
+    samples = np.concatenate(
+        [
+            np.zeros(int(LEAD_SILENCE_S * rate), np.int16),
+            voice,
+            np.zeros(int(TRAIL_SILENCE_S * rate), np.int16),
+        ]
+    )
+    path = tmp_path_factory.mktemp("mic") / "question.wav"
+    write_wav(path, samples, rate)
+    return path
 
 
 @pytest.fixture
-def artifacts(request) -> Path:
+def artifacts(request: pytest.FixtureRequest) -> Path:
     """``artifacts/browser/<test name>/``, emptied first, for screenshots and logs."""
     folder = ARTIFACTS / re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
     shutil.rmtree(folder, ignore_errors=True)
@@ -105,22 +111,30 @@ def artifacts(request) -> Path:
     return folder
 
 
-@pytest.fixture
-async def chromium(chromium_path: Path, question_wav: Path) -> AsyncIterator["object"]:
-    """A headless Debian Chromium whose microphone plays ``question_wav``; closed after the test."""
+@contextlib.asynccontextmanager
+async def launch_chromium(chromium_path: Path, microphone_wav: Path) -> AsyncIterator[Any]:
+    """A headless Debian Chromium (a Playwright ``Browser``) whose microphone plays
+    ``microphone_wav`` (48 kHz mono int16, looped); closed on exit."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(
             executable_path=str(chromium_path),
             headless=True,
-            args=[*CHROMIUM_ARGS, f"--use-file-for-fake-audio-capture={question_wav}"],
+            args=[*CHROMIUM_ARGS, f"--use-file-for-fake-audio-capture={microphone_wav}"],
             timeout=30_000,
         )
         try:
             yield browser
         finally:
             await browser.close()
+
+
+@pytest.fixture
+async def chromium(chromium_path: Path, question_wav: Path) -> AsyncIterator[Any]:
+    """A headless Debian Chromium whose microphone plays ``question_wav``; closed after the test."""
+    async with launch_chromium(chromium_path, question_wav) as browser:
+        yield browser
 
 
 # Inbound audio of a page's RTCPeerConnection, from getStats(): bytes received and the decoded
@@ -149,7 +163,7 @@ def heard_the_question(transcript: str) -> bool:
     return sum(block.size for block in blocks) >= len(asked) - 1
 
 
-def console_collector(page, sink: list[str]) -> None:
+def console_collector(page: Any, sink: list[str]) -> None:
     """Keep the page's console output and uncaught errors (written to the artifacts on failure)."""
     page.on("console", lambda msg: sink.append(f"console.{msg.type}: {msg.text}"))
     page.on("pageerror", lambda err: sink.append(f"pageerror: {err}"))

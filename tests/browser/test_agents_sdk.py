@@ -1,4 +1,4 @@
-"""Issue 5: the stock client — the OpenAI Agents SDK for JavaScript (@openai/agents-realtime, its
+"""The stock client — the OpenAI Agents SDK for JavaScript (@openai/agents-realtime, its
 OpenAIRealtimeWebRTC transport) — talks to the gateway from headless Chromium, cross-origin.
 
 The SDK runs unmodified from a page on another origin (``http://localhost:P``) than the gateway
@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import aiohttp
 import pytest
 from aiohttp import web
 
 from tests.browser.conftest import INBOUND_AUDIO_JS, ROOT, console_collector, heard_the_question, unavailable
-from tests.conftest import free_port, serve, wait_until
-from tests.e2e.test_call_loop import app_idle
+from tests.helpers import app_idle, free_port, serve, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -36,8 +35,9 @@ async def page_server(gateway_url: str, port: int) -> AsyncIterator[str]:
 
     async def token(request: web.Request) -> web.Response:
         async with aiohttp.ClientSession() as http:
-            async with http.post(f"{gateway_url}/v1/realtime/client_secrets",
-                                 headers={"Authorization": f"Bearer {API_KEY}"}, json={}) as response:
+            async with http.post(
+                f"{gateway_url}/v1/realtime/client_secrets", headers={"Authorization": f"Bearer {API_KEY}"}, json={}
+            ) as response:
                 return web.json_response(await response.json(), status=response.status)
 
     async def index(request: web.Request) -> web.FileResponse:
@@ -73,8 +73,9 @@ def received(event_type: str) -> str:
     return f"window.sdk.received.some(e => e.type === {event_type!r})"
 
 
-async def test_agents_sdk_webrtc_turn_cross_origin(chromium_path, agents_sdk_bundle, models, gateway_config,
-                                                    chromium, artifacts):
+async def test_agents_sdk_webrtc_turn_cross_origin(
+    chromium_path, agents_sdk_bundle, models, gateway_config, chromium, artifacts
+):
     log: list[str] = []
     page_port = free_port()
     origin = f"http://localhost:{page_port}"
@@ -99,15 +100,18 @@ async def test_agents_sdk_webrtc_turn_cross_origin(chromium_path, agents_sdk_bun
             # The fake microphone asks the question: the user transcript arrives, and the item the
             # SDK then retrieves (conversation.item.retrieve) lands in the session history.
             await page.wait_for_function(
-                received("conversation.item.input_audio_transcription.completed"), timeout=60_000)
+                received("conversation.item.input_audio_transcription.completed"), timeout=60_000
+            )
             transcript = await page.evaluate(
                 "window.sdk.received.find(e => e.type === "
-                "'conversation.item.input_audio_transcription.completed').transcript")
+                "'conversation.item.input_audio_transcription.completed').transcript"
+            )
             assert heard_the_question(transcript), transcript
             await page.wait_for_function(received("conversation.item.retrieved"), timeout=10_000)
             user_items = await page.evaluate(
                 "window.sdk.history.filter(i => i.type === 'message' && i.role === 'user')"
-                ".map(i => i.content.map(c => c.transcript || c.text || '').join(' '))")
+                ".map(i => i.content.map(c => c.transcript || c.text || '').join(' '))"
+            )
             assert transcript in [text.strip() for text in user_items], (transcript, user_items)
 
             # The assistant's spoken answer: its audio transcript, and audible audio on the track.
@@ -116,12 +120,15 @@ async def test_agents_sdk_webrtc_turn_cross_origin(chromium_path, agents_sdk_bun
             before = await page.evaluate(INBOUND_AUDIO_JS, pc)
             await page.wait_for_function(received("response.output_audio_transcript.done"), timeout=60_000)
             said = await page.evaluate(
-                "window.sdk.received.find(e => e.type === 'response.output_audio_transcript.done').transcript")
+                "window.sdk.received.find(e => e.type === 'response.output_audio_transcript.done').transcript"
+            )
             assert said.strip()
             await page.wait_for_function(received("output_audio_buffer.stopped"), timeout=60_000)
             await page.wait_for_function(
                 "window.sdk.history.some(i => i.role === 'assistant' && "
-                "i.content.some(c => (c.transcript || '').trim()))", timeout=10_000)
+                "i.content.some(c => (c.transcript || '').trim()))",
+                timeout=10_000,
+            )
             after = await page.evaluate(INBOUND_AUDIO_JS, pc)
             assert after["bytes"] - before["bytes"] > 5_000, (before, after)
             assert after["energy"] - before["energy"] > 1e-3, (before, after)  # audible, not silence
@@ -129,22 +136,27 @@ async def test_agents_sdk_webrtc_turn_cross_origin(chromium_path, agents_sdk_bun
             # interrupt() while the assistant is speaking: playback is cleared at once.
             start = await page.evaluate("window.sdk.received.length")
             await page.evaluate(
-                "window.sdk.session.sendMessage('Tell me a long story about a brave knight and a dragon.')")
+                "window.sdk.session.sendMessage('Tell me a long story about a brave knight and a dragon.')"
+            )
             await page.wait_for_function(
                 f"window.sdk.received.slice({start}).some(e => e.type === 'output_audio_buffer.started')",
-                timeout=60_000)
+                timeout=60_000,
+            )
             mark = await page.evaluate("window.sdk.sent.length")
             await page.evaluate("window.sdk.session.interrupt()")
             await page.wait_for_function(
                 f"window.sdk.received.slice({start}).some(e => e.type === 'output_audio_buffer.cleared')",
-                timeout=10_000)
+                timeout=10_000,
+            )
             sent_since = await page.evaluate(f"window.sdk.sent.slice({mark}).map(e => e.type)")
             assert "output_audio_buffer.clear" in sent_since, sent_since
             await page.wait_for_function(
-                f"window.sdk.received.slice({start}).some(e => e.type === 'response.done')", timeout=30_000)
+                f"window.sdk.received.slice({start}).some(e => e.type === 'response.done')", timeout=30_000
+            )
             statuses = await page.evaluate(
                 f"window.sdk.received.slice({start}).filter(e => e.type === 'response.done')"
-                ".map(e => e.response.status)")
+                ".map(e => e.response.status)"
+            )
             # The SDK cancels only a response still being generated; one already generated is
             # just cut short in playback (the clear above).
             if "response.cancel" in sent_since:
@@ -165,14 +177,16 @@ async def test_agents_sdk_webrtc_turn_cross_origin(chromium_path, agents_sdk_bun
         finally:
             wire = await page.evaluate(
                 "JSON.stringify({sent: window.sdk.sent, received: window.sdk.received.map("
-                "(e, i) => ({t_ms: window.sdk.times[i], ...e}))}, null, 1)")
+                "(e, i) => ({t_ms: window.sdk.times[i], ...e}))}, null, 1)"
+            )
             (artifacts / "wire.json").write_text(wire)
             (artifacts / "console.log").write_text("\n".join(log))
             await page.close()
 
 
-async def test_agents_sdk_refused_from_an_origin_not_allowed(chromium_path, agents_sdk_bundle, models,
-                                                             gateway_config, chromium, artifacts):
+async def test_agents_sdk_refused_from_an_origin_not_allowed(
+    chromium_path, agents_sdk_bundle, models, gateway_config, chromium, artifacts
+):
     """The same page on an origin the gateway does not list: the browser's preflight fails, so the
     offer never reaches the gateway and connect() rejects."""
     from gateway.server.app import METRICS
@@ -185,8 +199,9 @@ async def test_agents_sdk_refused_from_an_origin_not_allowed(chromium_path, agen
         try:
             await page.goto(page_url + "/", timeout=15_000)
             await page.wait_for_function("window.sdkReady === true", timeout=15_000)
-            failure = await asyncio.wait_for(page.evaluate(
-                "url => window.startCall(url).then(() => null, (e) => String(e))", gateway_url), 30)
+            failure = await asyncio.wait_for(
+                page.evaluate("url => window.startCall(url).then(() => null, (e) => String(e))", gateway_url), 30
+            )
             assert failure and "fetch" in failure.lower(), failure
             assert any("CORS policy" in line for line in log), log
             answered = app[METRICS].registry.get_sample_value("vg_calls_total", {"result": "answered"})

@@ -1,4 +1,4 @@
-"""Issue 5: the demo page in headless Firefox (Debian's firefox-esr) completes a spoken turn.
+"""The demo page in headless Firefox (Debian's firefox-esr) completes a spoken turn.
 
 Firefox is driven over WebDriver BiDi (tests/browser/bidi.py). It has no equivalent of Chromium's
 file-fed fake microphone (its fake device plays a tone), so a preload script replaces
@@ -19,8 +19,7 @@ import pytest
 from gateway.media.resample import Resampler
 from tests.browser.bidi import Firefox
 from tests.browser.conftest import INBOUND_AUDIO_JS, QUESTION, heard_the_question, write_wav
-from tests.conftest import free_port, serve, wait_until
-from tests.e2e.test_call_loop import app_idle
+from tests.helpers import app_idle, free_port, serve, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -57,8 +56,9 @@ def question_wav_16k(speech) -> bytes:
 async def test_firefox_demo_page_spoken_turn(firefox_path, models, speech, gateway_config, artifacts, tmp_path):
     wav = base64.b64encode(question_wav_16k(speech)).decode()
     async with serve(gateway_config(pool_size=1), models) as (url, app):
-        async with Firefox.launch(str(firefox_path), tmp_path / "profile", free_port(),
-                                  artifacts / "firefox.log") as firefox:
+        async with Firefox.launch(
+            str(firefox_path), tmp_path / "profile", free_port(), artifacts / "firefox.log"
+        ) as firefox:
             try:
                 await firefox.add_preload_script(FAKE_MICROPHONE_JS % wav)
                 await firefox.set_viewport(1280, 800)
@@ -67,21 +67,23 @@ async def test_firefox_demo_page_spoken_turn(firefox_path, models, speech, gatew
                 await firefox.wait_for("document.getElementById('status').dataset.state === 'connected'", 20)
 
                 user = await firefox.wait_for(
-                    "document.querySelector(\".msg.user[data-status='done']\")?.textContent", 60)
+                    "document.querySelector(\".msg.user[data-status='done']\")?.textContent", 60
+                )
                 assert heard_the_question(user), user
-                await firefox.wait_for(
-                    "window.vg.events.some(e => e.type === 'output_audio_buffer.started')", 60)
+                await firefox.wait_for("window.vg.events.some(e => e.type === 'output_audio_buffer.started')", 60)
                 before = await firefox.evaluate(f"({INBOUND_AUDIO_JS})(window.vg.pc)")
                 answer = await firefox.wait_for(
-                    "document.querySelector(\".msg.assistant[data-status='done']\")?.textContent", 60)
+                    "document.querySelector(\".msg.assistant[data-status='done']\")?.textContent", 60
+                )
                 assert answer.strip()
                 v2v = await firefox.wait_for(
                     "/\\d/.test(document.getElementById('latency-v2v').textContent) && "
-                    "document.getElementById('latency-v2v').textContent", 30)
+                    "document.getElementById('latency-v2v').textContent",
+                    30,
+                )
                 assert re.fullmatch(r"\d+ ms", v2v.strip()), v2v
 
-                await firefox.wait_for(
-                    "window.vg.events.some(e => e.type === 'output_audio_buffer.stopped')", 60)
+                await firefox.wait_for("window.vg.events.some(e => e.type === 'output_audio_buffer.stopped')", 60)
                 element = await firefox.evaluate("""(() => {
                     const a = document.getElementById('remote-audio');
                     const t = a.srcObject && a.srcObject.getAudioTracks()[0];

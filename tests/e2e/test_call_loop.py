@@ -1,25 +1,15 @@
-"""Issue 2: a caller speaks over real WebRTC (aiortc on loopback) and hears a spoken answer."""
+"""A caller speaks over real WebRTC (aiortc on loopback) and hears a spoken answer."""
 
 from __future__ import annotations
 
 import asyncio
-import difflib
-import re
 
 import aiohttp
 import numpy as np
 
 from gateway.client import RealtimeClient
 from gateway.media.resample import Resampler
-from tests.conftest import serve, wait_until
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
-def similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, words(a), words(b)).ratio()
+from tests.helpers import app_idle, serve, similarity, wait_until, words
 
 
 def to_16k_float(samples_48k: np.ndarray) -> np.ndarray:
@@ -36,7 +26,7 @@ async def one_turn(client: RealtimeClient, audio: np.ndarray, timeout: float = 9
 
 
 async def test_spoken_question_gets_spoken_answer(models, speech, gateway_config):
-    async with serve(gateway_config(pool_size=1), models) as (url, app):
+    async with serve(gateway_config(pool_size=1), models) as (url, _app):
         client = RealtimeClient(url)
         assert await client.connect() == 201
         await one_turn(client, speech("What is the capital of France?"))
@@ -64,7 +54,7 @@ async def test_spoken_question_gets_spoken_answer(models, speech, gateway_config
 
 
 async def test_order_of_turn_events(models, speech, gateway_config):
-    async with serve(gateway_config(), models) as (url, app):
+    async with serve(gateway_config(), models) as (url, _app):
         client = RealtimeClient(url)
         await client.connect()
         await one_turn(client, speech("Tell me a joke about cats."))
@@ -83,7 +73,7 @@ async def test_order_of_turn_events(models, speech, gateway_config):
             "output_audio_buffer.stopped",
         ]
         positions = [types.index(name) for name in order]
-        assert positions == sorted(positions), list(zip(order, positions))
+        assert positions == sorted(positions), list(zip(order, positions, strict=False))
         # Playback starts once the audio part exists (a short reply may finish generating first)
         # and is over only after it started.
         started = types.index("output_audio_buffer.started")
@@ -94,7 +84,7 @@ async def test_order_of_turn_events(models, speech, gateway_config):
 
 async def test_pcmu_caller_like_a_sip_bridge(models, speech, gateway_config):
     """A G.711 (PCMU, 8 kHz) leg, as a SIP-to-WebRTC bridge sends it, is understood too."""
-    async with serve(gateway_config(), models) as (url, app):
+    async with serve(gateway_config(), models) as (url, _app):
         client = RealtimeClient(url, codec="PCMU")
         assert await client.connect() == 201
         await one_turn(client, speech("What is the capital of France?"))
@@ -105,7 +95,7 @@ async def test_pcmu_caller_like_a_sip_bridge(models, speech, gateway_config):
 
 
 async def test_pool_full_is_refused_at_once_and_unit_returns_idle(models, gateway_config):
-    async with serve(gateway_config(pool_size=1, retry_after_s=7), models) as (url, app):
+    async with serve(gateway_config(pool_size=1, retry_after_s=7), models) as (url, _app):
         first = RealtimeClient(url)
         assert await first.connect() == 201
         second = RealtimeClient(url)
@@ -163,9 +153,3 @@ async def test_offer_json_health_and_demo_page(models, gateway_config):
                 assert response.status == 400
                 assert (await response.json())["error"]["code"] == "invalid_offer"
             assert await wait_until(lambda: app_idle(app), 5)
-
-
-def app_idle(app) -> bool:
-    from gateway.server.app import POOL
-
-    return all(unit.state.value == "idle" for unit in app[POOL].units)

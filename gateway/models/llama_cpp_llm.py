@@ -1,0 +1,483 @@
+"""Chat LLM in process on llama.cpp (``llama-cpp-python``), from a GGUF file: the default engine.
+
+The default model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined once from its packages (see
+``gateway.models.gguf_bundles``); ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or any ``.gguf`` path
+may be configured instead. One instance per process serves every unit through an
+:class:`~gateway.models.engine_queue.EngineQueue` with one slot (FIFO turns).
+
+One generation, while it holds the engine:
+
+1. The prompt is rendered with the model's own chat template (GGUF ``tokenizer.chat_template``;
+   tools are listed through it when it supports them) and fitted into ``n_ctx`` by dropping the
+   oldest turns (``gateway.models.prompt_fit``).
+2. The longest prefix already in the KV cache is kept; a saved state of this conversation
+   (``gateway.models.llama_state_cache``) is put back when it shares more. The rest of the prompt
+   is evaluated in chunks of ``prefill_chunk`` tokens: between chunks the engine checks
+   ``should_stop`` and the compute budget, and a prompt that has held the engine longer than
+   ``prefill_quantum_s`` while others wait saves its progress and queues again behind them.
+3. Tokens are decoded one at a time (greedy at temperature 0, else sampled); ``should_stop`` and
+   the budget are checked after every token, so a cancel stops the engine within one token.
+4. With tools (``tool_choice`` not "none"): when the model gives at least ``CALL_THRESHOLD`` of
+   probability to opening a call (``<tool_call>``, a code fence or ``{``) as its first token, or
+   samples such an opener, the reply is generated as a bare call object under a grammar made from
+   the tools' JSON schemas (``LlamaGrammar.from_json_schema``; ``gateway.models.grammar_sampler``),
+   so its name and arguments are valid; "required" or a tool name go to the constrained call at
+   once. Call text is never streamed.
+
+Threads: ``threads`` for decoding, ``batch_threads`` for prompt evaluation. Measured on the 2-core
+machine this was written on: 2 decode threads give ~34 tokens/s idle but ~5 tokens/s when the other
+core is busy (STT, TTS or another process; ~1 token/s with several), 1 thread holds ~21-23 tokens/s
+idle and 8-21 busy; prompts run at ~90 tokens/s on 2 threads idle, ~45 on 1, but 2 fall to ~25 when
+the other core is busy. The defaults are 1 and 1 (see README). Memory: the 1.5B instance adds
+~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of KV cache per context token (~115 MB at
+n_ctx 4096) and compute buffers; plus the saved states (``state_cache_mb``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from gateway.models.base import (
+    ChatMessage,
+    Generation,
+    GenerationOptions,
+    LanguageModelError,
+    ModelNotFoundError,
+    ToolCall,
+)
+from gateway.models.engine_queue import EngineQueue, Turn
+from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
+from gateway.models.grammar_sampler import GrammarSampler
+from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
+from gateway.models.prompt_fit import fit_messages
+from gateway.models.tool_calls import (
+    CALL_PREFIX,
+    allowed_tools,
+    answered_already,
+    call_schema,
+    check_tool_choice,
+    classify_start,
+    complete_json,
+    flatten_for_plain_template,
+    new_call_id,
+    parse_call,
+    plain_tool_prompt,
+    template_message,
+    tools_for_request,
+)
+
+log = logging.getLogger(__name__)
+
+_INSTALL_HINT = "scripts/setup.sh builds and installs llama-cpp-python (or pip install llama-cpp-python)"
+# ChatML, for a GGUF that carries no chat template.
+_CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+_GRAMMARS_KEPT = 32  # grammars of recent tool sets, built once each
+_CALL_TOKENS = 256  # a constrained call may use at least this many tokens, whatever max_tokens says
+# With tools and tool_choice "auto": a call is made when the model gives at least this probability
+# to opening one (``<tool_call>``, a code fence or ``{``) as its first token.
+CALL_THRESHOLD = 0.35
+
+
+def resolve_gguf(model: str, cache_dir: Path) -> Path:
+    """The GGUF file for the ``llm_model`` setting: a bundled name (joined once) or a ``.gguf`` path."""
+    if model in BUNDLES:
+        return bundled_gguf(model, cache_dir)
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelNotFoundError(f"GGUF file {path} does not exist")
+        return path
+    raise ModelNotFoundError(
+        f"llm_backend llama_cpp takes a bundled model ({', '.join(BUNDLES)}) or a .gguf file, not {model!r}"
+    )
+
+
+class LlamaCppLanguageModel:
+    """Streaming chat generation on llama.cpp, shared by all units (one generation at a time).
+
+    Raises ModelNotFoundError at construction when llama-cpp-python or the weights are missing.
+    ``temperature``/``top_p``/``budget_s`` are the defaults for requests that do not set them.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        cache_dir: Path,
+        threads: int = 1,
+        batch_threads: int = 1,
+        n_ctx: int = 4096,
+        temperature: float = 0.0,
+        top_p: float = 0.95,
+        budget_s: float = 30.0,
+        state_cache_mb: int = 128,
+        prefill_chunk: int = 32,
+        prefill_quantum_s: float = 1.0,
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:
+            raise ModelNotFoundError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from exc
+        path = resolve_gguf(model, cache_dir)
+        try:
+            self._llm = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_batch=max(prefill_chunk, 64),
+                n_threads=threads,
+                n_threads_batch=batch_threads,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelNotFoundError(f"{path} could not be loaded by llama.cpp ({exc})") from exc
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self.name = model
+        self.path = path
+        self.n_ctx = n_ctx
+        self.queue = EngineQueue(slots=1)
+        self.state_cache = LlamaStateCache(state_cache_mb * 1024 * 1024)
+        self._defaults = GenerationOptions(temperature=temperature, top_p=top_p, budget_s=budget_s)
+        self._chunk = prefill_chunk
+        self._quantum = prefill_quantum_s
+        metadata = self._llm.metadata
+        template = metadata.get("tokenizer.chat_template") or _CHATML
+        self._template_tools = "tools" in template
+        self._eos_text = self._token_text(self._llm.token_eos())
+        bos = self._llm.token_bos()
+        self._bos = bos if metadata.get("tokenizer.ggml.add_bos_token") == "true" and bos >= 0 else None
+        self._formatter: Any = Jinja2ChatFormatter(template, eos_token=self._eos_text, bos_token=self._token_text(bos))
+        call_token = self._llm.tokenize(CALL_PREFIX.strip().encode(), add_bos=False, special=True)
+        self._call_token = call_token[0] if len(call_token) == 1 else None
+        self._grammars: dict[str, Any] = {}
+        # Tokens that open a call; found once here (~1 s for a 151k vocabulary) for templates with tools.
+        self._openers: Optional[np.ndarray] = None
+        if self._template_tools:
+            self._openers = np.array(self._opener_tokens(), dtype=np.intp)
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    # ----- prompt -----
+
+    def render(self, messages: list[ChatMessage], options: GenerationOptions) -> str:
+        """The prompt text for ``messages`` (and the tools ``options`` allows) in the model's template."""
+        tools = allowed_tools(options.tools, options.tool_choice)
+        if tools and not self._template_tools:
+            messages = flatten_for_plain_template(messages)
+            if messages and messages[0].role == "system":
+                messages = [ChatMessage("system", messages[0].content + plain_tool_prompt(tools)), *messages[1:]]
+            return self._formatter(messages=[template_message(m) for m in messages]).prompt
+        if not self._template_tools:
+            messages = flatten_for_plain_template(messages)
+        return self._formatter(
+            messages=[template_message(m) for m in messages], tools=tools_for_request(tools) if tools else None
+        ).prompt
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens of prompt ``text`` (special tokens parsed), with BOS when the model wants one."""
+        tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        if self._bos is not None and (not tokens or tokens[0] != self._bos):
+            tokens = [self._bos, *tokens]
+        return tokens
+
+    def prompt_tokens(self, messages: list[ChatMessage], max_tokens: int, options: GenerationOptions) -> list[int]:
+        """Tokens of the prompt after fitting it into ``n_ctx`` with room for the reply."""
+        reserve = min(max_tokens, self.n_ctx // 4) + 16
+
+        def count(candidate: list[ChatMessage]) -> int:
+            return len(self.tokenize(self.render(candidate, options)))
+
+        fitted = fit_messages(messages, count, self.n_ctx - reserve)
+        return self.tokenize(self.render(fitted, options))
+
+    # ----- generation -----
+
+    def generate(
+        self,
+        messages: list[ChatMessage],
+        max_tokens: int,
+        should_stop: Callable[[], bool],
+        on_text: Callable[[str], None],
+        options: Optional[GenerationOptions] = None,
+    ) -> Generation:
+        """Reply to ``messages``; see the module docstring for the steps. Text pieces go to
+        ``on_text`` from this thread as they are decoded. Raises LanguageModelError for a bad
+        ``tool_choice``."""
+        options = options or GenerationOptions()
+        try:
+            check_tool_choice(options.tools, options.tool_choice)
+        except ValueError as exc:
+            raise LanguageModelError(str(exc)) from None
+        with self.queue.turn(should_stop) as turn:
+            if turn is None:
+                return Generation("", 0, "cancelled")
+            run = _Run(self, turn, options, should_stop, max_tokens)
+            try:
+                result = run.execute(messages, on_text)
+            finally:
+                if turn.holding:  # a run cancelled while re-queued no longer owns the context
+                    self.state_cache.save(self._llm)
+            result.queue_wait_s = turn.waited_s
+            return result
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            try:
+                grammar = LlamaGrammar.from_json_schema(key, verbose=False)
+            except Exception as exc:  # the converter raises plain Exceptions for schemas it cannot take
+                raise LanguageModelError(f"tool parameters schema not supported: {exc}") from exc
+            while len(self._grammars) >= _GRAMMARS_KEPT:
+                self._grammars.pop(next(iter(self._grammars)))  # the oldest tool set
+            self._grammars[key] = grammar
+        return self._grammars[key]
+
+    def call_probability(self) -> float:
+        """Probability, from the logits of the last evaluated position, that the next token opens a
+        tool call (``<tool_call>``, or a piece starting with a code fence or ``{``)."""
+        if self._openers is None:
+            self._openers = np.array(self._opener_tokens(), dtype=np.intp)
+        pointer = self._lib.llama_get_logits_ith(self._llm.ctx, -1)
+        logits = np.ctypeslib.as_array(pointer, shape=(self._llm.n_vocab(),)).astype(np.float64)
+        logits -= logits.max()
+        weights = np.exp(logits)
+        return float(weights[self._openers].sum() / weights.sum())
+
+    def call_openers_banned(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """A llama.cpp logits processor that forbids the tokens opening a tool call at the first
+        generated position (later ones are free: a reply may quote braces)."""
+        if self._openers is None:
+            self._openers = np.array(self._opener_tokens(), dtype=np.intp)
+        openers, first = self._openers, [True]
+
+        def ban(_input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+            if first[0]:
+                first[0] = False
+                scores[openers] = -np.inf
+            return scores
+
+        return ban
+
+    def _opener_tokens(self) -> list[int]:
+        found = [] if self._call_token is None else [self._call_token]
+        for token in range(self._llm.n_vocab()):
+            piece = self._llm.detokenize([token]).lstrip()
+            if piece.startswith((b"```", b"{")):
+                found.append(token)
+        return found
+
+    def _is_eog(self, token: int) -> bool:
+        return bool(self._lib.llama_vocab_is_eog(self._llm._model.vocab, token))
+
+
+class _Run:
+    """One generation while it holds the engine: prefill, decode, maybe a constrained call."""
+
+    def __init__(
+        self,
+        engine: LlamaCppLanguageModel,
+        turn: Turn,
+        requested: GenerationOptions,
+        should_stop: Callable[[], bool],
+        max_tokens: int,
+    ) -> None:
+        defaults = engine._defaults
+        self.engine = engine
+        self.llm = engine._llm
+        self.turn = turn
+        self.options = requested
+        self.temperature = requested.temperature if requested.temperature is not None else defaults.temperature or 0.0
+        self.top_p = requested.top_p if requested.top_p is not None else defaults.top_p or 0.95
+        budget = requested.budget_s if requested.budget_s is not None else defaults.budget_s
+        self.deadline = turn.started + budget if budget and budget > 0 else float("inf")
+        self.should_stop = should_stop
+        self.max_tokens = max(1, max_tokens)
+        self.cached = 0
+        self.call_probability: Optional[float] = None
+        self.seed = requested.seed if requested.seed is not None else random.randrange(2**31)
+        if self.temperature > 0:
+            self.llm.set_seed(self.seed)
+
+    def over_budget(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def execute(self, messages: list[ChatMessage], on_text: Callable[[str], None]) -> Generation:
+        prompt = self.engine.prompt_tokens(messages, self.max_tokens, self.options)
+        tools = allowed_tools(self.options.tools, self.options.tool_choice)
+        stopped = self.prefill(prompt)
+        if stopped:
+            return Generation("", 0, stopped, prompt_tokens=len(prompt), cached_tokens=self.cached)
+        if tools and self.options.tool_choice != "auto":
+            return self.call(prompt, [], "", 0, tools, len(prompt))
+        result = self.decode(prompt, tools, on_text)
+        if result.tool_calls and all(answered_already(messages, call) for call in result.tool_calls):
+            # Small models ask again for what the last tool output already told them (a loop no
+            # client can break): answer in words from that output instead.
+            log.info("tool call %s repeats an answered call: answering in words", result.tool_calls[0].name)
+            result = self.decode(prompt, [], on_text, words_only=True)
+        result.prompt_tokens, result.cached_tokens = len(prompt), self.cached
+        return result
+
+    def prefill(self, prompt: list[int]) -> Optional[str]:
+        """Evaluate all but the last prompt token; a finish reason if stopped first, else None."""
+        llm, cache = self.llm, self.engine.state_cache
+        end = len(prompt) - 1  # the last token is evaluated by Llama.generate, which then samples
+        target = np.array(prompt[:end], dtype=np.intc)
+        position = self._resume(target, min_gain=8)
+        self.cached = position
+        while position < end:
+            if self.should_stop():
+                return "cancelled"
+            if self.over_budget():
+                return "budget"
+            if self.turn.others_waiting and time.monotonic() - self.turn.started > self.engine._quantum:
+                cache.save(llm)
+                started = time.monotonic()
+                if not self.turn.requeue(self.should_stop):
+                    return "cancelled"
+                self.deadline += time.monotonic() - started  # the wait is not compute
+                position = self._resume(target, min_gain=1)
+                continue
+            chunk = prompt[position : min(position + self.engine._chunk, end)]
+            llm.eval(chunk)
+            position += len(chunk)
+        return None
+
+    def _resume(self, target: np.ndarray, min_gain: int) -> int:
+        """Keep the live KV prefix of ``target`` or put back a longer saved one; the tokens now held."""
+        llm = self.llm
+        live = common_prefix(np.asarray(llm.input_ids[: llm.n_tokens]), target)
+        position = self.engine.state_cache.restore_best(llm, target, live, min_gain=min_gain)
+        llm.n_tokens = position
+        return position
+
+    def _sampler_args(self) -> dict[str, Any]:
+        return {"temp": self.temperature, "top_p": self.top_p, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.0}
+
+    def decode(
+        self, prompt: list[int], tools: list, on_text: Callable[[str], None], words_only: bool = False
+    ) -> Generation:
+        """Stream a reply to ``prompt``; with ``tools``, switch to :meth:`call` when one opens.
+        ``words_only``: the first token may not open a call (the prompt still lists the tools)."""
+        llm, engine = self.llm, self.engine
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        deciding = bool(tools)  # hold text back until it is clear whether a call opens
+        held, text = "", ""
+        accepted: list[int] = []  # tokens of the text reply
+        finish = "stop"
+        args = self._sampler_args()
+        if words_only:
+            args["logits_processor"] = [engine.call_openers_banned()]
+        stream = llm.generate(prompt, **args)
+        try:
+            for token in stream:
+                if deciding and not accepted:
+                    # The model's own odds of opening a call at the first position decide, not the
+                    # one token sampled there (greedy argmax flips on near ties).
+                    self.call_probability = engine.call_probability()
+                    log.debug("tool call probability %.3f", self.call_probability)
+                    if self.call_probability >= CALL_THRESHOLD:
+                        return self.call(prompt, accepted, text, 0, tools, len(prompt))
+                if engine._is_eog(token):
+                    break
+                if tools and token == engine._call_token:
+                    return self.call(prompt, accepted, text, len(accepted), tools, len(prompt))
+                piece = decoder.decode(llm.detokenize([token]))
+                if deciding:
+                    held += piece
+                    opens = classify_start(held)
+                    if opens:
+                        return self.call(prompt, accepted, text, len(accepted), tools, len(prompt))
+                    if opens is False:
+                        deciding, piece, held = False, held, ""
+                accepted.append(token)
+                if piece and not deciding:
+                    text += piece
+                    on_text(piece)
+                if len(accepted) >= self.max_tokens or llm.n_tokens >= engine.n_ctx - 1:
+                    finish = "length"
+                    break
+                if self.should_stop():
+                    finish = "cancelled"
+                    break
+                if self.over_budget():
+                    finish = "budget"
+                    break
+        finally:
+            stream.close()
+        tail = decoder.decode(b"", final=True) + held
+        if tail and finish != "cancelled":
+            text += tail
+            on_text(tail)
+        return Generation(text, len(accepted), finish)
+
+    def call(
+        self, prompt: list[int], accepted: list[int], text: str, spent: int, tools: list, prompt_len: int
+    ) -> Generation:
+        """Generate one call under the tools' grammar right after ``prompt + accepted``.
+
+        The call object is generated bare, without a ``<tool_call>`` opener: models not trained on
+        that tag (Qwen2.5-Coder) predict the end of text after it, while every model given tools
+        opens a bare call with ``{"`` readily; the grammar then holds it to the schema."""
+        llm, engine = self.llm, self.engine
+        tokens = prompt + accepted
+        held = common_prefix(np.asarray(llm.input_ids[: llm.n_tokens]), np.array(tokens, dtype=np.intc))
+        llm.n_tokens = min(held, len(tokens) - 1)  # evaluate at least the last token: fresh logits
+        llm.eval(tokens[llm.n_tokens :])
+        sampler = GrammarSampler(llm, engine._grammar(call_schema(tools)))
+        rng = np.random.default_rng(self.seed)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        body, count, finish = "", 0, "length"
+        cap = max(_CALL_TOKENS, self.max_tokens - spent)
+        try:
+            while True:
+                token = sampler.pick(self.temperature, rng)
+                if engine._is_eog(token):
+                    finish = "stop"
+                    break
+                sampler.accept(token)
+                body += decoder.decode(llm.detokenize([token]))
+                count += 1
+                if body.rstrip().endswith("}") and complete_json(body):
+                    finish = "stop"
+                    break
+                if self.should_stop():
+                    finish = "cancelled"
+                    break
+                if self.over_budget():
+                    finish = "budget"
+                    break
+                if count >= cap or llm.n_tokens >= engine.n_ctx - 1:
+                    break
+                llm.eval([token])
+        except ValueError as exc:
+            raise LanguageModelError(f"tool call grammar: {exc}") from None
+        finally:
+            sampler.close()
+        used = spent + count
+        if finish != "stop":
+            return Generation(text, used, finish, prompt_tokens=prompt_len, cached_tokens=self.cached)
+        try:
+            name, arguments = parse_call(body)
+        except ValueError as exc:
+            raise LanguageModelError(f"the model produced no valid tool call: {exc}") from None
+        call = ToolCall(new_call_id(), name, json.dumps(arguments, ensure_ascii=False))
+        return Generation(text, used, "tool_calls", [call], prompt_tokens=prompt_len, cached_tokens=self.cached)

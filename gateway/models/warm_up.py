@@ -1,0 +1,41 @@
+"""Warm-up calls at start-up, so that the first caller's turn is as fast as the tenth.
+
+The first call into each engine pays for one-time work: ONNX Runtime and CTranslate2 plan and
+allocate on their first run, llama.cpp and torch fault their weights in and size their buffers,
+Piper loads its phonemizer. VAD, Smart Turn and Whisper warm themselves up as they load; the LLM and
+TTS are warmed here, after loading (a failure is logged, never fatal: the first call is then slow).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from gateway.models.base import ChatMessage, LanguageModel, TextToSpeech
+
+log = logging.getLogger(__name__)
+
+
+def warm_up_models(
+    llm: LanguageModel, tts: TextToSpeech, instructions: str = "You are a helpful voice assistant."
+) -> None:
+    """One short generation (2 tokens, with ``instructions`` as the system prompt) and one short
+    synthesis; logs how long each took."""
+    started = time.monotonic()
+    try:
+        llm.generate(
+            [ChatMessage("system", instructions), ChatMessage("user", "Hello.")],
+            2,
+            lambda: False,
+            lambda piece: None,
+        )
+    except Exception:
+        log.warning("LLM warm-up failed; the first response may be slow", exc_info=True)
+    llm_s = time.monotonic() - started
+    started = time.monotonic()
+    try:
+        for _audio in tts.synthesize("Hello."):
+            pass
+    except Exception:
+        log.warning("TTS warm-up failed; the first reply audio may be slow", exc_info=True)
+    log.info("warm-up: LLM %.2f s, TTS %.2f s", llm_s, time.monotonic() - started)

@@ -1,0 +1,1 @@
+"""The OpenAI Realtime protocol: client events in, server events out; no sockets and no audio."""

@@ -1,0 +1,96 @@
+"""The seam between a Realtime session and the pipeline serving its call.
+
+RealtimeSession drives the pipeline only through :class:`PipelineControl`; ``gateway.pool.unit.PipelineUnit``
+implements it (as do the test doubles). The protocol layer imports nothing of the pool: both sides
+meet on these two Protocols and the pipeline's own types (TurnDetection, Interruption, TurnLatency).
+
+Every method is called on the event loop and never blocks. Once the unit no longer serves the call
+(draining, stuck, idle) each one does nothing, or, for :meth:`PipelineControl.create_response`, raises,
+so that a late request of an ended call can never act on the unit or on its next caller.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Protocol
+
+from gateway.models.base import ChatMessage, FunctionTool
+from gateway.pipeline.events import Interruption
+from gateway.pipeline.latency import TurnLatency
+from gateway.pipeline.turn import TurnDetection
+
+
+class CallSettings(Protocol):
+    """The pipeline's settings for one call, as the session reads them when it starts (right after
+    the claim they are the gateway's configured defaults)."""
+
+    @property
+    def instructions(self) -> str:
+        """System prompt (the configured default until ``session.update`` changes it)."""
+
+    @property
+    def max_tokens(self) -> int:
+        """LLM tokens per response; at the claim, the configured cap no client may exceed."""
+
+    @property
+    def speed(self) -> float:
+        """TTS speaking rate (1.0 = the voice's own)."""
+
+    @property
+    def language(self) -> str:
+        """ISO 639-1 code the STT stage transcribes in."""
+
+    @property
+    def turn(self) -> TurnDetection:
+        """Turn detection (Realtime ``audio.input.turn_detection``) the VAD stage follows."""
+
+
+class PipelineControl(Protocol):
+    """What the protocol layer may ask of the pipeline serving its call."""
+
+    def current_settings(self) -> CallSettings:
+        """The call's settings now; the session reads them once, when it is created."""
+
+    def update_settings(
+        self,
+        *,
+        instructions: str,
+        max_tokens: int,
+        speed: float,
+        language: str,
+        turn: TurnDetection,
+        voice: Optional[str] = None,
+    ) -> None:
+        """Apply a ``session.update`` (the whole effective set, already validated): VAD follows
+        ``turn`` from its next audio chunk, STT ``language``, later responses ``max_tokens``/``speed``/
+        ``voice`` (the client's voice name; None: the TTS default)."""
+
+    def keep_alive(self) -> None:
+        """The call has work pending (an armed ``idle_timeout_ms``): restart the call's own idle
+        watchdog, which counts from the last activity."""
+
+    def commit_input(self) -> None:
+        """``input_audio_buffer.commit``: end the caller's turn now. The VAD stage answers with
+        InputCommitted, or InputRejected when nothing is buffered."""
+
+    def clear_input(self) -> None:
+        """``input_audio_buffer.clear``: drop the caller audio not yet committed. No event follows."""
+
+    def create_response(
+        self,
+        messages: list[ChatMessage],
+        audio: bool = True,
+        *,
+        max_tokens: Optional[int] = None,
+        latency: Optional[TurnLatency] = None,
+        tools: Optional[list[FunctionTool]] = None,
+        tool_choice: str = "auto",
+    ) -> int:
+        """Start a reply to ``messages`` (the whole prompt); ``audio`` False for text only;
+        ``max_tokens`` this response's own cap (None: the call's); ``tools`` the functions the model
+        may call and ``tool_choice`` how ("auto", "none", "required" or a tool's name; see
+        ``GenerationOptions``). Returns its generation id, which makes any earlier reply stale.
+        Raises RuntimeError when the call is no longer served."""
+
+    def interrupt(self) -> Optional[Interruption]:
+        """Cancel the reply being generated or played and drop its unplayed audio at once; returns
+        what the caller heard of it, or None when no reply was going on."""

@@ -1,0 +1,121 @@
+"""What one Realtime session may ask of the shared LLM engine: size limits on what it sends.
+
+One engine serves every call of the process (``gateway.models.engine_queue``), so a caller who
+sends a huge prompt makes everyone wait. The limits below bound what a session can put into a
+prompt; an event that would pass one gets an ``error`` naming the limit and changes nothing (the
+call goes on). The engine then fits what is left into its context by dropping the oldest turns
+(``gateway.models.prompt_fit``), stops a response within one token of a cancel, and gives each
+response a compute budget (``llm_turn_budget_s``).
+
+Error codes follow OpenAI's for the same checks: ``string_above_max_length`` (a string field too
+long), ``array_above_max_length`` (too many tools), and ``limit_exceeded`` for the gateway's own
+limits (a tool definition too large, a conversation too long). ``param`` is the field's path.
+
+The defaults are the ``GatewayConfig`` fields of the same names (``--max-instructions-chars``...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.realtime.items import ClientError
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """Per-session limits. Characters are Python ``str`` characters; bytes are of the UTF-8 JSON.
+
+    ``max_instructions_chars``: ``instructions`` of ``session.update`` or ``response.create``.
+    ``max_tools``: tools per session or per response. ``max_tool_bytes``: one tool definition
+    (name, description and ``parameters`` schema) as compact JSON. ``max_item_chars``: the text of
+    one conversation item (all its text parts, a call's ``arguments``, a call output's ``output``).
+    ``max_conversation_items``: items a client may hold in the conversation (``conversation.item.create``
+    beyond it is refused; items the server adds for spoken turns and replies push out the oldest).
+    ``max_prompt_chars``: characters of conversation the prompt builder hands the engine (oldest
+    turns dropped first; the engine then fits the prompt to its context in tokens).
+    """
+
+    max_instructions_chars: int = 16_000
+    max_tools: int = 128
+    max_tool_bytes: int = 32_768
+    max_item_chars: int = 32_768
+    max_conversation_items: int = 512
+    max_prompt_chars: int = 64_000
+
+    @classmethod
+    def from_config(cls, config: Any) -> SessionLimits:
+        """The limits a ``GatewayConfig`` (or any object with fields of these names) sets; a
+        missing field keeps its default here."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        return cls(**{name: int(getattr(config, name)) for name in names if hasattr(config, name)})
+
+    def check_instructions(self, text: str, param: str) -> None:
+        """ClientError ``string_above_max_length`` when ``text`` is over ``max_instructions_chars``."""
+        check_length(text, self.max_instructions_chars, param)
+
+    def check_tool_count(self, count: int, param: str) -> None:
+        """ClientError ``array_above_max_length`` for more than ``max_tools`` tools."""
+        if count > self.max_tools:
+            raise ClientError(
+                f"Invalid '{param}': array too long. Expected an array with maximum length "
+                f"{self.max_tools}, but got an array with length {count} instead.",
+                "array_above_max_length",
+                param,
+            )
+
+    def check_tool_size(self, tool: dict, param: str) -> None:
+        """ClientError ``limit_exceeded`` when the tool definition is over ``max_tool_bytes``."""
+        size = len(json.dumps(tool, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        if size > self.max_tool_bytes:
+            raise ClientError(
+                f"Invalid '{param}': the tool definition is {size} bytes of JSON; the limit is "
+                f"{self.max_tool_bytes} bytes (max_tool_bytes).",
+                "limit_exceeded",
+                param,
+            )
+
+    def check_item(self, item: dict, param: str) -> None:
+        """ClientError ``string_above_max_length`` when the item's text is over ``max_item_chars``
+        (``param`` names the item; the error names the field that holds the text)."""
+        for key in ("arguments", "output"):
+            if isinstance(item.get(key), str):
+                check_length(item[key], self.max_item_chars, f"{param}.{key}")
+        texts = [
+            part.get(key)
+            for part in item.get("content") or []
+            if isinstance(part, dict)
+            for key in ("text", "transcript")
+        ]
+        total = sum(len(text) for text in texts if isinstance(text, str))
+        if total > self.max_item_chars:
+            raise ClientError(
+                f"Invalid '{param}.content': string too long. Expected text of maximum length "
+                f"{self.max_item_chars}, but got text of length {total} instead.",
+                "string_above_max_length",
+                f"{param}.content",
+            )
+
+    def check_room(self, items: int) -> None:
+        """ClientError ``limit_exceeded`` when a conversation of ``items`` items has no room for one more."""
+        if items >= self.max_conversation_items:
+            raise ClientError(
+                f"The conversation already holds {items} items, the most a session may have "
+                f"(max_conversation_items {self.max_conversation_items}); delete some with "
+                "conversation.item.delete first.",
+                "limit_exceeded",
+                "item",
+            )
+
+
+def check_length(text: str, limit: int, param: str) -> None:
+    """ClientError ``string_above_max_length`` when ``text`` has more than ``limit`` characters."""
+    if len(text) > limit:
+        raise ClientError(
+            f"Invalid '{param}': string too long. Expected a string with maximum length {limit}, "
+            f"but got a string with length {len(text)} instead.",
+            "string_above_max_length",
+            param,
+        )

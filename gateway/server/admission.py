@@ -1,0 +1,129 @@
+"""Opening a call for an HTTP request: who may (the API key, or a single-use ephemeral ``ek_`` key
+of the GA ``client_secrets`` flow), reading the offer, and the call itself.
+
+An ephemeral key is taken when the request comes in and given back whenever no call comes of it
+(refused offer, pool full, a server fault, the client gone), so a browser may retry with it until
+it expires. Sources: the OpenAI Realtime WebRTC contract (``POST /v1/realtime/calls`` with
+``Authorization: Bearer``; ephemeral keys from ``POST /v1/realtime/client_secrets``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from aiohttp import web
+
+from gateway.pool.pool import PoolFullError
+from gateway.server.app_keys import CALLS, CONFIG, KEYS, METRICS, SHUTDOWN
+from gateway.server.auth import Grant, bearer, same_key
+from gateway.server.errors import ApiError
+from gateway.server.offers import Offer, checked_session_config
+from gateway.signaling.call import Call
+from gateway.signaling.offer import OfferError
+
+OfferReader = Callable[[web.Request], Awaitable[Offer]]
+
+
+@dataclass
+class Admission:
+    """A request allowed to open a call, and the ephemeral key it used (None for the API key or
+    an open gateway), refunded if no call comes of it."""
+
+    key: Optional[str] = None
+    grant: Optional[Grant] = None
+
+    def refund(self, request: web.Request) -> None:
+        """Give the ephemeral key back (its call was not opened); nothing for an API key."""
+        if self.key is not None and self.grant is not None:
+            request.app[KEYS].refund(self.key, self.grant)
+
+    @property
+    def session_config(self) -> Optional[dict[str, Any]]:
+        """The session config the ephemeral key was minted with, if any."""
+        return self.grant.session_config if self.grant is not None else None
+
+
+def admit(request: web.Request, token: Optional[str] = None) -> Admission:
+    """Who may open a call: anyone when no API key is configured, else a bearer of the API key or
+    of an unused, unexpired ephemeral key (taken now: single use); ``token`` None: the one of the
+    ``Authorization: Bearer`` header (a WebSocket passes the one it found). An ephemeral key is honoured
+    (its session config applies) even when no API key is configured. Raises ApiError (401
+    ``invalid_api_key``); 503 ``server_shutdown`` once the gateway is draining (checked first: no
+    key is used up)."""
+    request.app[SHUTDOWN].refuse_if_draining()
+    config = request.app[CONFIG]
+    if token is None:
+        token = bearer(request.headers.get("Authorization"))
+    if config.api_key and same_key(token, config.api_key):
+        return Admission()
+    grant = request.app[KEYS].consume(token) if token and token.startswith("ek_") else None
+    if grant is not None:
+        return Admission(token, grant)
+    if not config.api_key:
+        return Admission()
+    reason = "Missing API key" if token is None else "Invalid, used or expired API key"
+    raise ApiError(
+        401,
+        f"{reason}: send 'Authorization: Bearer <API key or ephemeral key>'.",
+        "invalid_api_key",
+        "authentication_error",
+    )
+
+
+SessionConfig = dict[str, Any]
+
+
+def merged_session_config(base: Optional[SessionConfig], override: Optional[SessionConfig]) -> Optional[SessionConfig]:
+    """``override`` on top of ``base``, nested objects merged key by key (either may be None)."""
+    if base is None or override is None:
+        return override if base is None else base
+    merged = dict(base)
+    for key, value in override.items():
+        below = merged.get(key)
+        nested = isinstance(value, dict) and isinstance(below, dict)
+        merged[key] = merged_session_config(below, value) if nested else value
+    return merged
+
+
+async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Call, str]:
+    """Check the caller, read the offer with ``read_offer(request)``, open the call: the ephemeral
+    key's session config first, the offer's on top. Returns (call, SDP answer).
+
+    Raises ApiError: 401 (see :func:`admit`), 400 (the body; a session config that is invalid, also
+    once merged; an unusable offer: code ``invalid_offer``), 503 ``pool_full`` with ``Retry-After``.
+    The ephemeral key is given back whenever no call came of it.
+    """
+    admission = admit(request)
+    try:
+        offer = await read_offer(request)
+        session_config = merged_session_config(admission.session_config, offer.session_config)
+        if admission.session_config is not None and offer.session_config is not None:
+            checked_session_config(session_config, "session")  # each one was valid: together too?
+        call, answer = await request.app[CALLS].create(offer.sdp, session_config)
+    except PoolFullError as exc:
+        admission.refund(request)
+        raise pool_full_error(request, exc) from None
+    except OfferError as exc:
+        admission.refund(request)
+        raise ApiError(400, str(exc), "invalid_offer") from None
+    except BaseException:  # refused, the body never came in full, a server fault: no call, so no key used up
+        admission.refund(request)
+        raise
+    request.app[METRICS].calls.labels(result="answered").inc()
+    return call, answer
+
+
+def pool_full_error(request: web.Request, exc: PoolFullError) -> ApiError:
+    """The answer to a call or WebSocket session refused because every unit is busy (503
+    ``pool_full`` with ``Retry-After``), counted in the ``calls`` metric."""
+    retry = request.app[CONFIG].retry_after_s
+    request.app[METRICS].calls.labels(result="pool_full").inc()
+    return ApiError(
+        503,
+        f"All lines are busy ({exc}); retry in {retry} s.",
+        "pool_full",
+        "server_busy",
+        headers={"Retry-After": str(retry)},
+    )

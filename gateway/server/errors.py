@@ -1,0 +1,41 @@
+"""The one error type of the HTTP API: raised by handlers, rendered as JSON by
+:func:`gateway.server.middleware.error_middleware`.
+
+The body is the OpenAI error shape, ``{"error": {"type", "code", "message", "param"}}`` (OpenAI
+API reference, "Error codes"; the Realtime WebRTC contract answers a refused offer with it too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+
+class ApiError(Exception):
+    """An HTTP error answer: ``status`` (4xx/5xx), a human ``message``, a machine ``code``
+    (``invalid_offer``, ``pool_full``...), the OpenAI ``error_type`` (``invalid_request_error``,
+    ``authentication_error``, ``server_busy``, ``rate_limit_error``, ``server_error``), the request
+    field at fault (``param``, e.g. ``session.audio.output.speed``) and extra response ``headers``
+    (``Retry-After``, ``Allow``)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        error_type: str = "invalid_request_error",
+        param: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.error_type = error_type
+        self.param = param
+        self.headers: dict[str, str] = dict(headers or {})
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The JSON body: ``{"error": {"type", "code", "message", "param"}}``."""
+        return {"error": {"type": self.error_type, "code": self.code, "message": self.message, "param": self.param}}

@@ -1,0 +1,78 @@
+"""Serving one gateway process until it is told to stop (``voice-gateway serve``).
+
+The first SIGTERM or SIGINT starts the graceful drain (:mod:`gateway.server.shutdown`): admission
+stops at once while the port stays open (new offers and WebSocket upgrades get ``503`` with
+``Retry-After``, ``/healthz`` says ``draining``), each call finishes the answer it is hearing, at
+most ``shutdown_grace_s``, every unit drains, and the process exits with status 0. A second signal
+exits at once (status 128 + the signal number: 143 for SIGTERM, 130 for SIGINT), without draining.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from aiohttp import web
+
+from gateway.server.app_keys import CONFIG, POOL, SHUTDOWN
+
+log = logging.getLogger(__name__)
+
+# aiohttp waits this long for requests still in flight once the drain is over (there should be none).
+_HTTP_SHUTDOWN_TIMEOUT_S = 5.0
+
+
+async def serve_until_signalled(app: web.Application, host: str, port: int) -> int:
+    """Start ``app`` on ``host:port``, serve until SIGTERM/SIGINT, drain, clean up; returns 0.
+
+    Start-up (``app.cleanup_ctx``: models, pool) runs before the port opens. Must run on the main
+    thread's event loop (signal handlers). Prints ``voice-gateway: serving on http://host:port``
+    once the port is open, and logs the drain's outcome.
+    """
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=_HTTP_SHUTDOWN_TIMEOUT_S)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        config = app[CONFIG]
+        print(
+            f"voice-gateway: serving on http://{host}:{port} (pool of {config.pool_size}, instance {config.instance})",
+            flush=True,
+        )
+        stop = asyncio.Event()
+        _install_signal_handlers(app, stop)
+        await stop.wait()
+        shutdown = app[SHUTDOWN]
+        log.info("shutting down: admitting no call, live calls have %.0f s to finish", shutdown.grace_s)
+        report = await shutdown.drain(app[POOL].units)
+        log.info(
+            "drained in %.1f s: %d calls finished their answer, %d cut at the end of the grace period%s",
+            report.seconds,
+            report.finished,
+            report.cut,
+            f"; units not idle: {report.units_not_idle}" if report.units_not_idle else "",
+        )
+    finally:
+        await runner.cleanup()
+    return 0
+
+
+def _install_signal_handlers(app: web.Application, stop: asyncio.Event) -> None:
+    """SIGTERM/SIGINT: the first stops admitting (synchronously, in the handler) and sets ``stop``;
+    the next one exits the process at once."""
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            log.warning("second %s: exiting now, without draining", signal.Signals(signum).name)
+            logging.shutdown()
+            sys.stdout.flush()
+            os._exit(128 + signum)
+        app[SHUTDOWN].begin()
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)

@@ -1,0 +1,104 @@
+"""A WebSocket that carries Realtime events (RFC 6455 over aiohttp): server events out as JSON text
+frames, in order, without blocking the caller; client events in as text frames.
+
+Reference: the OpenAI Realtime WebSocket transport (``GET /v1/realtime``): every event is one JSON
+text frame; binary frames carry nothing. A problem with a frame (binary, too large for the
+session's limit, not JSON) is the session's to answer with an ``error``; only a frame above the
+hard limit (``MAX_FRAME_BYTES``, aiohttp's ``max_msg_size``) closes the connection (1009).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Optional
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+log = logging.getLogger(__name__)
+
+# The WebSocket subprotocol of the Realtime API, selected when the client offers it.
+REALTIME_SUBPROTOCOL = "realtime"
+# Frames above this close the connection (aiohttp cannot deliver them); OpenAI takes up to 15 MiB of
+# audio in one append. Frames below it but above the session's own limit get an ``error``.
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+# A reader that lets this many server events pile up unread (about a minute of reply audio in
+# 100 ms pieces, with their other events) is gone or stuck: the connection is closed.
+MAX_QUEUED_EVENTS = 2000
+# Seconds between pings; a client that does not answer in time is taken as gone.
+HEARTBEAT_S = 20.0
+# Seconds the server events still queued at close may take to be written out.
+FLUSH_TIMEOUT_S = 2.0
+
+
+def websocket_response(offered: list[str]) -> web.WebSocketResponse:
+    """The aiohttp WebSocket for a Realtime client that offered the subprotocols ``offered``: it
+    selects ``realtime`` when offered (else the first one offered, so that a browser, which fails
+    a handshake that selects none of its offers, still connects), frames up to ``MAX_FRAME_BYTES``,
+    no compression (base64 audio does not compress; the CPU is the models')."""
+    protocols = (REALTIME_SUBPROTOCOL,) if REALTIME_SUBPROTOCOL in offered or not offered else (offered[0],)
+    return web.WebSocketResponse(
+        protocols=protocols, max_msg_size=MAX_FRAME_BYTES, compress=False, heartbeat=HEARTBEAT_S
+    )
+
+
+class EventSocket:
+    """Server events out through one writer task (so that :meth:`send` never blocks and order is
+    kept), client frames in through :meth:`receive`. ``ws`` must be prepared."""
+
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.ws = ws
+        self._queue: asyncio.Queue[Optional[str]] = asyncio.Queue()
+        self._closing = False
+        self._writer = asyncio.ensure_future(self._write())
+        self._closer: Optional[asyncio.Future[Any]] = None  # held: not collected mid-run
+
+    def send(self, event: dict[str, Any]) -> None:
+        """Queue a server event (JSON text); dropped once the socket is closing. A reader that let
+        ``MAX_QUEUED_EVENTS`` pile up is disconnected (1008)."""
+        if self._closing:
+            return
+        if self._queue.qsize() >= MAX_QUEUED_EVENTS:
+            log.warning("websocket client reads no events (%d queued): closing", self._queue.qsize())
+            self._closing = True
+            self._writer.cancel()
+            self._closer = asyncio.ensure_future(
+                self.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"client too slow")
+            )
+            return
+        self._queue.put_nowait(json.dumps(event))
+
+    async def _write(self) -> None:
+        while True:
+            text = await self._queue.get()
+            if text is None:
+                return
+            try:
+                await self.ws.send_str(text)
+            except (ConnectionError, RuntimeError):  # the connection went away: nothing more can be sent
+                return
+
+    async def receive(self, on_text: Callable[[str], None], on_binary: Callable[[bytes], None]) -> None:
+        """Hand each text frame to ``on_text`` and each binary frame to ``on_binary``, until the
+        client closes, the connection drops, or a frame over ``MAX_FRAME_BYTES`` arrives."""
+        async for message in self.ws:
+            if message.type is WSMsgType.TEXT:
+                on_text(message.data)
+            elif message.type is WSMsgType.BINARY:
+                on_binary(message.data)
+            elif message.type is WSMsgType.ERROR:
+                log.info("websocket closed on error: %s", self.ws.exception())
+                return
+
+    async def close(self, code: int = WSCloseCode.OK, message: str = "") -> None:
+        """Write out what is queued (within ``FLUSH_TIMEOUT_S``), then close with ``code``."""
+        if not self._closing:
+            self._closing = True
+            self._queue.put_nowait(None)
+        await asyncio.wait({self._writer}, timeout=FLUSH_TIMEOUT_S)
+        self._writer.cancel()
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.ws.close(code=code, message=message.encode()[:120])

@@ -1,0 +1,349 @@
+"""Test doubles (never used by the product): language models that block or fail, a slow STT, TTS
+and playout doubles, VAD/STT doubles with a hand-driven VAD -> STT chain, the pipeline control a
+RealtimeSession drives, and a manual clock for its timers."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from gateway.config import GatewayConfig
+from gateway.models.base import ChatMessage, FunctionTool, Generation, GenerationOptions, LanguageModel, SpeechToText
+from gateway.pipeline import events as pe
+from gateway.pipeline.events import PipelineEvent, TranscriptionCompleted
+from gateway.pipeline.latency import TurnLatency
+from gateway.pipeline.messages import AudioIn, Message, Utterance
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stt import SttStage
+from gateway.pipeline.turn import TurnDetection
+from gateway.pipeline.vad import VadStage
+from gateway.pool.session_state import SessionState
+
+
+class BlockingLanguageModelDouble:
+    """Blocks inside ``generate`` until ``release`` is set, ignoring cancellation (a hung model)."""
+
+    name = "blocking-double"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def generate(
+        self,
+        messages: list[ChatMessage],
+        max_tokens: int,
+        should_stop: Callable[[], bool],
+        on_text: Callable[[str], None],
+        options: Optional[GenerationOptions] = None,
+    ) -> Generation:
+        self.entered.set()
+        self.release.wait()
+        on_text("Late words of a hung model. ")
+        return Generation("Late words of a hung model.", 6)
+
+
+class FailingOnceLanguageModelDouble:
+    """Raises on the first ``generate``, then delegates to a real model."""
+
+    def __init__(self, real: LanguageModel) -> None:
+        self.real = real
+        self.name = real.name
+        self.failures = 0
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        if self.failures == 0:
+            self.failures += 1
+            raise RuntimeError("simulated model failure")
+        return self.real.generate(messages, max_tokens, should_stop, on_text, options)
+
+
+class PipelineControlDouble:
+    """Test double of ``PipelineControl`` (what PipelineUnit offers the protocol layer).
+
+    Holds the call's settings in ``session_state`` (the configured defaults, as a unit's after its
+    claim; ``update_settings`` replaces them), records every call in ``calls``, every response
+    request in ``requests`` and every ``keep_alive`` in ``touches``; ``interrupt()`` reports the
+    queued or playing reply audio that ``play()`` set up, as the unit's playout would.
+    """
+
+    def __init__(self, config: Optional[GatewayConfig] = None, call_id: str = "call-under-test") -> None:
+        self.session_state = SessionState.for_call(call_id, config or GatewayConfig())
+        self.calls: list[str] = []
+        self.requests: list[tuple[list[ChatMessage], bool, int]] = []  # (messages, audio, max_tokens)
+        self.tool_requests: list[tuple[list[FunctionTool], str]] = []  # (tools, tool_choice) of each request
+        self.generation = 0
+        self.live = False
+        self.audio: Optional[tuple[int, int, str]] = None  # (generation, played_ms, heard text)
+        self.touches = 0
+
+    def current_settings(self) -> SessionState:
+        return dataclasses.replace(self.session_state, turn=dataclasses.replace(self.session_state.turn))
+
+    def update_settings(
+        self,
+        *,
+        instructions: str,
+        max_tokens: int,
+        speed: float,
+        language: str,
+        turn: TurnDetection,
+        voice: Optional[str] = None,
+    ) -> None:
+        self.session_state = dataclasses.replace(
+            self.session_state,
+            instructions=instructions,
+            max_tokens=max_tokens,
+            speed=speed,
+            language=language,
+            turn=dataclasses.replace(turn),
+            voice=voice,
+        )
+
+    def keep_alive(self) -> None:
+        self.touches += 1
+
+    def commit_input(self) -> None:
+        self.calls.append("commit_input")
+
+    def clear_input(self) -> None:
+        self.calls.append("clear_input")
+
+    def create_response(
+        self,
+        messages: list[ChatMessage],
+        audio: bool = True,
+        *,
+        max_tokens: Optional[int] = None,
+        latency: Optional[TurnLatency] = None,
+        tools: Optional[list[FunctionTool]] = None,
+        tool_choice: str = "auto",
+    ) -> int:
+        self.calls.append("create_response")
+        self.tool_requests.append((list(tools or []), tool_choice))
+        self.generation += 1
+        self.live = True
+        self.audio = None  # a new generation makes older queued audio stale
+        self.requests.append((messages, audio, self.session_state.max_tokens if max_tokens is None else max_tokens))
+        return self.generation
+
+    def interrupt(self) -> Optional[pe.Interruption]:
+        self.calls.append("interrupt")
+        was_live, audio = self.live, self.audio
+        self.live, self.audio = False, None
+        if audio is not None:
+            return pe.Interruption(audio[0], audio_cleared=True, played_ms=audio[1], heard_text=audio[2])
+        return pe.Interruption(self.generation, audio_cleared=False) if was_live else None
+
+    def play(self, played_ms: int, heard: str) -> None:
+        """The current generation's audio is queued/playing (what the caller heard so far)."""
+        self.audio = (self.generation, played_ms, heard)
+
+
+class TimersDouble:
+    """A manual clock and ``call_later`` (the idle timeout's), advanced by the test."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.pending: list[list] = []  # [due, callback, cancelled]
+
+    def clock(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
+        entry = [self.now + delay, callback, False]
+        self.pending.append(entry)
+
+        class Handle:
+            def cancel(self_inner) -> None:
+                entry[2] = True
+
+        return Handle()
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on and run what fell due, in order."""
+        target = self.now + seconds
+        while True:
+            due = sorted((e for e in self.pending if not e[2] and e[0] <= target), key=lambda e: e[0])
+            if not due:
+                break
+            entry = due[0]
+            entry[2] = True
+            self.now = entry[0]
+            entry[1]()
+        self.now = target
+
+    @property
+    def armed(self) -> int:
+        return sum(1 for e in self.pending if not e[2])
+
+
+class SlowSpeechToTextDouble:
+    """The real speech-to-text, ``delay_s`` slower per turn (as on a loaded machine)."""
+
+    def __init__(self, real: SpeechToText, delay_s: float) -> None:
+        self.real = real
+        self.delay_s = delay_s
+        self.sample_rate = real.sample_rate
+
+    def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
+        time.sleep(self.delay_s)  # on the STT stage thread, as a slow transcription would block it
+        return self.real.transcribe(audio, language)
+
+
+class TextToSpeechDouble:
+    """A TTS that records each call and returns 100 ms of silence at 24 kHz."""
+
+    sample_rate = 24000
+    voice = "af_heart"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, Optional[str]]] = []
+
+    def synthesize(self, text: str, speed: float = 1.0, voice: Optional[str] = None) -> Iterator[np.ndarray]:
+        self.calls.append((text, speed, voice))
+        yield np.zeros(2400, np.float32)
+
+
+class PlayoutDouble:
+    """A playout buffer that records the length of what the TTS stage writes."""
+
+    def __init__(self) -> None:
+        self.written: list[int] = []
+
+    def write(self, generation: int, samples: np.ndarray, text: str) -> bool:
+        self.written.append(len(samples))
+        return True
+
+
+class TtsContextDouble:
+    """The unit as the TTS stage sees it: every generation current, events recorded."""
+
+    call_id: Optional[str] = "rtc_test"
+    language = "en"
+
+    def __init__(self) -> None:
+        self.playout = PlayoutDouble()
+        self.events: list[object] = []
+
+    def is_current(self, generation: int) -> bool:
+        return True
+
+    def notify(self, event: object) -> None:
+        self.events.append(event)
+
+
+# ---- VAD / STT doubles and a hand-driven VAD -> STT chain (pipeline tests; no stage threads)
+RATE = 16000
+CALL = "call-1"
+NUMBERS = ["one", "two", "three", "four", "five"]
+
+
+class VadSessionDouble:
+    """Speech wherever a 32 ms chunk is louder than -40 dBFS (a clean-signal VAD)."""
+
+    def speech_probability(self, chunk: np.ndarray) -> float:
+        return 1.0 if float(np.sqrt(np.mean(chunk**2))) > 0.01 else 0.0
+
+    def reset(self) -> None:
+        pass
+
+
+class VadDouble:
+    sample_rate = RATE
+    chunk_samples = 512
+
+    def new_session(self) -> VadSessionDouble:
+        return VadSessionDouble()
+
+
+class EndOfTurnDouble:
+    """Answers ``probability`` for every pause; records the audio it was asked about."""
+
+    sample_rate = RATE
+
+    def __init__(self, probability: float) -> None:
+        self.probability = probability
+        self.asked: list[int] = []
+
+    def end_of_turn_probability(self, audio: np.ndarray) -> float:
+        self.asked.append(audio.size)
+        return self.probability
+
+
+class SttDouble:
+    """Names the voiced segments of the audio it is given, in order: two segments -> "one two"."""
+
+    sample_rate = RATE
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
+        chunks = audio[: audio.size // 512 * 512].reshape(-1, 512)
+        loud = np.sqrt(np.mean(chunks**2, axis=1)) > 0.01
+        segments = int(np.count_nonzero(loud[1:] & ~loud[:-1]) + (1 if loud.size and loud[0] else 0))
+        text = " ".join(NUMBERS[:segments])
+        self.calls.append(text)
+        return text
+
+
+@dataclass
+class ContextDouble:
+    """The StageContext a unit gives its stages: the session's settings and an event list."""
+
+    turn: TurnDetection = field(default_factory=TurnDetection)
+    call_id: Optional[str] = CALL
+    language: str = "en"
+    events: list[PipelineEvent] = field(default_factory=list)
+
+    def is_current(self, generation: int) -> bool:
+        return True
+
+    def notify(self, event: PipelineEvent) -> None:
+        self.events.append(event)
+
+    def on_speech_started(self, event: PipelineEvent) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+class Chain:
+    """VAD -> STT run in the test's thread: each audio frame is handled, then whatever the VAD sent on.
+
+    ``vad``, ``end_of_turn`` and ``stt`` are models (doubles by default; real ones work the same).
+    """
+
+    def __init__(self, turn: TurnDetection, end_of_turn: Any, vad: Any = None, stt: Any = None) -> None:
+        self.ctx = ContextDouble(turn=turn)
+        self.stt_in = StageQueue()
+        self.stt_model = stt if stt is not None else SttDouble()
+        self.vad = VadStage(self.ctx, StageQueue(), self.stt_in, vad if vad is not None else VadDouble(), end_of_turn)
+        self.stt = SttStage(self.ctx, self.stt_in, None, self.stt_model)
+        self.sent: list[Utterance] = []
+        self.clock = 0.0
+
+    def play(self, audio: np.ndarray) -> None:
+        """Feed float audio in 20 ms frames, as the inbound reader does; arrival times advance 20 ms a frame."""
+        samples = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
+        for start in range(0, samples.size, 320):
+            self.clock += 0.02
+            self.handle_vad(AudioIn(CALL, samples=samples[start : start + 320], received_at=self.clock))
+
+    def handle_vad(self, message: Message) -> None:
+        self.vad.handle(message)
+        while (queued := self.stt_in.get(timeout=0)) is not None:
+            assert isinstance(queued, Utterance)
+            self.sent.append(queued)
+            self.stt.handle(queued)
+
+    def transcripts(self) -> list[str]:
+        return [e.transcript for e in self.ctx.of(TranscriptionCompleted)]

@@ -1,0 +1,54 @@
+"""Helpers the tests share (not fixtures: those are in conftest.py): a gateway served on loopback,
+polling, and transcript comparison."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import re
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Optional
+
+from aiohttp import web
+
+from gateway.config import GatewayConfig
+from gateway.models.base import ModelSet
+from gateway.server.runner import free_port, running_gateway
+
+__all__ = ["app_idle", "free_port", "serve", "similarity", "wait_until", "words"]
+
+
+def serve(
+    config: GatewayConfig, models: Optional[ModelSet], **kwargs: Any
+) -> AbstractAsyncContextManager[tuple[str, web.Application]]:
+    """Run a gateway app on loopback for the test; ``async with`` yields (base_url, app)."""
+    return running_gateway(config, models, **kwargs)
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; returns its last value."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(interval)
+    return predicate()
+
+
+def app_idle(app: web.Application) -> bool:
+    """True when every pool unit of the gateway ``app`` is idle."""
+    from gateway.server.app_keys import POOL
+
+    return all(unit.state.value == "idle" for unit in app[POOL].units)
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of ``text`` (letters, digits, apostrophes), for transcript comparison."""
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def similarity(a: str, b: str) -> float:
+    """Word-sequence similarity of two transcripts, 0..1 (difflib ratio)."""
+    return difflib.SequenceMatcher(None, words(a), words(b)).ratio()

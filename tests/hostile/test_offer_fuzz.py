@@ -1,0 +1,115 @@
+"""Every offer the tests can make, and mutations of them, posted to ``POST /v1/realtime/calls``:
+a valid answer (201) or a 400 naming what is wrong in SDP terms; never a 5xx, a hang or a logged
+traceback, and the gateway and its pool stay whole. A 201 whose ICE never connects is released by
+the connect watchdog within ``connect_timeout_s``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+
+import aiohttp
+from aiortc import RTCPeerConnection
+from aiortc.mediastreams import VideoStreamTrack
+
+from gateway.pool.unit import UnitState
+from gateway.server.app_keys import CALLS, POOL
+from tests.helpers import serve, wait_until
+from tests.hostile.sdp_offers import mutations, offers
+
+PYTHON_ERROR = re.compile(r"Traceback|Error\b|StopIteration|unpack|NoneType|object has no attribute")
+
+
+async def aiortc_offers() -> dict[str, str]:
+    """Offers aiortc makes, configured as bridges and browsers are: audio + channel, PCMU only,
+    Opus only, channel only, audio + video."""
+    made = {}
+    for name, kinds, codec, channel in [("aiortc_audio_channel", ["audio"], None, True),
+                                        ("aiortc_pcmu", ["audio"], "PCMU", False),
+                                        ("aiortc_opus", ["audio"], "opus", True),
+                                        ("aiortc_channel_only", [], None, True),
+                                        ("aiortc_audio_video", ["audio", "video"], None, True)]:
+        pc = RTCPeerConnection()
+        for kind in kinds:
+            transceiver = pc.addTransceiver(VideoStreamTrack() if kind == "video" else kind, direction="sendrecv")
+            if codec and kind == "audio":
+                from aiortc.rtcrtpsender import RTCRtpSender
+
+                transceiver.setCodecPreferences([c for c in RTCRtpSender.getCapabilities("audio").codecs
+                                                 if c.mimeType.lower() == f"audio/{codec.lower()}"])
+        if channel:
+            pc.createDataChannel("oai-events")
+        await pc.setLocalDescription(await pc.createOffer())
+        made[name] = pc.localDescription.sdp
+        await pc.close()
+    return made
+
+
+async def post(http: aiohttp.ClientSession, url: str, sdp: str) -> tuple[int, str, dict]:
+    async with http.post(f"{url}/v1/realtime/calls", data=sdp.encode("utf-8", "surrogatepass"),
+                         headers={"Content-Type": "application/sdp"},
+                         timeout=aiohttp.ClientTimeout(total=15)) as response:
+        return response.status, await response.text(), dict(response.headers)
+
+
+def check_answer(name: str, offer: str, answer: str) -> None:
+    """A 201's body is an SDP answer that follows the offer (RFC 8829 5.3)."""
+    assert answer.startswith("v=0") and "\r\nm=" in answer, (name, answer[:200])
+    assert "a=group:BUNDLE \r\n" not in answer, (name, "empty BUNDLE group")
+    if "a=group:BUNDLE" not in offer:
+        assert "a=group:BUNDLE" not in answer, (name, "BUNDLE answered but not offered")
+    offered = re.findall(r"^m=\S+ \S+ (\S+)", offer, re.M)
+    answered = re.findall(r"^m=\S+ \S+ (\S+)", answer, re.M)
+    assert len(offered) == len(answered), (name, offered, answered)
+    for want, got in zip(offered, answered, strict=True):
+        if "RTP/SAVP" in want:
+            assert got == want, (name, want, got)
+
+
+async def test_offers_and_mutations_get_an_answer_or_a_clear_400(models, gateway_config, caplog):
+    caplog.set_level(logging.WARNING)
+    rng = random.Random(12)
+    bases = {**offers(), **await aiortc_offers()}
+    cases = list(bases.items())
+    for name, sdp in bases.items():
+        cases += [(f"{name}/{mutation}", text) for mutation, text in mutations(sdp, rng, 9)]
+    config = gateway_config(pool_size=1, connect_timeout_s=2.0)
+    results: dict[int, int] = {}
+    async with serve(config, models) as (url, app):
+        unit = app[POOL].units[0]
+        async with aiohttp.ClientSession() as http:
+            for name, sdp in cases:
+                status, body, headers = await post(http, url, sdp)
+                results[status] = results.get(status, 0) + 1
+                assert status in (201, 400, 413), (name, status, body[:300])
+                if status == 201:
+                    check_answer(name, sdp, body)
+                    async with http.delete(f"{url}{headers['Location']}") as response:
+                        assert response.status == 200
+                    assert await wait_until(lambda: unit.state is UnitState.IDLE, 5), name
+                else:
+                    error = json.loads(body)["error"]
+                    assert error["code"] in ("invalid_offer", "invalid_encoding", "request_too_large"), (name, error)
+                    assert not PYTHON_ERROR.search(error["message"]), (name, error["message"])
+            for name in ("sip_bridge", "chrome_like", "firefox_like", "ice_lite_mdns", "bundle_many",
+                         "gstreamer_like", "aiortc_pcmu", "aiortc_audio_video"):
+                status, body, _ = await post(http, url, bases[name])
+                assert status == 201, (name, body[:300])  # each base offer is answered...
+                await app[CALLS].hangup(next(iter(app[CALLS].calls)))
+                assert await wait_until(lambda: unit.state is UnitState.IDLE, 5)
+            status, body, _ = await post(http, url, bases["no_audio"])
+            assert status == 400 and "no audio m-line" in body, body
+            # ...and a 201 whose ICE never connects is released by the connect watchdog in time.
+            status, _, _ = await post(http, url, bases["chrome_like"])
+            assert status == 201
+            started = asyncio.get_running_loop().time()
+            assert await wait_until(lambda: unit.state is UnitState.IDLE, config.connect_timeout_s + 3)
+            assert unit.close_reason == "connect_timeout"
+            assert asyncio.get_running_loop().time() - started <= config.connect_timeout_s + 3
+        assert unit.recoveries == 0 and not app[CALLS].calls
+    assert results.get(201) and results.get(400), results
+    noisy = [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert not noisy, [f"{r.name}: {r.getMessage()[:300]}" for r in noisy]

@@ -1,0 +1,68 @@
+"""Voice per session (OpenAI names mapped to Kokoro voices), the TTS backend choice, and
+``voice-gateway models``."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.cli import main
+from gateway.config import GatewayConfig
+from gateway.models.base import ModelNotFoundError
+from gateway.models.catalog import format_backends, list_backends
+from gateway.models.kokoro_g2p import split_phonemes, split_sentences
+from gateway.models.kokoro_voices import ONNX_COLUMN, OPENAI_VOICES, TORCH_COLUMN, resolve_voice
+from gateway.models.tts_backends import TTS_BACKENDS, load_text_to_speech
+from gateway.pipeline.messages import TextChunk
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.tts import TtsStage
+from tests.doubles import TextToSpeechDouble, TtsContextDouble
+
+REALTIME_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar")
+
+
+def test_every_realtime_voice_maps_to_a_kokoro_voice_of_each_backend() -> None:
+    for name in REALTIME_VOICES:
+        torch_voice, onnx_voice = OPENAI_VOICES[name]
+        assert torch_voice[:2] in ("af", "am", "bf", "bm") and onnx_voice[:2] in ("jf", "jm")
+        assert torch_voice[1] == "fm"[onnx_voice[1] == "m"], f"{name}: one gender in both columns"
+    english = {v[TORCH_COLUMN] for v in OPENAI_VOICES.values()} | {"af_heart"}
+    assert resolve_voice("Marin", english, TORCH_COLUMN, "af_heart") == "af_heart"
+    assert resolve_voice("shimmer", english, TORCH_COLUMN, "af_heart") == "af_bella"
+    assert resolve_voice("am_onyx", english, TORCH_COLUMN, "af_heart") == "am_onyx"
+    assert resolve_voice("nobody", english, TORCH_COLUMN, "af_heart") == "af_heart"
+    assert resolve_voice("cedar", {"jf_alpha", "jm_kumo"}, ONNX_COLUMN, "jf_alpha") == "jm_kumo"
+
+
+def test_sentences_and_phoneme_pieces_fit_kokoro() -> None:
+    assert split_sentences("Hi there! How are you? Fine.  ") == ["Hi there!", "How are you?", "Fine."]
+    long = ("hˈɛloʊ wˈɜːld, " * 60).strip()
+    pieces = split_phonemes(long, 100)
+    assert all(0 < len(p) <= 100 for p in pieces) and all(p.endswith(",") for p in pieces[:-1])
+    assert " ".join(pieces) == long
+
+
+def test_unknown_backend_fails_at_start_up() -> None:
+    with pytest.raises(ModelNotFoundError, match="piper, kokoro, kokoro_onnx"):
+        load_text_to_speech(GatewayConfig(tts_backend="festival"))
+
+
+def test_models_lists_each_stage_installed_and_selected(capsys: pytest.CaptureFixture[str]) -> None:
+    backends = list_backends(GatewayConfig(tts_backend="kokoro_onnx"))
+    tts = {b.name: b for b in backends if b.stage == "tts"}
+    assert tuple(tts) == TTS_BACKENDS
+    assert tts["kokoro_onnx"].selected and not tts["piper"].selected and tts["piper"].installed
+    assert [b.stage for b in backends if b.selected] == ["vad", "end_of_turn", "stt", "llm", "tts"]
+    assert "kokoro_onnx" in format_backends(backends)
+    assert main(["models", "--tts-backend", "kokoro"]) == 0
+    out = capsys.readouterr().out
+    assert any(line.split()[:2] == ["tts", "kokoro"] and " * " in line for line in out.splitlines()), out
+
+
+def test_the_tts_stage_speaks_each_chunk_in_its_session_voice() -> None:
+    tts = TextToSpeechDouble()
+    ctx = TtsContextDouble()
+    stage = TtsStage(ctx, StageQueue(), None, tts)  # type: ignore[arg-type]
+    stage.handle(TextChunk("rtc_test", generation=1, text="Hello.", speed=1.25, voice="echo"))
+    stage.handle(TextChunk("rtc_test", generation=1, text="Bye."))
+    assert tts.calls == [("Hello.", 1.25, "echo"), ("Bye.", 1.0, None)]
+    assert ctx.playout.written and ctx.playout.written[0] > 0  # resampled to 48 kHz and queued

@@ -1,0 +1,130 @@
+"""The OpenAI-compatible HTTP engine never hangs: silent or absent servers end the turn with an error.
+
+(Streaming from a real server is tested in tests/e2e/test_llm_http_server.py.)
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, LanguageModelError, ToolCall
+from gateway.models.openai_http_llm import OpenAIHttpLanguageModel, chat_message
+
+QUESTION = [ChatMessage("user", "hello")]
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A server that accepts connections and never says a word; yields its base URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    stop.set()
+    thread.join(2)
+    for connection in held:
+        connection.close()
+    listener.close()
+
+
+def test_a_silent_server_gives_an_error_within_the_read_timeout(silent_server: str) -> None:
+    llm = OpenAIHttpLanguageModel("any", silent_server, read_timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(LanguageModelError, match="did not answer in time"):
+        llm.generate(QUESTION, 16, lambda: False, lambda piece: None)
+    assert time.monotonic() - started < 3.0
+    llm.close()
+
+
+def test_a_cancel_while_the_server_is_silent_returns_at_once(silent_server: str) -> None:
+    llm = OpenAIHttpLanguageModel("any", silent_server, read_timeout_s=30.0)
+    asked = time.monotonic()
+    result = llm.generate(QUESTION, 16, lambda: time.monotonic() - asked > 0.3, lambda piece: None)
+    assert result.finish_reason == "cancelled" and time.monotonic() - asked < 1.0
+    llm.close()
+
+
+def test_no_server_gives_an_error_at_once() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens here once closed
+    llm = OpenAIHttpLanguageModel("any", f"http://127.0.0.1:{port}/v1", connect_timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(LanguageModelError, match="cannot be reached"):
+        llm.generate(QUESTION, 16, lambda: False, lambda piece: None)
+    assert time.monotonic() - started < 3.0
+    llm.close()
+
+
+def test_request_shape_carries_tools_and_calls() -> None:
+    llm = OpenAIHttpLanguageModel("served-model", "http://127.0.0.1:1/v1", temperature=0.3)
+    tool = FunctionTool("get_time", "Current time", {"type": "object", "properties": {}})
+    body = llm.request_body(QUESTION, 32, GenerationOptions(tools=[tool], tool_choice="get_time", seed=3))
+    assert body["model"] == "served-model" and body["stream"] is True and body["max_tokens"] == 32
+    assert body["temperature"] == 0.3 and body["seed"] == 3
+    assert body["tools"][0]["function"]["name"] == "get_time"
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
+    assert "tools" not in llm.request_body(QUESTION, 32, GenerationOptions(tools=[tool], tool_choice="none"))
+    call = ChatMessage("assistant", "", tool_calls=[ToolCall("call_1", "get_time", "{}")])
+    assert chat_message(call)["tool_calls"][0]["function"] == {"name": "get_time", "arguments": "{}"}
+    output = chat_message(ChatMessage("tool", "12:00", tool_call_id="call_1"))
+    assert output == {"role": "tool", "tool_call_id": "call_1", "content": "12:00"}
+    llm.close()
+
+
+def test_streamed_tool_call_deltas_are_joined_by_index() -> None:
+    import queue as queues
+
+    from gateway.models.openai_http_llm import _merge_call_delta, _put_chunk
+
+    events: queues.Queue[object] = queues.Queue()
+    chunks = [
+        {
+            "choices": [
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_9",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": ""},
+                            }
+                        ]
+                    }
+                }
+            ]
+        },
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}}]},
+        {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    for chunk in chunks:
+        _put_chunk(chunk, events)
+    calls: dict[int, dict[str, str]] = {}
+    kinds = []
+    while not events.empty():
+        kind, value = events.get()
+        kinds.append(kind)
+        if kind == "tool":
+            _merge_call_delta(calls, value)
+    assert kinds == ["tool", "tool", "tool", "finish"]
+    assert calls == {0: {"id": "call_9", "name": "get_weather", "arguments": '{"city": "Paris"}'}}

@@ -1,0 +1,118 @@
+"""Function calling on the real default model: calls constrained by the tools' JSON schemas."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.models.base import (
+    ChatMessage,
+    FunctionTool,
+    Generation,
+    GenerationOptions,
+    LanguageModelError,
+    ModelSet,
+    ToolCall,
+)
+from gateway.models.tool_calls import call_schema, classify_start, parse_call
+
+SYSTEM = ChatMessage("system", GatewayConfig().instructions)
+WEATHER = FunctionTool(
+    "get_weather",
+    "Current weather for a city",
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"],
+    },
+)
+TIMER = FunctionTool(
+    "set_timer",
+    "Start a countdown timer",
+    {"type": "object", "properties": {"minutes": {"type": "integer", "minimum": 1}}, "required": ["minutes"]},
+)
+TOOLS = [WEATHER, TIMER]
+
+
+def run(models: ModelSet, messages: list[ChatMessage], choice: str = "auto") -> tuple[Generation, list[str]]:
+    pieces: list[str] = []
+    options = GenerationOptions(tools=TOOLS, tool_choice=choice)
+    return models.llm.generate([SYSTEM, *messages], 60, lambda: False, pieces.append, options), pieces
+
+
+def check(call: ToolCall) -> dict:
+    tool = next(t for t in TOOLS if t.name == call.name)
+    arguments = json.loads(call.arguments)
+    jsonschema.validate(arguments, tool.parameters)
+    assert call.call_id.startswith("call_") and len(call.call_id) > 10
+    return arguments
+
+
+def test_a_request_that_needs_a_tool_gets_a_valid_call(models: ModelSet) -> None:
+    result, pieces = run(models, [ChatMessage("user", "What's the weather like in Paris right now?")])
+    assert result.finish_reason == "tool_calls" and len(result.tool_calls) == 1, result
+    assert result.tool_calls[0].name == "get_weather"
+    assert check(result.tool_calls[0])["city"].lower() == "paris"
+    assert pieces == [], "call text is never streamed as speech"
+
+
+def test_a_plain_question_gets_text(models: ModelSet) -> None:
+    result, pieces = run(models, [ChatMessage("user", "What is the capital of Japan?")])
+    assert result.finish_reason == "stop" and not result.tool_calls
+    assert "tokyo" in result.text.lower() and "".join(pieces) == result.text
+
+
+def test_required_and_named_choices_always_call(models: ModelSet) -> None:
+    required, _ = run(models, [ChatMessage("user", "Hello!")], choice="required")
+    assert required.tool_calls and check(required.tool_calls[0]) is not None
+    named, _ = run(models, [ChatMessage("user", "Please set a timer for ten minutes.")], choice="set_timer")
+    assert [c.name for c in named.tool_calls] == ["set_timer"]
+    assert check(named.tool_calls[0])["minutes"] == 10
+
+
+def test_choice_none_answers_in_text(models: ModelSet) -> None:
+    result, _ = run(models, [ChatMessage("user", "What's the weather like in Paris right now?")], choice="none")
+    assert not result.tool_calls and result.text.strip()
+
+
+def test_the_call_output_is_used_in_the_answer(models: ModelSet) -> None:
+    call = ToolCall("call_abc123", "get_weather", '{"city": "Paris"}')
+    messages = [
+        ChatMessage("user", "What's the weather like in Paris right now?"),
+        ChatMessage("assistant", "", tool_calls=[call]),
+        ChatMessage("tool", '{"temperature_c": 18, "sky": "light rain"}', tool_call_id="call_abc123"),
+    ]
+    result, _ = run(models, messages)
+    assert not result.tool_calls, result
+    assert "18" in result.text or "eighteen" in result.text.lower(), result
+    assert "rain" in result.text.lower(), result
+
+
+def test_a_tool_choice_naming_no_tool_is_an_error(models: ModelSet) -> None:
+    with pytest.raises(LanguageModelError, match="not one of the tools"):
+        run(models, [ChatMessage("user", "hi")], choice="launch_rocket")
+
+
+def test_call_helpers() -> None:
+    assert classify_start("  <tool") is None and classify_start("```json") is True and classify_start("The") is False
+    assert parse_call('{"name": "f", "arguments": {"a": 1}} trailing') == ("f", {"a": 1})
+    assert call_schema([WEATHER])["properties"]["name"] == {"const": "get_weather"}
+    assert len(call_schema(TOOLS)["oneOf"]) == 2
+
+
+def test_a_call_whose_output_came_back_is_recognised_as_answered() -> None:
+    from gateway.models.base import ChatMessage, ToolCall
+    from gateway.models.tool_calls import answered_already
+
+    asked = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
+    history = [
+        ChatMessage("user", "Weather in Paris?"),
+        ChatMessage("assistant", "", tool_calls=[asked]),
+        ChatMessage("tool", "Sunny, 21 degrees.", tool_call_id="call_1"),
+    ]
+    assert answered_already(history, ToolCall("call_2", "get_weather", '{ "city":"Paris" }'))
+    assert not answered_already(history, ToolCall("call_2", "get_weather", '{"city": "Rome"}'))
+    assert not answered_already(history[:2], ToolCall("call_2", "get_weather", '{"city": "Paris"}')), "no output yet"

@@ -1,0 +1,177 @@
+"""Whisper on a trimmed encoder input: the same words as the 30 s window, guarded against loops,
+and long turns transcribed in pieces (real speech made by the bundled Piper voice)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from gateway.models.piper_tts import PiperTextToSpeech
+from gateway.models.whisper import (
+    MAX_PIECE_S,
+    WhisperSpeechToText,
+    clearly_voiced,
+    compression_ratio,
+    has_repeated_phrase,
+    split_at_quiet_points,
+)
+from tests.models.speech_fixtures import RATE, load_stt, load_tts, silence, speak
+
+SENTENCES = [
+    "What is the capital of France?",
+    "Please book a table for two at seven in the evening.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Ten of clubs.",
+    "Yes.",
+    "I would like to know how long the train to Berlin takes, and whether it stops in Hanover on the way.",
+]
+
+
+@pytest.fixture(scope="module")
+def stt() -> WhisperSpeechToText:
+    return load_stt()
+
+
+@pytest.fixture(scope="module")
+def tts() -> PiperTextToSpeech:
+    return load_tts()
+
+
+_NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words, small numbers spelled out ("10" -> "ten": Whisper writes either)."""
+    found = re.findall(r"[a-z0-9']+", text.lower())
+    return [_NUMBERS[int(w)] if w.isdigit() and int(w) < len(_NUMBERS) else w for w in found]
+
+
+def overlap(reference: str, other: str) -> float:
+    """Share of the reference's words (as a multiset) that the other text has too."""
+    ref, got = words(reference), words(other)
+    if not ref:
+        return 1.0 if not got else 0.0
+    remaining = list(got)
+    hits = 0
+    for word in ref:
+        if word in remaining:
+            remaining.remove(word)
+            hits += 1
+    return hits / max(len(ref), len(got))
+
+
+def as_turn(audio: np.ndarray) -> np.ndarray:
+    """What the VAD hands STT: 300 ms of prefix, the speech, and the pause that ended the turn."""
+    return np.concatenate([silence(0.3), audio, silence(0.25)])
+
+
+@pytest.mark.parametrize("sentence", SENTENCES)
+def test_trimmed_transcript_matches_the_full_window(
+    stt: WhisperSpeechToText, tts: PiperTextToSpeech, sentence: str
+) -> None:
+    audio = as_turn(speak(tts, sentence))
+    trimmed = stt.transcribe(audio)
+    full = stt.transcribe_full_window(audio)
+    assert overlap(full, trimmed) >= 0.9, (trimmed, full)
+    assert overlap(sentence, trimmed) >= 0.8, (trimmed, sentence)
+
+
+def test_trimmed_input_is_faster(stt: WhisperSpeechToText, tts: PiperTextToSpeech) -> None:
+    import time
+
+    audio = as_turn(speak(tts, "Please book a table for two at seven in the evening."))
+    timings = {}
+    for name, call in (("trimmed", stt.transcribe), ("full", stt.transcribe_full_window)):
+        started = time.monotonic()
+        for _ in range(2):
+            call(audio)
+        timings[name] = time.monotonic() - started
+    assert timings["trimmed"] < timings["full"], timings
+
+
+def test_turn_longer_than_30_s_is_transcribed_in_pieces(stt: WhisperSpeechToText, tts: PiperTextToSpeech) -> None:
+    parts = [
+        "My first point is about the weather in spring.",
+        "The second point concerns the train timetable.",
+        "Third, we should talk about the budget for next year.",
+        "Fourth, the new office needs more chairs and desks.",
+        "Fifth, someone has to water the plants on Fridays.",
+        "Sixth, the printer on the second floor is broken again.",
+        "Finally, thank you all for coming to this meeting today.",
+    ]
+    pieces: list[np.ndarray] = []
+    for part in parts:
+        pieces += [speak(tts, part), silence(0.8)]
+    audio = np.concatenate(pieces)
+    while audio.size < 34 * RATE:  # make sure it is well past one 30 s window
+        audio = np.concatenate([audio, speak(tts, "And one more thing about the coffee machine."), silence(0.8)])
+    assert len(split_at_quiet_points(audio)) >= 2
+    text = stt.transcribe(audio)
+    got = set(words(text))
+    assert {"weather", "spring"} <= got, text
+    assert {"thank", "meeting"} <= got, text  # the end, past 30 s, is not lost
+    assert "coffee" in got, text
+
+
+def test_repetitive_output_falls_back_to_the_full_window(
+    stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audio = as_turn(speak(tts, "Ten of clubs."))
+    looping = "ten of clubs ten of clubs ten of clubs ten of"
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: (looping, False))
+    before = stt.fallbacks
+    text = stt.transcribe(audio)
+    assert stt.fallbacks == before + 1
+    assert text == stt.transcribe_full_window(audio)
+    assert len(words(text)) <= 4, text
+
+
+def test_decode_cut_at_the_token_cap_falls_back(
+    stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audio = as_turn(speak(tts, "Yes."))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: ("yes yes yes", True))
+    before = stt.fallbacks
+    stt.transcribe(audio)
+    assert stt.fallbacks == before + 1
+
+
+def test_empty_decode_of_voiced_audio_falls_back_but_silence_is_empty(
+    stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    voiced = as_turn(speak(tts, "What is the capital of France?"))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: ("", False))
+    before = stt.fallbacks
+    assert "france" in words(stt.transcribe(voiced))
+    assert stt.fallbacks == before + 1
+    assert stt.transcribe(silence(1.0)) == ""
+    assert stt.fallbacks == before + 1  # nothing to hear: no second decode
+
+
+def test_loop_detectors() -> None:
+    assert has_repeated_phrase("10 of clubs 10 of clubs")
+    assert has_repeated_phrase("Thank you. Thank you. Thank you.")
+    assert not has_repeated_phrase("No, no, no.")
+    assert not has_repeated_phrase("And so my fellow Americans, ask not what your country can do for you.")
+    assert compression_ratio("the same sentence again. " * 13) > 2.4
+    assert compression_ratio("And so my fellow Americans, ask not what your country can do for you.") < 2.4
+
+
+def test_split_cuts_at_the_quiet_point_and_keeps_every_sample() -> None:
+    rng = np.random.default_rng(3)
+    loud = rng.normal(0, 0.2, 25 * RATE).astype(np.float32)
+    audio = np.concatenate([loud, silence(0.5), loud[: 10 * RATE]])
+    pieces = split_at_quiet_points(audio)
+    assert len(pieces) == 2
+    assert all(piece.size <= MAX_PIECE_S * RATE for piece in pieces)
+    assert np.array_equal(np.concatenate(pieces), audio)
+    cut = pieces[0].size
+    assert 25 * RATE <= cut <= 25.5 * RATE, cut / RATE  # inside the pause
+    assert split_at_quiet_points(audio[: 5 * RATE])[0].size == 5 * RATE
+
+
+def test_clearly_voiced() -> None:
+    assert not clearly_voiced(silence(2.0))
+    assert clearly_voiced(np.random.default_rng(4).normal(0, 0.1, RATE).astype(np.float32))

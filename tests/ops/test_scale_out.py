@@ -1,0 +1,95 @@
+"""Scale-out behind nginx, with the repository's deploy/nginx.conf: two gateway processes (pool of 1
+each) on loopback. Two calls succeed on different processes (a full process's 503 makes nginx try
+the next), a third gets 503, and each hang-up, routed by the instance in its call id, reaches the
+process that owns the call."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+
+from gateway.client import RealtimeClient
+from gateway.server.runner import free_port
+from tests.ops.services import start_gateway, start_nginx, wait_for_log, wait_healthy
+
+pytestmark = pytest.mark.slow
+
+INSTANCES = ("gateway-a", "gateway-b")  # the instance ids deploy/nginx.conf routes by
+
+
+def instance_of(call_id: str) -> str:
+    """``rtc_<instance>_<hex>`` -> ``<instance>``."""
+    assert call_id.startswith("rtc_"), call_id
+    return call_id[len("rtc_") :].rsplit("_", 1)[0]
+
+
+async def pool_of(http: aiohttp.ClientSession, url: str) -> dict:
+    async with http.get(f"{url}/v1/pool") as response:
+        assert response.status == 200
+        return await response.json()
+
+
+async def test_two_calls_on_two_processes_a_third_refused_hang_ups_reach_their_owner(tmp_path):
+    services = []
+    clients: list[RealtimeClient] = []
+    try:
+        direct: dict[str, str] = {}
+        ports: dict[str, int] = {}
+        for instance in INSTANCES:
+            port = free_port()
+            gateway, url = start_gateway(
+                tmp_path, "--pool-size", "1", "--instance-id", instance, name=instance, port=port
+            )
+            services.append(gateway)
+            direct[instance], ports[instance] = url, port
+        nginx_port = free_port()
+        nginx = start_nginx(tmp_path, nginx_port, ports)
+        services.append(nginx)
+        front = f"http://127.0.0.1:{nginx_port}"
+        await asyncio.gather(*(wait_healthy(service, direct[service.name]) for service in services[:2]))
+        assert await wait_for_log(nginx, "start worker process") or nginx.process.poll() is None
+
+        for _ in range(2):
+            client = RealtimeClient(front)
+            clients.append(client)
+            assert await client.connect() == 201, client.error_body
+        owners = [instance_of(client.call_id or "") for client in clients]
+        assert sorted(owners) == sorted(INSTANCES), owners
+
+        third = RealtimeClient(front)
+        clients.append(third)
+        assert await third.connect() == 503
+        assert '"pool_full"' in (third.error_body or ""), third.error_body
+        assert third.retry_after
+
+        async with aiohttp.ClientSession() as http:
+            for owner in owners:
+                pool = await pool_of(http, direct[owner])
+                assert pool["instance"] == owner and pool["in_use"] == 1, pool
+                assert pool["units"][0]["call_id"].startswith(f"rtc_{owner}_"), pool
+            # Each hang-up goes through nginx; only the owner knows the call (another process would 404).
+            first, second = clients[0], clients[1]
+            async with http.delete(f"{front}/v1/realtime/calls/{first.call_id}") as response:
+                assert response.status == 200, await response.text()
+            async with http.post(f"{front}/v1/realtime/calls/{second.call_id}/hangup") as response:
+                assert response.status == 200, await response.text()
+            for owner in owners:
+                for _ in range(100):
+                    pool = await pool_of(http, direct[owner])
+                    if pool["totals"]["idle"] == 1:
+                        break
+                    await asyncio.sleep(0.1)
+                unit = pool["units"][0]
+                assert unit["state"] == "idle" and unit["sessions_served"] == 1, pool
+                assert unit["close_reason"] == "client_hangup", pool
+        access = (tmp_path / "access.log").read_text()
+        assert first.call_id and first.call_id not in access, "nginx logged a full call id"
+        refused = [line for line in access.splitlines() if '"POST /v1/realtime/calls" 503' in line]
+        assert refused and "upstream_status=503, 503" in refused[-1], access  # both processes were asked
+    finally:
+        for client in clients:
+            await client.close()
+        for service in services:
+            service.stop()

@@ -1,0 +1,58 @@
+"""100 connect/disconnect cycles leak no threads, tasks, units or memory."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+
+from gateway.client import RealtimeClient
+from gateway.pool.unit import UnitState
+from gateway.server.app import POOL
+from tests.helpers import serve, wait_until
+
+CYCLES = 100
+
+
+def own_threads() -> list[str]:
+    """Thread names, less asyncio's default executor (a bounded pool that grows lazily to its size)."""
+    return sorted(t.name for t in threading.enumerate() if not t.name.startswith("asyncio_"))
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+async def cycle(url: str, hangup: bool) -> None:
+    client = RealtimeClient(url)
+    assert await client.connect() == 201
+    if hangup:
+        await client.hangup()
+    else:
+        await client.close()
+
+
+async def test_connect_disconnect_cycles_leak_nothing(models, gateway_config):
+    async with serve(gateway_config(pool_size=2), models) as (url, app):
+        pool = app[POOL]
+        for i in range(5):  # warm-up: first-use allocations are not leaks
+            await cycle(url, hangup=i % 2 == 0)
+        assert await wait_until(lambda: all(u.state is UnitState.IDLE for u in pool.units), 10)
+        gc.collect()
+        threads, tasks, rss = own_threads(), len(asyncio.all_tasks()), rss_kib()
+
+        for i in range(CYCLES):
+            await cycle(url, hangup=i % 2 == 0)  # half hang up, half just close the peer connection
+        assert await wait_until(lambda: all(u.state is UnitState.IDLE for u in pool.units), 10)
+        await asyncio.sleep(0.5)
+        gc.collect()
+        assert own_threads() == threads
+        assert len(asyncio.all_tasks()) <= tasks
+        growth = (rss_kib() - rss) / rss
+        assert growth < 0.05, f"RSS grew {100 * growth:.1f} %"
+        assert sum(u.sessions_served for u in pool.units) == CYCLES + 5
+        assert pool.snapshot()["recoveries"] == 0

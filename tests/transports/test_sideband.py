@@ -1,0 +1,68 @@
+"""Sideband control of a WebRTC call (``GET /v1/realtime?call_id=``): a server-side
+WebSocket sees the call's events and steers it while the caller (aiortc, ``gateway.client``)
+holds the media."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+
+from gateway.client import RealtimeClient
+from tests.helpers import app_idle, serve, wait_until, words
+from tests.transports.ws_client import EventClient
+
+API_KEY = "sk-sideband-test"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+async def test_sideband_updates_instructions_mid_call_and_sees_the_call_events(models, speech, gateway_config):
+    async with serve(gateway_config(api_key=API_KEY, max_response_tokens=24), models) as (url, app):
+        caller = RealtimeClient(url)
+        assert await caller.connect(headers=AUTH) == 201
+        query = f"?call_id={caller.call_id}"
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            async with EventClient(url, query=query):
+                pass
+        assert refused.value.status == 401  # the API key is needed
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            async with EventClient(url, query="?call_id=rtc_nosuchcall", headers=AUTH):
+                pass
+        assert refused.value.status == 404
+
+        async with EventClient(url, query=query, headers=AUTH) as control:
+            # The server side changes the instructions; the caller's channel sees it too.
+            mark = len(caller.events)
+            await control.send("session.update", session={"instructions": "Answer in French, in one sentence."})
+            updated = await control.wait_for("session.updated", within=10)
+            assert updated["session"]["instructions"].startswith("Answer in French")
+            await caller.wait_for("session.updated", after=mark, timeout=10)
+            # Audio over the sideband is refused (it travels on the WebRTC track), on the sideband.
+            await control.send("input_audio_buffer.append", audio="AAAA")
+            assert (await control.wait_for("error", within=10))["error"]["code"] == "unsupported_event"
+
+            caller.say(speech("What is the capital of France?"))
+            done = await control.wait_for("response.done", within=90)
+            assert done["response"]["status"] == "completed"
+            heard = control.of_type("conversation.item.input_audio_transcription.completed")[-1]["transcript"]
+            assert {"capital", "france"} <= set(words(heard))
+            await caller.wait_for("response.done", timeout=10)
+            # Over the call, playback events are the server's to send (WebRTC): the sideband sees them.
+            await control.wait_for("output_audio_buffer.stopped", within=30)
+        # The sideband closing does not end the call.
+        await asyncio.sleep(0.3)
+        assert caller.call_id in app_calls(app)
+
+        async with EventClient(url, query=query, headers=AUTH) as control:
+            await asyncio.sleep(0.2)
+            await caller.hangup()
+            # The call ending closes the sideband.
+            await asyncio.wait_for(control.closed.wait(), 10)
+        assert await wait_until(lambda: app_idle(app), 10)
+
+
+def app_calls(app) -> dict:
+    from gateway.server.app import CALLS
+
+    return app[CALLS].calls
