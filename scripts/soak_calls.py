@@ -44,7 +44,7 @@ from gateway.pool.unit import UnitState  # noqa: E402
 from gateway.server.app_keys import POOL  # noqa: E402
 from gateway.server.runner import free_port, running_gateway  # noqa: E402
 
-CALLER = '''
+CALLER = """
 import asyncio, sys
 import numpy as np
 from gateway.client import RealtimeClient
@@ -62,7 +62,7 @@ async def main(url, speech_file, drop_at):
     await asyncio.sleep(3600)
 
 asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
-'''
+"""
 
 
 def figures(app: object, models: ModelSet) -> dict[str, object]:
@@ -76,12 +76,18 @@ def figures(app: object, models: ModelSet) -> dict[str, object]:
         rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
     states = collections.Counter(unit.state.value for unit in pool.units)
     return {
-        "units idle": states.get("idle", 0), "units active": states.get("active", 0),
-        "units draining": states.get("draining", 0), "units stuck": states.get("stuck", 0),
-        "recoveries": pool.snapshot()["recoveries"], "threads": len(own), "executor threads": len(executor),
+        "units idle": states.get("idle", 0),
+        "units active": states.get("active", 0),
+        "units draining": states.get("draining", 0),
+        "units stuck": states.get("stuck", 0),
+        "recoveries": pool.snapshot()["recoveries"],
+        "threads": len(own),
+        "executor threads": len(executor),
         "native threads": len(os.listdir("/proc/self/task")) - len(threads),
-        "tasks": len(asyncio.all_tasks()), "RSS MB": round(rss_kib / 1024, 1),
-        "open fds": len(os.listdir("/proc/self/fd")), "thread names": collections.Counter(own),
+        "tasks": len(asyncio.all_tasks()),
+        "RSS MB": round(rss_kib / 1024, 1),
+        "open fds": len(os.listdir("/proc/self/fd")),
+        "thread names": collections.Counter(own),
         "LLM state cache MB": round(getattr(getattr(models.llm, "state_cache", None), "size_bytes", 0) / 2**20, 1),
     }
 
@@ -89,8 +95,16 @@ def figures(app: object, models: ModelSet) -> dict[str, object]:
 async def one_cycle(url: str, speech_file: str, drop_at: str, timeout_s: float) -> str:
     """One caller, killed once ready; returns 'ok', 'refused' or 'failed: ...'."""
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CALLER, url, speech_file, drop_at, cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        "-c",
+        CALLER,
+        url,
+        speech_file,
+        drop_at,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     assert child.stdout is not None
     try:
         deadline = time.monotonic() + timeout_s
@@ -133,8 +147,20 @@ def report(before: dict[str, object], after: dict[str, object], cycles: int, res
     """Print the table; True when nothing leaked."""
     print(f"\n{cycles} cycles: {dict(results)}")
     print(f"{'':<18}{'before':>10}{'after':>10}{'growth':>10}")
-    for key in ("units idle", "units active", "units draining", "units stuck", "recoveries", "threads",
-                "executor threads", "native threads", "tasks", "RSS MB", "LLM state cache MB", "open fds"):
+    for key in (
+        "units idle",
+        "units active",
+        "units draining",
+        "units stuck",
+        "recoveries",
+        "threads",
+        "executor threads",
+        "native threads",
+        "tasks",
+        "RSS MB",
+        "LLM state cache MB",
+        "open fds",
+    ):
         b, a = before[key], after[key]
         growth = f"{100 * (a - b) / b:+.1f} %" if key == "RSS MB" else f"{a - b:+g}"  # type: ignore[operator]
         print(f"{key:<18}{b!s:>10}{a!s:>10}{growth:>10}")
@@ -142,10 +168,15 @@ def report(before: dict[str, object], after: dict[str, object], cycles: int, res
     if extra:
         print("threads left behind:", dict(extra))
     rss_growth = (after["RSS MB"] - before["RSS MB"]) / before["RSS MB"]  # type: ignore[operator]
-    ok = (after["units idle"] == before["units idle"] and after["threads"] <= before["threads"]
-          and after["native threads"] <= before["native threads"]
-          and after["tasks"] <= before["tasks"] and after["recoveries"] == before["recoveries"]
-          and rss_growth < 0.05 and not results.get("failed"))
+    ok = (
+        after["units idle"] == before["units idle"]
+        and after["threads"] <= before["threads"]
+        and after["native threads"] <= before["native threads"]
+        and after["tasks"] <= before["tasks"]
+        and after["recoveries"] == before["recoveries"]
+        and rss_growth < 0.05
+        and not results.get("failed")
+    )
     print("verdict:", "flat" if ok else "LEAK")
     return ok
 
@@ -154,8 +185,13 @@ async def soak(args: argparse.Namespace) -> bool:
     from gateway.models.loader import load_models
 
     # VG_* variables apply (e.g. VG_LLM_STATE_CACHE_MB=0), under the soak's own settings.
-    config = GatewayConfig.from_env(port=free_port(), pool_size=args.pool_size, media_timeout_s=args.media_timeout_s,
-                                    max_response_tokens=args.max_response_tokens, log_level="WARNING")
+    config = GatewayConfig.from_env(
+        port=free_port(),
+        pool_size=args.pool_size,
+        media_timeout_s=args.media_timeout_s,
+        max_response_tokens=args.max_response_tokens,
+        log_level="WARNING",
+    )
     models = load_models(config)
     with tempfile.TemporaryDirectory() as folder:
         question = speech_file(models, args.question, folder)
@@ -175,8 +211,11 @@ async def soak(args: argparse.Namespace) -> bool:
                     results["not idle"] += 1
                 if args.verbose:
                     now = figures(app, models)
-                    print(f"{done + batch:4d} cycles, {time.monotonic() - started:6.0f} s, threads {now['threads']}, "
-                          f"native {now['native threads']}, RSS {now['RSS MB']} MB", flush=True)
+                    print(
+                        f"{done + batch:4d} cycles, {time.monotonic() - started:6.0f} s, threads {now['threads']}, "
+                        f"native {now['native threads']}, RSS {now['RSS MB']} MB",
+                        flush=True,
+                    )
             await asyncio.sleep(1)
             after = figures(app, models)
     return report(before, after, args.cycles, results)
@@ -190,9 +229,13 @@ def main() -> None:
     parser.add_argument("--media-timeout-s", type=float, default=1.0, help="how soon the gateway notices the drop")
     parser.add_argument("--max-response-tokens", type=int, default=40)
     parser.add_argument("--question", default="Tell me a story about a dragon.")
-    parser.add_argument("--warm-up", type=int, default=30,
-                        help="cycles before the first figures: the allocator's arenas and the LLM's bounded KV-state "
-                             "cache (llm_state_cache_mb) fill in the first ~20-30 calls; that is not a leak")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=30,
+        help="cycles before the first figures: the allocator's arenas and the LLM's bounded KV-state "
+        "cache (llm_state_cache_mb) fill in the first ~20-30 calls; that is not a leak",
+    )
     parser.add_argument("--verbose", action="store_true")
     ok = asyncio.run(soak(parser.parse_args()))
     sys.exit(0 if ok else 1)

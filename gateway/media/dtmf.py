@@ -95,8 +95,12 @@ class KeyPressDetector:
                 seen.ended = seen.ended or block.end
                 return None
         last = recent[-1] if recent else None
-        segment = (last is not None and not last.ended and last.event == block.event
-                   and timestamp == (last.timestamp + last.duration) & 0xFFFFFFFF)
+        segment = (
+            last is not None
+            and not last.ended
+            and last.event == block.event
+            and timestamp == (last.timestamp + last.duration) & 0xFFFFFFFF
+        )
         recent.append(_Event(timestamp, block.event, block.duration, block.end))
         if segment or block.digit is None:
             return None

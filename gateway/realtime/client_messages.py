@@ -86,8 +86,9 @@ def client_event_type(event: dict) -> str:
     event_type = CLIENT_ALIASES.get(event_type, event_type)
     if event_type not in CLIENT_EVENTS:
         supported = ", ".join(f"'{name}'" for name in CLIENT_EVENTS)
-        raise ClientError(f"Invalid value: '{event_type[:100]}'. Supported values are: {supported}.", "invalid_value",
-                          "type")
+        raise ClientError(
+            f"Invalid value: '{event_type[:100]}'. Supported values are: {supported}.", "invalid_value", "type"
+        )
     return event_type
 
 
@@ -115,8 +116,13 @@ class ClientEventRate:
     monotonic seconds (tests pass a fake). ``refused`` counts dropped messages.
     """
 
-    def __init__(self, per_second: float = 100.0, burst: int = 200, tell_every_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        per_second: float = 100.0,
+        burst: int = 200,
+        tell_every_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.per_second = per_second
         self.burst = burst
         self.tell_every_s = tell_every_s
@@ -142,5 +148,7 @@ class ClientEventRate:
 
     def message(self) -> str:
         """The text of the flood's error."""
-        return (f"Too many client events: at most {self.per_second:g} a second (bursts of {self.burst}); "
-                "the events beyond that are dropped.")
+        return (
+            f"Too many client events: at most {self.per_second:g} a second (bursts of {self.burst}); "
+            "the events beyond that are dropped."
+        )

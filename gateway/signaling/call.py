@@ -55,8 +55,14 @@ class Call:
     unit and calls ``on_end(call)``.
     """
 
-    def __init__(self, call_id: str, unit: PipelineUnit, config: GatewayConfig, realtime: RealtimeSession,
-                 on_end: Callable[[Call], None]) -> None:
+    def __init__(
+        self,
+        call_id: str,
+        unit: PipelineUnit,
+        config: GatewayConfig,
+        realtime: RealtimeSession,
+        on_end: Callable[[Call], None],
+    ) -> None:
         self.id = call_id
         self.unit = unit
         self.config = config
@@ -102,7 +108,8 @@ class Call:
                     rate=self.unit.models.vad.sample_rate,
                     on_audio=self.unit.submit_audio,
                     on_gone=lambda: self.hangup_soon(
-                        EndReason.MEDIA_TIMEOUT, f"nothing received from the caller for {media_timeout_s:g} s"),
+                        EndReason.MEDIA_TIMEOUT, f"nothing received from the caller for {media_timeout_s:g} s"
+                    ),
                     media_timeout_s=media_timeout_s,
                     packets_received=lambda: transport_packets_received(receiver),
                 )
@@ -133,8 +140,9 @@ class Call:
                     self.realtime.handle_client_message(message)
                 elif verdict is RateVerdict.REFUSE_AND_TELL:
                     log.warning("call %s: client event flood, dropping events", self.id)
-                    self.realtime.send_error(self._client_rate.message(), code=RATE_LIMIT_CODE,
-                                             error_type=RATE_LIMIT_TYPE)
+                    self.realtime.send_error(
+                        self._client_rate.message(), code=RATE_LIMIT_CODE, error_type=RATE_LIMIT_TYPE
+                    )
 
             @channel.on("close")
             def on_close() -> None:
@@ -172,8 +180,9 @@ class Call:
                 # recvonly) it would be received and decoded into a queue nobody reads.
                 transceiver.direction = "inactive"
         answer = await pc.createAnswer()
-        await pc.setLocalDescription(RTCSessionDescription(sdp=shape_answer(answer.sdp, offer.description),
-                                                           type="answer"))
+        await pc.setLocalDescription(
+            RTCSessionDescription(sdp=shape_answer(answer.sdp, offer.description), type="answer")
+        )
         if not any(t.kind == "audio" and t.currentDirection in ("sendrecv", "sendonly") for t in pc.getTransceivers()):
             # No audio goes back to this caller (data-channel-only, or audio offered sendonly or
             # inactive); reply audio must still leave the playout buffer, or TTS blocks on it.
@@ -206,8 +215,7 @@ class Call:
         if channel.bufferedAmount > MAX_UNSENT_EVENT_BYTES:
             if not self._send_overflowed:  # the client does not read its channel: drop, say so once
                 self._send_overflowed = True
-                log.warning("call %s: over %d bytes of events unsent, dropping events", self.id,
-                            MAX_UNSENT_EVENT_BYTES)
+                log.warning("call %s: over %d bytes of events unsent, dropping events", self.id, MAX_UNSENT_EVENT_BYTES)
             return
         self._send_overflowed = False
         try:
@@ -227,8 +235,9 @@ class Call:
             return
         if self.media is not None:  # the media timeout counts from the connection, not the offer
             self._spawn(self.media.run())
-        await watch_session(self.unit, cfg, started_at=self.started_at, ended=lambda: self.end_reason is not None,
-                            hangup=self.hangup)
+        await watch_session(
+            self.unit, cfg, started_at=self.started_at, ended=lambda: self.end_reason is not None, hangup=self.hangup
+        )
 
     # ----- DTMF -----
     def _on_key_press(self, press: KeyPress) -> None:
@@ -238,7 +247,7 @@ class Call:
         does, with ``dtmf_to_llm`` it becomes a user text item that is answered."""
         if self.end_reason is not None:
             return
-        self.key_presses = [*self.key_presses[-(_KEY_PRESSES_KEPT - 1):], press.digit]
+        self.key_presses = [*self.key_presses[-(_KEY_PRESSES_KEPT - 1) :], press.digit]
         log.info("call %s: key press %s", self.id, press.digit)
         self.realtime.send("input_audio_buffer.dtmf_event_received", event=press.digit, received_at=int(time.time()))
         self.unit.session_state.touch()
@@ -247,8 +256,11 @@ class Call:
             if interruption is not None:
                 self.realtime.on_pipeline_event(ResponseInterrupted(self.id, interruption=interruption))
         if self.config.dtmf_to_llm:
-            item = {"type": "message", "role": "user",
-                    "content": [{"type": "input_text", "text": f"I pressed {press.digit} on my keypad."}]}
+            item = {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"I pressed {press.digit} on my keypad."}],
+            }
             self.realtime.conversation.create(item, None)
             turn = self.realtime.settings.turn
             if turn.mode != "manual" and turn.create_response and self.realtime.responses.active() is None:

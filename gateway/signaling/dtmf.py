@@ -41,8 +41,11 @@ DTMF_EVENT_RANGE = "0-15"
 def offered_telephone_events(media: MediaDescription) -> dict[int, int]:
     """The ``telephone-event`` payload types of an offered audio m-section: {payload type: clock
     rate in Hz} (Chrome offers one at 48 000 Hz for Opus and one at 8 000 Hz for G.711)."""
-    return {codec.payloadType: codec.clockRate for codec in media.rtp.codecs
-            if codec.name.lower() == TELEPHONE_EVENT and codec.payloadType is not None}
+    return {
+        codec.payloadType: codec.clockRate
+        for codec in media.rtp.codecs
+        if codec.name.lower() == TELEPHONE_EVENT and codec.payloadType is not None
+    }
 
 
 def negotiate_telephone_events(transceiver: RTCRtpTransceiver, offered: MediaDescription) -> dict[int, int]:
@@ -56,13 +59,21 @@ def negotiate_telephone_events(transceiver: RTCRtpTransceiver, offered: MediaDes
             log.warning("aiortc's transceiver has no negotiated codec list: telephone-event not answered")
         return {}
     for payload_type, clock_rate in events.items():
-        codecs.append(RTCRtpCodecParameters(mimeType=f"audio/{TELEPHONE_EVENT}", clockRate=clock_rate, channels=1,
-                                            payloadType=payload_type, parameters={DTMF_EVENT_RANGE: None}))
+        codecs.append(
+            RTCRtpCodecParameters(
+                mimeType=f"audio/{TELEPHONE_EVENT}",
+                clockRate=clock_rate,
+                channels=1,
+                payloadType=payload_type,
+                parameters={DTMF_EVENT_RANGE: None},
+            )
+        )
     return events
 
 
-def receive_telephone_events(receiver: RTCRtpReceiver, payload_types: dict[int, int],
-                             on_key_press: Callable[[KeyPress], None]) -> KeyPressDetector:
+def receive_telephone_events(
+    receiver: RTCRtpReceiver, payload_types: dict[int, int], on_key_press: Callable[[KeyPress], None]
+) -> KeyPressDetector:
     """Route ``receiver``'s RTP packets of ``payload_types`` ({payload type: clock rate}) to a new
     KeyPressDetector and call ``on_key_press(press)`` (on the event loop) for each key press.
     Other packets go on to aiortc as before. Returns the detector (its counters)."""

@@ -45,8 +45,15 @@ class CallerMedia:
     sent audio has no turn to end.
     """
 
-    def __init__(self, *, rate: int, on_audio: Callable[[np.ndarray, float], None], on_gone: Callable[[], None],
-                 media_timeout_s: float, packets_received: PacketCount) -> None:
+    def __init__(
+        self,
+        *,
+        rate: int,
+        on_audio: Callable[[np.ndarray, float], None],
+        on_gone: Callable[[], None],
+        media_timeout_s: float,
+        packets_received: PacketCount,
+    ) -> None:
         self._rate = rate
         self._on_audio = on_audio
         self._on_gone = on_gone

@@ -56,9 +56,11 @@ def check_offer(sdp: str, max_bytes: int) -> CheckedOffer:
     if size > max_bytes:
         raise OfferError(f"SDP offer too large ({size} bytes, limit {max_bytes})")
     if sdp.lstrip().startswith(("{", "[")):
-        raise OfferError("the body is JSON, not an SDP offer: post the offer's SDP text (v=0, o=, s=, t=, then one "
-                         "m= line per media, e.g. m=audio) as application/sdp, or {\"sdp\": <text>} as "
-                         "application/json")
+        raise OfferError(
+            "the body is JSON, not an SDP offer: post the offer's SDP text (v=0, o=, s=, t=, then one "
+            'm= line per media, e.g. m=audio) as application/sdp, or {"sdp": <text>} as '
+            "application/json"
+        )
     try:
         check_syntax(sdp)
     except SdpSyntaxError as exc:
@@ -67,11 +69,13 @@ def check_offer(sdp: str, max_bytes: int) -> CheckedOffer:
     try:
         parsed = SessionDescription.parse(sdp)
     except Exception:  # whatever check_syntax does not foresee: no Python text for the client
-        raise OfferError("malformed SDP offer: a line does not follow RFC 8866 "
-                         "(expected an offer as a WebRTC peer makes it)") from None
+        raise OfferError(
+            "malformed SDP offer: a line does not follow RFC 8866 (expected an offer as a WebRTC peer makes it)"
+        ) from None
     if not parsed.media:
-        raise OfferError("the offer has no m-line: an SDP offer (RFC 8866) with an audio m-line "
-                         "(m=audio ...) is expected")
+        raise OfferError(
+            "the offer has no m-line: an SDP offer (RFC 8866) with an audio m-line (m=audio ...) is expected"
+        )
     kinds = {media.kind for media in parsed.media}
     if not kinds & {"audio", "application"}:
         raise OfferError(f"the offer has no audio m-line and no data channel (m-lines: {', '.join(sorted(kinds))})")
@@ -109,8 +113,9 @@ def check_media(index: int, media: MediaDescription, has_fingerprint: bool = Tru
     if media.ice is None or not media.ice.usernameFragment or not media.ice.password:
         raise OfferError(f"{where}: ICE username fragment or password (a=ice-ufrag, a=ice-pwd) is missing")
     if not has_fingerprint or (media.dtls is not None and not media.dtls.fingerprints):
-        raise OfferError(f"{where}: DTLS fingerprint (a=fingerprint) is missing; "
-                         "this gateway speaks DTLS-SRTP only (RFC 8842)")
+        raise OfferError(
+            f"{where}: DTLS fingerprint (a=fingerprint) is missing; this gateway speaks DTLS-SRTP only (RFC 8842)"
+        )
     if media.dtls is None:
         raise OfferError(f"{where}: DTLS setup role (a=setup:actpass, active or passive) is missing (RFC 8842 5)")
     if media.kind in ("audio", "video") and not media.rtcp_mux:
@@ -118,8 +123,10 @@ def check_media(index: int, media: MediaDescription, has_fingerprint: bool = Tru
     if media.kind == "audio":
         offered = [_codec_name(codec.mimeType) for codec in media.rtp.codecs]
         if not any(name.lower() in _ANSWERABLE for name in offered):
-            raise OfferError(f"{where}: no audio codec in common (offered {', '.join(offered) or 'none'}; "
-                             f"this gateway speaks {', '.join(ANSWERABLE_AUDIO_CODECS)})")
+            raise OfferError(
+                f"{where}: no audio codec in common (offered {', '.join(offered) or 'none'}; "
+                f"this gateway speaks {', '.join(ANSWERABLE_AUDIO_CODECS)})"
+            )
 
 
 # What aiortc's setRemoteDescription / createAnswer raise for an offer, in SDP terms.
@@ -174,7 +181,7 @@ def normalize_offer(sdp: str) -> str:
             out.append(session_direction)
             changed = True
         if section[0].startswith("m=audio "):
-            mapped = {line[len("a=rtpmap:"):].split(" ", 1)[0] for line in section if line.startswith("a=rtpmap:")}
+            mapped = {line[len("a=rtpmap:") :].split(" ", 1)[0] for line in section if line.startswith("a=rtpmap:")}
             for fmt in section[0].split()[3:]:
                 if fmt.isdigit() and int(fmt) in STATIC_AUDIO_PAYLOAD_TYPES and fmt not in mapped:
                     out.append(f"a=rtpmap:{fmt} {STATIC_AUDIO_PAYLOAD_TYPES[int(fmt)]}")
@@ -185,4 +192,4 @@ def normalize_offer(sdp: str) -> str:
 
 def _valueless_ssrc(line: str) -> bool:
     """``a=ssrc:<ssrc> <attribute>`` with no ``:<value>``."""
-    return line.startswith("a=ssrc:") and ":" not in line[len("a=ssrc:"):]
+    return line.startswith("a=ssrc:") and ":" not in line[len("a=ssrc:") :]

@@ -121,5 +121,6 @@ class CallRegistry:
         """End every call (``server_shutdown``, told to each client); errors are not raised."""
         message = "the gateway is shutting down"
         calls = list(self.calls.values())
-        await asyncio.gather(*(call.hangup(EndReason.SERVER_SHUTDOWN, message) for call in calls),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(call.hangup(EndReason.SERVER_SHUTDOWN, message) for call in calls), return_exceptions=True
+        )

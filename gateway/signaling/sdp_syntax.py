@@ -30,7 +30,13 @@ _SETUP_VALUES = ("active", "passive", "actpass")
 # Static audio payload types of RFC 3551 (table 4) that may be listed on an m= line with no
 # a=rtpmap (RFC 8866 6.6): what the rtpmap would say.
 STATIC_AUDIO_PAYLOAD_TYPES: dict[int, str] = {
-    0: "PCMU/8000", 3: "GSM/8000", 4: "G723/8000", 8: "PCMA/8000", 9: "G722/8000", 13: "CN/8000", 18: "G729/8000",
+    0: "PCMU/8000",
+    3: "GSM/8000",
+    4: "G723/8000",
+    8: "PCMA/8000",
+    9: "G722/8000",
+    13: "CN/8000",
+    18: "G729/8000",
 }
 # The RTP payload type is 7 bits (RFC 3550 5.1); 72..76 collide with RTCP packet types (RFC 5761 4).
 _MAX_PAYLOAD_TYPE = 127
@@ -80,8 +86,10 @@ def _not_empty(value: str) -> Optional[str]:
 
 
 def _candidate(value: str) -> Optional[str]:
-    problem = ("must be 'a=candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type>' "
-               "(RFC 8839 5.1)")
+    problem = (
+        "must be 'a=candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type>' "
+        "(RFC 8839 5.1)"
+    )
     bits = value.split()
     if len(bits) < 8 or bits[6] != "typ":
         return problem
@@ -220,8 +228,9 @@ def check_syntax(sdp: str) -> None:
         if not line.strip():
             continue
         if not _LINE.match(line):
-            raise SdpSyntaxError(number, line,
-                                 "an SDP line must be '<type>=<value>' with a one-letter type (RFC 8866 5)")
+            raise SdpSyntaxError(
+                number, line, "an SDP line must be '<type>=<value>' with a one-letter type (RFC 8866 5)"
+            )
         if line.startswith("m="):
             _check_fmtps(fmtps, mapped)
             in_media, mapped, fmtps = True, set(), []
@@ -229,8 +238,7 @@ def check_syntax(sdp: str) -> None:
             if kind == "audio" and problem is None:  # static payload types need no a=rtpmap
                 mapped = {fmt for fmt in line.split()[3:] if int(fmt) in STATIC_AUDIO_PAYLOAD_TYPES}
         elif line.startswith("c="):
-            problem = None if _CONNECTION.match(line[2:]) else \
-                "must be 'c=IN IP4|IP6 <address>' (RFC 8866 5.7)"
+            problem = None if _CONNECTION.match(line[2:]) else "must be 'c=IN IP4|IP6 <address>' (RFC 8866 5.7)"
         elif line.startswith("v="):
             problem = None if line.strip() == "v=0" else "only SDP version 0 exists (RFC 8866 5.1)"
         elif line.startswith("a="):
@@ -253,5 +261,6 @@ def check_syntax(sdp: str) -> None:
 def _check_fmtps(fmtps: list[tuple[int, str, str]], mapped: set[str]) -> None:
     for number, line, payload_type in fmtps:
         if payload_type not in mapped:
-            raise SdpSyntaxError(number, line, f"payload type {payload_type} has no a=rtpmap in its m-section "
-                                               "(RFC 8866 6.15)")
+            raise SdpSyntaxError(
+                number, line, f"payload type {payload_type} has no a=rtpmap in its m-section (RFC 8866 6.15)"
+            )

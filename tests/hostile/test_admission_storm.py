@@ -18,10 +18,14 @@ async def test_twenty_concurrent_offers_against_a_pool_of_four(models, gateway_c
     offer = offers()["sip_bridge"]
     async with serve(gateway_config(pool_size=4, connect_timeout_s=30), models) as (url, app):
         async with aiohttp.ClientSession() as http:
+
             async def post() -> tuple[int, str, dict]:
-                async with http.post(f"{url}/v1/realtime/calls", data=offer,
-                                     headers={"Content-Type": "application/sdp"},
-                                     timeout=aiohttp.ClientTimeout(total=20)) as response:
+                async with http.post(
+                    f"{url}/v1/realtime/calls",
+                    data=offer,
+                    headers={"Content-Type": "application/sdp"},
+                    timeout=aiohttp.ClientTimeout(total=20),
+                ) as response:
                     return response.status, await response.text(), dict(response.headers)
 
             for storm in range(2):

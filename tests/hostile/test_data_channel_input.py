@@ -60,8 +60,12 @@ async def test_bad_messages_get_errors_and_the_call_goes_on(models, gateway_conf
             json.dumps({"type": "session.update", "session": "not an object"}),
             json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(os.urandom(3000)).decode()}),
             json.dumps({"type": "input_audio_buffer.append", "audio": "%%% not base64 %%%"}),
-            json.dumps({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
-                                                                     "content": "x" * 150_000}}),  # > 128 KiB
+            json.dumps(
+                {
+                    "type": "conversation.item.create",
+                    "item": {"type": "message", "role": "user", "content": "x" * 150_000},
+                }
+            ),  # > 128 KiB
         ]
         mark = len(client.events)
         for text in bad:
@@ -111,8 +115,10 @@ async def test_lone_surrogate_does_not_break_later_responses_and_deltas_have_no_
     async with serve(gateway_config(pool_size=1), models) as (url, app):
         client = RealtimeClient(url)
         assert await client.connect() == 201
-        client.send_raw('{"type": "conversation.item.create", "item": {"type": "message", "role": "user", '
-                        '"content": [{"type": "input_text", "text": "Hello \\ud800 there, say hi."}]}}')
+        client.send_raw(
+            '{"type": "conversation.item.create", "item": {"type": "message", "role": "user", '
+            '"content": [{"type": "input_text", "text": "Hello \\ud800 there, say hi."}]}}'
+        )
         mark = len(client.events)
         client.send({"type": "response.create"})
         for question in (None, "Write the words café, naïve and 日本語, then a smiley emoji."):

@@ -27,19 +27,26 @@ async def aiortc_offers() -> dict[str, str]:
     """Offers aiortc makes, configured as bridges and browsers are: audio + channel, PCMU only,
     Opus only, channel only, audio + video."""
     made = {}
-    for name, kinds, codec, channel in [("aiortc_audio_channel", ["audio"], None, True),
-                                        ("aiortc_pcmu", ["audio"], "PCMU", False),
-                                        ("aiortc_opus", ["audio"], "opus", True),
-                                        ("aiortc_channel_only", [], None, True),
-                                        ("aiortc_audio_video", ["audio", "video"], None, True)]:
+    for name, kinds, codec, channel in [
+        ("aiortc_audio_channel", ["audio"], None, True),
+        ("aiortc_pcmu", ["audio"], "PCMU", False),
+        ("aiortc_opus", ["audio"], "opus", True),
+        ("aiortc_channel_only", [], None, True),
+        ("aiortc_audio_video", ["audio", "video"], None, True),
+    ]:
         pc = RTCPeerConnection()
         for kind in kinds:
             transceiver = pc.addTransceiver(VideoStreamTrack() if kind == "video" else kind, direction="sendrecv")
             if codec and kind == "audio":
                 from aiortc.rtcrtpsender import RTCRtpSender
 
-                transceiver.setCodecPreferences([c for c in RTCRtpSender.getCapabilities("audio").codecs
-                                                 if c.mimeType.lower() == f"audio/{codec.lower()}"])
+                transceiver.setCodecPreferences(
+                    [
+                        c
+                        for c in RTCRtpSender.getCapabilities("audio").codecs
+                        if c.mimeType.lower() == f"audio/{codec.lower()}"
+                    ]
+                )
         if channel:
             pc.createDataChannel("oai-events")
         await pc.setLocalDescription(await pc.createOffer())
@@ -49,9 +56,12 @@ async def aiortc_offers() -> dict[str, str]:
 
 
 async def post(http: aiohttp.ClientSession, url: str, sdp: str) -> tuple[int, str, dict]:
-    async with http.post(f"{url}/v1/realtime/calls", data=sdp.encode("utf-8", "surrogatepass"),
-                         headers={"Content-Type": "application/sdp"},
-                         timeout=aiohttp.ClientTimeout(total=15)) as response:
+    async with http.post(
+        f"{url}/v1/realtime/calls",
+        data=sdp.encode("utf-8", "surrogatepass"),
+        headers={"Content-Type": "application/sdp"},
+        timeout=aiohttp.ClientTimeout(total=15),
+    ) as response:
         return response.status, await response.text(), dict(response.headers)
 
 
@@ -94,8 +104,16 @@ async def test_offers_and_mutations_get_an_answer_or_a_clear_400(models, gateway
                     error = json.loads(body)["error"]
                     assert error["code"] in ("invalid_offer", "invalid_encoding", "request_too_large"), (name, error)
                     assert not PYTHON_ERROR.search(error["message"]), (name, error["message"])
-            for name in ("sip_bridge", "chrome_like", "firefox_like", "ice_lite_mdns", "bundle_many",
-                         "gstreamer_like", "aiortc_pcmu", "aiortc_audio_video"):
+            for name in (
+                "sip_bridge",
+                "chrome_like",
+                "firefox_like",
+                "ice_lite_mdns",
+                "bundle_many",
+                "gstreamer_like",
+                "aiortc_pcmu",
+                "aiortc_audio_video",
+            ):
                 status, body, _ = await post(http, url, bases[name])
                 assert status == 201, (name, body[:300])  # each base offer is answered...
                 await app[CALLS].hangup(next(iter(app[CALLS].calls)))

@@ -39,7 +39,7 @@ PIPELINE = (
     f"rtpdtmfsrc name=dtmf pt={DTMF_PT} clock-rate={RATE} ! mux.priority_sink_0 "
     # rtpdtmfmux announces the caps of whichever input it forwards; webrtcbin's sink takes only the
     # voice caps it offered, so they are held (the packets themselves carry their payload type).
-    f"rtpdtmfmux name=mux ! capssetter join=false replace=true caps=\"{VOICE_CAPS}\" ! webrtc.sink_0"
+    f'rtpdtmfmux name=mux ! capssetter join=false replace=true caps="{VOICE_CAPS}" ! webrtc.sink_0'
 )
 DIGITS = "0123456789*#"
 
@@ -108,8 +108,12 @@ class Caller:
 
     def post_offer(self) -> bool:
         offer = self.webrtc.get_property("local-description").sdp.as_text()
-        request = urllib.request.Request(f"{self.url}/v1/realtime/calls", data=offer.encode(),
-                                         headers={"Content-Type": "application/sdp"}, method="POST")
+        request = urllib.request.Request(
+            f"{self.url}/v1/realtime/calls",
+            data=offer.encode(),
+            headers={"Content-Type": "application/sdp"},
+            method="POST",
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 answer = response.read().decode()
@@ -137,7 +141,9 @@ class Caller:
             return
         branch = Gst.parse_bin_from_description(
             "queue ! rtppcmudepay ! mulawdec ! audioconvert ! audioresample "
-            f"! audio/x-raw,format=S16LE,rate={RATE},channels=1 ! appsink name=out emit-signals=true sync=false", True)
+            f"! audio/x-raw,format=S16LE,rate={RATE},channels=1 ! appsink name=out emit-signals=true sync=false",
+            True,
+        )
         self.pipeline.add(branch)
         branch.sync_state_with_parent()
         branch.get_by_name("out").connect("new-sample", self.on_sample)

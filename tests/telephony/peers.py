@@ -20,8 +20,10 @@ from gateway.client import MicrophoneTrack, RealtimeClient
 
 # What an RSA peer (GStreamer's DTLS agent, SIP bridges) offers as DTLS client or server: ECDHE with
 # RSA authentication first, ECDSA too (for a server with an ECDSA certificate).
-_RSA_PEER_CIPHERS = (b"ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-SHA:"
-                     b"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES128-SHA")
+_RSA_PEER_CIPHERS = (
+    b"ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-SHA:"
+    b"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES128-SHA"
+)
 
 
 class RsaCertificate(RTCCertificate):
@@ -85,8 +87,14 @@ def go_quiet(client: RealtimeClient) -> None:
 def add_telephone_event(offer_sdp: str, payload_type: int = 101, clock_rate: int = 8000) -> str:
     """An aiortc offer with ``telephone-event`` added to its audio m-line (aiortc never offers it)."""
     offer_sdp = re.sub(r"^(m=audio \S+ \S+ [^\r\n]*)", rf"\1 {payload_type}", offer_sdp, count=1, flags=re.M)
-    return re.sub(r"^(a=rtpmap:\d+ [^\r\n]*)(\r?\n)", rf"\1\2a=rtpmap:{payload_type} telephone-event/{clock_rate}"
-                  rf"\2a=fmtp:{payload_type} 0-15\2", offer_sdp, count=1, flags=re.M)
+    return re.sub(
+        r"^(a=rtpmap:\d+ [^\r\n]*)(\r?\n)",
+        rf"\1\2a=rtpmap:{payload_type} telephone-event/{clock_rate}"
+        rf"\2a=fmtp:{payload_type} 0-15\2",
+        offer_sdp,
+        count=1,
+        flags=re.M,
+    )
 
 
 class KeyPad:
@@ -109,9 +117,14 @@ class KeyPad:
 
     async def _send(self, event: int, end: bool, duration: int, marker: bool, timestamp: int) -> None:
         sender = self._client.pc.getTransceivers()[0].sender
-        packet = RtpPacket(payload_type=self._pt, marker=int(marker), sequence_number=self._sequence & 0xFFFF,
-                           timestamp=timestamp, ssrc=self.ssrc,
-                           payload=struct.pack("!BBH", event, (0x80 if end else 0) | 10, duration))
+        packet = RtpPacket(
+            payload_type=self._pt,
+            marker=int(marker),
+            sequence_number=self._sequence & 0xFFFF,
+            timestamp=timestamp,
+            ssrc=self.ssrc,
+            payload=struct.pack("!BBH", event, (0x80 if end else 0) | 10, duration),
+        )
         self._sequence += 1
         self.packets_sent += 1
         await sender.transport._send_rtp(packet.serialize())

@@ -25,8 +25,9 @@ async def audio_offer(codec: str | None = None) -> tuple[RTCPeerConnection, str]
     if codec:
         from aiortc.rtcrtpsender import RTCRtpSender
 
-        transceiver.setCodecPreferences([c for c in RTCRtpSender.getCapabilities("audio").codecs
-                                         if c.mimeType.lower() == f"audio/{codec.lower()}"])
+        transceiver.setCodecPreferences(
+            [c for c in RTCRtpSender.getCapabilities("audio").codecs if c.mimeType.lower() == f"audio/{codec.lower()}"]
+        )
     await pc.setLocalDescription(await pc.createOffer())
     return pc, pc.localDescription.sdp
 
@@ -127,8 +128,9 @@ async def test_call_that_never_connects_ends_as_connect_timeout(models, gateway_
         pc, offer = await audio_offer()
         await pc.close()
         # No candidates and no end-of-candidates (trickle ICE that never trickles): ICE waits.
-        offer = "\r\n".join(line for line in offer.split("\r\n") if not line.startswith("a=candidate")
-                            and line != "a=end-of-candidates")
+        offer = "\r\n".join(
+            line for line in offer.split("\r\n") if not line.startswith("a=candidate") and line != "a=end-of-candidates"
+        )
         status, answer = await post_offer(url, offer)
         assert status == 201, answer
         unit = app[POOL].units[0]
@@ -157,4 +159,3 @@ async def test_silence_suppressing_caller_is_answered_and_stays(models, speech, 
         assert not client.of_type("error", after=start), client.of_type("error", after=start)
         assert app[POOL].units[0].state is UnitState.ACTIVE
         await client.hangup()
-

@@ -90,7 +90,10 @@ async def test_key_press_barges_in_and_reaches_the_llm(models, gateway_config):
         assert first["response"]["status"] == "cancelled", first["response"]
         second = await client.wait_for("response.done", timeout=90, after=press_mark, count=2)
         assert second["response"]["status"] in ("completed", "incomplete"), second["response"]
-        texts = [part.get("text", "") for item in app[CALLS].calls[client.call_id].realtime.items
-                 for part in item.get("content", [])]
+        texts = [
+            part.get("text", "")
+            for item in app[CALLS].calls[client.call_id].realtime.items
+            for part in item.get("content", [])
+        ]
         assert "I pressed 5 on my keypad." in texts
         await client.hangup()

@@ -32,9 +32,11 @@ CALLER = Path(__file__).with_name("gst_caller.py")
 
 
 def require_gstreamer() -> None:
-    probe = ("import gi; gi.require_version('Gst', '1.0'); gi.require_version('GstWebRTC', '1.0'); "
-             "from gi.repository import Gst; Gst.init(None); "
-             "assert all(Gst.ElementFactory.find(n) for n in ('webrtcbin', 'rtpdtmfsrc', 'rtpdtmfmux', 'capssetter'))")
+    probe = (
+        "import gi; gi.require_version('Gst', '1.0'); gi.require_version('GstWebRTC', '1.0'); "
+        "from gi.repository import Gst; Gst.init(None); "
+        "assert all(Gst.ElementFactory.find(n) for n in ('webrtcbin', 'rtpdtmfsrc', 'rtpdtmfmux', 'capssetter'))"
+    )
     try:
         ok = subprocess.run([SYSTEM_PYTHON, "-c", probe], capture_output=True, timeout=30).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -82,8 +84,9 @@ async def read_line(process: asyncio.subprocess.Process, prefix: str, within_s: 
 async def test_gstreamer_pcmu_call_is_answered_and_its_digits_reported(models, speech, gateway_config, tmp_path):
     require_gstreamer()
     asked = "What is the capital of France?"
-    question = np.concatenate([np.zeros(48000, np.int16), speech(asked),
-                               np.zeros(48000 * 20, np.int16)])  # then silence while the reply plays
+    question = np.concatenate(
+        [np.zeros(48000, np.int16), speech(asked), np.zeros(48000 * 20, np.int16)]
+    )  # then silence while the reply plays
     question_wav, reply_wav = tmp_path / "question.wav", tmp_path / "reply.wav"
     write_wav(question_wav, question, 48000)
     async with serve(gateway_config(pool_size=1), models) as (url, app):
@@ -91,8 +94,14 @@ async def test_gstreamer_pcmu_call_is_answered_and_its_digits_reported(models, s
         metrics_sink = app[CALLS].on_event
         app[CALLS].on_event = lambda event: (seen.append(event), metrics_sink(event))
         caller = await asyncio.create_subprocess_exec(
-            SYSTEM_PYTHON, str(CALLER), url, str(question_wav), str(reply_wav),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            SYSTEM_PYTHON,
+            str(CALLER),
+            url,
+            str(question_wav),
+            str(reply_wav),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
         assert caller.stdin is not None
         try:
             call_id = (await read_line(caller, "ANSWERED", 30)).split()[1]

@@ -17,10 +17,12 @@ import pytest
 from gateway.client import RealtimeClient
 from tests.helpers import serve
 
-PROMPT = ("Thank you for calling the city library. Our opening hours are nine to six on weekdays. "
-          "On Saturdays we open at ten and close at four. Books can be renewed online or by phone. "
-          "Late returns cost ten cents a day. The reading room is on the second floor. "
-          "Children's story time is every Wednesday morning. Please have your library card ready.")
+PROMPT = (
+    "Thank you for calling the city library. Our opening hours are nine to six on weekdays. "
+    "On Saturdays we open at ten and close at four. Books can be renewed online or by phone. "
+    "Late returns cost ten cents a day. The reading room is on the second floor. "
+    "Children's story time is every Wednesday morning. Please have your library card ready."
+)
 
 
 def words(text: str) -> list[str]:
@@ -45,8 +47,9 @@ async def test_long_turn_is_transcribed_in_pieces_and_answered_once(models, spee
         count = 1
         # A cut that lands in a pause between sentences can start a reply before the caller goes
         # on (it is then barged into and cancelled): wait for the reply that is not cancelled.
-        while (await client.wait_for("response.done", timeout=deadline, count=count))["response"]["status"] \
-                == "cancelled":
+        while (await client.wait_for("response.done", timeout=deadline, count=count))["response"][
+            "status"
+        ] == "cancelled":
             count += 1
         transcripts = [e["transcript"] for e in client.of_type("conversation.item.input_audio_transcription.completed")]
         assert len(transcripts) >= 2, transcripts  # committed in pieces
