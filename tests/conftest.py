@@ -4,7 +4,9 @@ bundled Piper voice, and gateway configurations on free loopback ports. Helpers:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import socket
+import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -46,3 +48,31 @@ def gateway_config() -> Callable[..., GatewayConfig]:
         return GatewayConfig(port=free_port(), **overrides)
 
     return make
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """An HTTP server that accepts connections and never sends a byte (an LLM server that hangs);
+    yields its OpenAI-style base URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    stop.set()
+    thread.join(2)
+    for connection in held:
+        connection.close()
+    listener.close()

@@ -22,7 +22,7 @@ from gateway.pipeline.chain import StageFactory
 from gateway.pool.pool import UnitPool
 from gateway.pool.unit import PipelineUnit
 from gateway.server import routes
-from gateway.server.app_keys import CALLS, CONFIG, KEYS, METRICS, MODELS, POOL, SHUTDOWN
+from gateway.server.app_keys import CALLS, CONFIG, KEYS, METRICS, MODELS, POOL, SHUTDOWN, local_model_names
 from gateway.server.auth import EphemeralKeys
 from gateway.server.middleware import cors_middleware, error_middleware
 from gateway.server.shutdown import GracefulShutdown
@@ -107,12 +107,7 @@ async def _call_registry(app: web.Application) -> AsyncIterator[None]:
     call still live at clean-up is ended (``server_shutdown``, told to its client) before the pool
     closes. Its hooks feed the metrics (transport ``webrtc``)."""
     config, metrics = app[CONFIG], app[METRICS]
-    local_models = {
-        "llm": config.llm_model,
-        "stt": config.stt_model,
-        "voice": getattr(app[MODELS].tts, "voice", config.tts_voice),
-    }
-    calls = CallRegistry(app[POOL], config, local_models)
+    calls = CallRegistry(app[POOL], config, local_model_names(app))
 
     def on_call_end(call: Call) -> None:
         metrics.call_ended("webrtc", call.end_reason or "unknown")

@@ -27,3 +27,14 @@ MODELS = web.AppKey("models", ModelSet)
 POOL = web.AppKey("pool", UnitPool)
 CALLS = web.AppKey("calls", CallRegistry)
 SESSIONS = web.AppKey("sessions", SessionRegistry)  # the WebSocket sessions (GET /v1/realtime)
+
+
+def local_model_names(app: web.Application) -> dict[str, str]:
+    """What ``session.created`` names as really used, whatever OpenAI names a client sends:
+    ``{"llm", "stt", "voice"}`` from the config and the loaded TTS (after start-up)."""
+    config = app[CONFIG]
+    return {
+        "llm": config.llm_model,
+        "stt": config.stt_model,
+        "voice": getattr(app[MODELS].tts, "voice", config.tts_voice),
+    }

@@ -21,7 +21,7 @@ from aiohttp import web
 from gateway.pool.end_reason import EndReason
 from gateway.pool.pool import PoolFullError
 from gateway.server.admission import admit, merged_session_config, pool_full_error
-from gateway.server.app_keys import CALLS, CONFIG, METRICS, MODELS, POOL, SESSIONS, SHUTDOWN
+from gateway.server.app_keys import CALLS, CONFIG, METRICS, POOL, SESSIONS, SHUTDOWN, local_model_names
 from gateway.server.auth import bearer, same_key
 from gateway.server.errors import ApiError
 from gateway.transports.event_socket import websocket_response
@@ -116,12 +116,7 @@ async def websocket_sessions(app: web.Application) -> AsyncIterator[None]:
     session and sideband still open when the app shuts down is ended then (``on_shutdown``: before
     aiohttp waits for the handlers, which a WebSocket would hold)."""
     config, metrics = app[CONFIG], app[METRICS]
-    local_models = {
-        "llm": config.llm_model,
-        "stt": config.stt_model,
-        "voice": getattr(app[MODELS].tts, "voice", config.tts_voice),
-    }
-    sessions = SessionRegistry(app[POOL], config, local_models)
+    sessions = SessionRegistry(app[POOL], config, local_model_names(app))
 
     def on_session_end(session: WebSocketSession) -> None:
         metrics.call_ended("websocket", session.end_reason or "unknown")

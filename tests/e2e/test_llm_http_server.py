@@ -185,33 +185,6 @@ async def test_a_typed_turn_streams_from_the_server_and_cancel_closes_the_stream
         relay.close()
 
 
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """Accepts connections and never sends a byte; yields its base URL."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    stop.set()
-    thread.join(2)
-    for connection in held:
-        connection.close()
-    listener.close()
-
-
 async def test_a_server_that_never_answers_gives_an_error_event(models, silent_server):
     config, http = http_models(models, silent_server, llm_read_timeout_s=2.0)
     async with serve(config, http) as (url, _app):

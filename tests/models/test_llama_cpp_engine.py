@@ -124,16 +124,15 @@ def history_of(topic: str) -> list[ChatMessage]:
     return turns
 
 
-def test_sessions_taking_turns_keep_their_prompt_state(llm: LlamaCppLanguageModel, capsys: Any) -> None:
+@pytest.mark.slow
+def test_sessions_taking_turns_keep_their_prompt_state(llm: LlamaCppLanguageModel) -> None:
     """Two sessions alternate: each turn reuses its own saved KV state instead of re-reading the history."""
     a, b = history_of("the Moon"), history_of("volcanoes")
     ask(llm, "Thanks.", history=a, max_tokens=4)
     ask(llm, "Thanks.", history=b, max_tokens=4)  # the context now holds session b
 
     a_next = [*a, ChatMessage("user", "Thanks."), ChatMessage("assistant", "You're welcome.")]
-    started = time.monotonic()
     warm, _ = ask(llm, "How far away is it?", history=a_next, max_tokens=4)
-    warm_s = time.monotonic() - started
     assert warm.prompt_tokens >= 250 and warm.cached_tokens >= warm.prompt_tokens - 40, warm
 
     capacity = llm.state_cache.capacity_bytes
@@ -141,20 +140,14 @@ def test_sessions_taking_turns_keep_their_prompt_state(llm: LlamaCppLanguageMode
     llm.state_cache.clear()
     try:
         ask(llm, "Thanks.", history=b, max_tokens=4)
-        started = time.monotonic()
         cold, _ = ask(llm, "How far away is it?", history=a_next, max_tokens=4)
-        cold_s = time.monotonic() - started
     finally:
         llm.state_cache.capacity_bytes = capacity
-    with capsys.disabled():
-        print(
-            f"\n  alternating sessions, {warm.prompt_tokens}-token prompt: with saved state {warm_s:.2f} s "
-            f"({warm.cached_tokens} cached), without {cold_s:.2f} s ({cold.cached_tokens} cached)"
-        )
+    # What the saved state spares is counted in tokens; its time is measured by scripts/bench_answers.py.
     assert cold.cached_tokens < warm.cached_tokens - 200
-    assert warm_s < cold_s
 
 
+@pytest.mark.slow
 def test_callers_queue_fairly_and_a_long_prompt_lets_a_short_turn_through(llm: LlamaCppLanguageModel) -> None:
     """One caller sends a ~800-token prompt; another asks a short question just after. The short
     one is served while the long prompt is still being read (it re-queues every second)."""

@@ -6,9 +6,7 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,33 +14,6 @@ from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, La
 from gateway.models.openai_http_llm import OpenAIHttpLanguageModel, chat_message
 
 QUESTION = [ChatMessage("user", "hello")]
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A server that accepts connections and never says a word; yields its base URL."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    stop.set()
-    thread.join(2)
-    for connection in held:
-        connection.close()
-    listener.close()
 
 
 def test_a_silent_server_gives_an_error_within_the_read_timeout(silent_server: str) -> None:
