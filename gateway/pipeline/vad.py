@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 # Speech ends when the probability falls this far below the threshold (hysteresis, as silero's own
 # get_speech_timestamps does), so a turn does not flicker on and off at the threshold.
 _HYSTERESIS = 0.15
+# A speculative transcript stands only if what follows its cut is silence: a chunk this likely to
+# be speech (the quiet end of a word, a fricative like the "s" of "France", below the turn's
+# threshold but not silence) voids it, so the finished turn is transcribed whole instead.
+_SPECULATION_VOID_ABOVE = 0.1
 
 
 class VadStage(Stage):
@@ -138,6 +142,8 @@ class VadStage(Stage):
             self._speculation_stands = False  # the caller went on: a speculation no longer covers the turn
         else:
             self._silence += self._chunk
+            if probability >= _SPECULATION_VOID_ABOVE:
+                self._speculation_stands = False
         rules = pause_rules(turn, self._end_of_turn is not None)
         silence_ms = self._silence * 1000 / self._rate
         if self._silence:

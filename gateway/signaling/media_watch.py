@@ -25,9 +25,12 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-# Frames this late are filled with silence (3 frames of 20 ms: more than the jitter of a working
-# path, less than anything the VAD would call a pause).
-GAP_FILL_AFTER_S = 0.06
+# Frames this late are filled with silence. Frames that are merely delayed (network jitter, a TURN
+# relay, an event loop busy for a moment on a loaded machine) arrive later all the same: silence
+# given in their place would be spliced into the caller's words ("France" heard as "friends"). So
+# only a gap no jitter explains counts as the caller having stopped sending (DTX, silence
+# suppression); the whole gap is then given at once, so the turn still ends on the wall clock.
+GAP_FILL_AFTER_S = 0.3
 # How often the clock is looked at, s.
 _TICK_S = 0.02
 
