@@ -255,12 +255,25 @@ class VadSessionDouble:
         pass
 
 
+class GradedVadSessionDouble(VadSessionDouble):
+    """Speech (1.0) above -40 dBFS, a quiet end of a word (0.2) between -60 and -40 dBFS, else 0."""
+
+    def speech_probability(self, chunk: np.ndarray) -> float:
+        level = float(np.sqrt(np.mean(chunk**2)))
+        return 1.0 if level > 0.01 else 0.2 if level > 0.001 else 0.0
+
+
 class VadDouble:
+    """Hands out a :class:`VadSessionDouble` (or ``session_type``) per session; 512-sample chunks at 16 kHz."""
+
     sample_rate = RATE
     chunk_samples = 512
 
+    def __init__(self, session_type: type[VadSessionDouble] = VadSessionDouble) -> None:
+        self.session_type = session_type
+
     def new_session(self) -> VadSessionDouble:
-        return VadSessionDouble()
+        return self.session_type()
 
 
 class EndOfTurnDouble:

@@ -14,7 +14,7 @@ import pytest
 from gateway.pipeline.events import InputCommitted, SpeechStopped, TranscriptionCompleted
 from gateway.pipeline.messages import CommitInput
 from gateway.pipeline.turn import EAGERNESS, SEMANTIC_CHECK_MS, TurnDetection, pause_rules
-from tests.doubles import CALL, RATE, Chain, EndOfTurnDouble
+from tests.doubles import CALL, RATE, Chain, EndOfTurnDouble, GradedVadSessionDouble, VadDouble
 
 
 def tone(seconds: float) -> np.ndarray:
@@ -165,3 +165,20 @@ def test_session_end_discards_a_kept_speculation() -> None:
     chain.play(np.concatenate([tone(1.0), silence(1.0)]))
     assert chain.transcripts() == ["one"]
     assert chain.stt.speculation.snapshot()["hits"] == 1
+
+
+def test_a_quiet_word_ending_after_the_speculative_cut_voids_the_speculation() -> None:
+    """The speculation cut at the first short pause misses what follows it; if that is not
+    silence (the quiet "s" of "France", under the turn's threshold), the turn is transcribed whole."""
+    chain = Chain(
+        TurnDetection(detector="silence", silence_duration_ms=500), None, vad=VadDouble(GradedVadSessionDouble)
+    )
+    rng = np.random.default_rng(1)
+    loud = (0.3 * np.sin(np.arange(int(0.6 * RATE)) * 0.05)).astype(np.float32)
+    quiet_tail = (0.004 * rng.standard_normal(int(0.1 * RATE))).astype(np.float32)
+    gap = np.zeros(int(0.15 * RATE), np.float32)
+    chain.play(np.concatenate([loud, gap, quiet_tail, np.zeros(int(0.8 * RATE), np.float32)]))
+    speculative = [u for u in chain.sent if u.speculative]
+    final = [u for u in chain.sent if not u.speculative]
+    assert speculative, "a speculation was made at the pause"
+    assert len(final) == 1 and final[0].speculation == 0, "the speculation missed the quiet tail: it must not stand"
