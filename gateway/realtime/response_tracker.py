@@ -309,32 +309,24 @@ class ResponseTracker:
     # ----- pipeline events of a response -----
     def on_text_delta(self, event: pe.ResponseTextDelta) -> None:
         """Text of a text-only response: ``response.output_text.delta``."""
-        response = self.live(event.generation)
-        if response is not None:
-            self._open_message(response)
-            response.text += event.delta
-            self._sender.send(
-                "response.output_text.delta",
-                response_id=response.id,
-                item_id=response.item["id"],
-                output_index=0,
-                content_index=0,
-                delta=event.delta,
-            )
+        self._delta(event.generation, event.delta, "response.output_text.delta")
 
     def on_audio_transcript_delta(self, event: pe.ResponseAudioTranscriptDelta) -> None:
         """Words whose audio was just queued: ``response.output_audio_transcript.delta``."""
-        response = self.live(event.generation)
+        self._delta(event.generation, event.delta, "response.output_audio_transcript.delta")
+
+    def _delta(self, generation: int, delta: str, event_type: str) -> None:
+        response = self.live(generation)
         if response is not None:
             self._open_message(response)
-            response.text += event.delta
+            response.text += delta
             self._sender.send(
-                "response.output_audio_transcript.delta",
+                event_type,
                 response_id=response.id,
                 item_id=response.item["id"],
                 output_index=0,
                 content_index=0,
-                delta=event.delta,
+                delta=delta,
             )
 
     def on_finished(self, event: pe.ResponseFinished) -> None:
