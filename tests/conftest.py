@@ -1,5 +1,6 @@
 """Shared fixtures: the real models (loaded once per test run), speech made at test time with the
-bundled Piper voice, and gateway configurations on free loopback ports. Helpers: tests/helpers.py."""
+bundled Piper voice (deterministic: no sampled noise, see tests/models/speech_fixtures.py), and
+gateway configurations on free loopback ports. Helpers: tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -27,15 +28,19 @@ def models() -> ModelSet:
 
 
 @pytest.fixture(scope="session")
-def speech(models: ModelSet) -> Callable[[str], np.ndarray]:
-    """``speech(text)`` -> int16 mono 48 kHz samples of the text spoken by the bundled voice."""
+def speech() -> Callable[[str], np.ndarray]:
+    """``speech(text)`` -> int16 mono 48 kHz samples of the text spoken by the bundled voice, the
+    same samples for the same text in every test and run (a voice of its own, without Piper's noise)."""
+    from tests.models.speech_fixtures import load_tts
+
+    tts = load_tts()
     cache: dict[str, np.ndarray] = {}
 
     def make(text: str) -> np.ndarray:
         if text not in cache:
-            audio = np.concatenate(list(models.tts.synthesize(text)))
+            audio = np.concatenate(list(tts.synthesize(text)))
             resampler = Resampler(48000)
-            cache[text] = np.concatenate([resampler.resample_array(audio, models.tts.sample_rate), resampler.flush()])
+            cache[text] = np.concatenate([resampler.resample_array(audio, tts.sample_rate), resampler.flush()])
         return cache[text]
 
     return make

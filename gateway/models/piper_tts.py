@@ -29,9 +29,19 @@ def _voice_path(voice: str) -> Path:
 
 
 class PiperTextToSpeech:
-    """Sentence-by-sentence synthesis with a Piper voice; yields float32 mono at ``sample_rate`` Hz."""
+    """Sentence-by-sentence synthesis with a Piper voice; yields float32 mono at ``sample_rate`` Hz.
 
-    def __init__(self, voice: str = BUNDLED) -> None:
+    ``noise_scale`` (the VITS generator's noise) and ``noise_w_scale`` (its phoneme-duration noise)
+    default to the voice's own (``None``; joe: 0.667 and 0.8). Piper draws that noise from ONNX
+    Runtime's random ops, seeded once per process from the clock, so by default every synthesis of
+    a sentence differs, and differs with the syntheses made before it. Both 0.0: no noise, and the
+    same text gives bit-identical audio on every call (on one machine and thread count), a little
+    flatter: what tests need.
+    """
+
+    def __init__(
+        self, voice: str = BUNDLED, noise_scale: Optional[float] = None, noise_w_scale: Optional[float] = None
+    ) -> None:
         try:
             from piper import PiperVoice, SynthesisConfig
         except ImportError as exc:
@@ -40,6 +50,8 @@ class PiperTextToSpeech:
         self._voice = PiperVoice.load(_voice_path(voice))
         self.sample_rate = int(self._voice.config.sample_rate)
         self.voice = voice
+        self.noise_scale = noise_scale
+        self.noise_w_scale = noise_w_scale
 
     def synthesize(self, text: str, speed: float = 1.0, voice: Optional[str] = None) -> Iterator[np.ndarray]:
         """Yield float32 mono (-1..1) at ``sample_rate`` Hz, one array per sentence as Piper ends it.
@@ -48,6 +60,11 @@ class PiperTextToSpeech:
         ``voice`` is ignored: the one loaded voice serves every voice name.
         """
         # Piper's length_scale is the inverse of speed (Realtime's audio.output.speed: 0.25..1.5).
-        config = self._config_type(length_scale=1.0 / max(0.25, min(speed, 4.0)), volume=0.9)
+        config = self._config_type(
+            length_scale=1.0 / max(0.25, min(speed, 4.0)),
+            noise_scale=self.noise_scale,
+            noise_w_scale=self.noise_w_scale,
+            volume=0.9,
+        )
         for chunk in self._voice.synthesize(text, syn_config=config):
             yield chunk.audio_float_array
