@@ -17,10 +17,11 @@ from gateway.models.whisper import (
     has_repeated_phrase,
     split_at_quiet_points,
 )
+from tests.helpers import QUESTION
 from tests.models.speech_fixtures import RATE, load_stt, load_tts, silence, speak
 
 SENTENCES = [
-    "What is the capital of France?",
+    QUESTION,
     "Please book a table for two at seven in the evening.",
     "The quick brown fox jumps over the lazy dog.",
     "Ten of clubs.",
@@ -141,10 +142,11 @@ def test_decode_cut_at_the_token_cap_falls_back(
 def test_empty_decode_of_voiced_audio_falls_back_but_silence_is_empty(
     stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    voiced = as_turn(speak(tts, "What is the capital of France?"))
+    voiced = as_turn(speak(tts, QUESTION))
     monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: ("", False))
     before = stt.fallbacks
-    assert "france" in words(stt.transcribe(voiced))
+    heard = stt.transcribe(voiced)
+    assert overlap(QUESTION, heard) >= 0.8, heard  # the 30 s window heard it (a word may go)
     assert stt.fallbacks == before + 1
     assert stt.transcribe(silence(1.0)) == ""
     assert stt.fallbacks == before + 1  # nothing to hear: no second decode

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import re
 
 from gateway.client import RealtimeClient
-from tests.helpers import serve
+from tests.helpers import serve, similarity
 
-QUESTIONS = {
-    "What is the capital of France?": {"capital", "france"},
-    "How many legs does a spider have?": {"legs", "spider"},
-    "Why is the sky blue?": {"sky", "blue"},
-}
-
-
-def words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z']+", text.lower()))
+QUESTIONS = ["What is the capital of Italy?", "How many legs does a spider have?", "Why is the sky blue?"]
 
 
 async def test_three_concurrent_callers_are_isolated(models, speech, gateway_config):
@@ -28,14 +19,14 @@ async def test_three_concurrent_callers_are_isolated(models, speech, gateway_con
         await asyncio.gather(*(c.wait_for("response.done", timeout=150) for c in clients))
 
         response_ids = set()
-        for client, (question, keys) in zip(clients, QUESTIONS.items(), strict=True):
+        for client, question in zip(clients, QUESTIONS, strict=True):
             transcripts = client.of_type("conversation.item.input_audio_transcription.completed")
             assert len(transcripts) == 1
-            heard = words(transcripts[0]["transcript"])
-            assert keys <= heard, (question, heard)
-            for other, other_keys in QUESTIONS.items():
-                if other != question:
-                    assert not other_keys <= heard
+            heard = transcripts[0]["transcript"]
+            # Each caller heard its own question (a word may go), and it is nearest to its own.
+            assert similarity(heard, question) >= 0.6, (question, heard)
+            nearest = max(QUESTIONS, key=lambda asked: similarity(heard, asked))
+            assert nearest == question, (question, heard)
             own = {e["response"]["id"] for e in client.of_type("response.created")}
             assert len(own) == 1
             foreign = [e for e in client.events if e.get("response_id") not in (None, *own)]

@@ -14,7 +14,7 @@ from aiortc import RTCPeerConnection
 from gateway.client import RealtimeClient
 from gateway.pool.unit import UnitState
 from gateway.server.app_keys import CALLS, POOL
-from tests.helpers import serve, wait_until
+from tests.helpers import QUESTION, serve, wait_until
 from tests.telephony.peers import SuppressingMicrophone, use_rsa_certificate
 
 
@@ -151,7 +151,7 @@ async def test_silence_suppressing_caller_is_answered_and_stays(models, speech, 
         client.mic = SuppressingMicrophone()
         assert await client.connect() == 201
         start = len(client.events)
-        client.say(speech("What is the capital of France?"))
+        client.say(speech(QUESTION))
         await client.wait_for("input_audio_buffer.speech_stopped", timeout=20, after=start)
         await client.wait_for("response.done", timeout=90, after=start)
         await client.wait_for("output_audio_buffer.stopped", timeout=60, after=start)
