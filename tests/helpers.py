@@ -1,10 +1,12 @@
 """Helpers the tests share (not fixtures: those are in conftest.py): a gateway served on loopback,
-polling, and transcript comparison."""
+polling, transcript comparison, and the faults a test must not see (logged tracebacks, server_error
+events)."""
 
 from __future__ import annotations
 
 import asyncio
 import difflib
+import logging
 import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -16,7 +18,7 @@ from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
 from gateway.server.runner import free_port, running_gateway
 
-__all__ = ["QUESTION", "app_idle", "free_port", "serve", "similarity", "wait_until", "words"]
+__all__ = ["QUESTION", "app_idle", "free_port", "logged_faults", "serve", "similarity", "wait_until", "words"]
 
 
 # The question the call tests ask aloud. Whisper base hears the (deterministic) test voice say it
@@ -60,3 +62,12 @@ def words(text: str) -> list[str]:
 def similarity(a: str, b: str) -> float:
     """Word-sequence similarity of two transcripts, 0..1 (difflib ratio)."""
     return difflib.SequenceMatcher(None, words(a), words(b)).ratio()
+
+
+def logged_faults(records: list[logging.LogRecord]) -> list[str]:
+    """The records at WARNING or above that carry a traceback, as 'logger: message' lines."""
+    return [
+        f"{r.name}: {r.getMessage()[:300]}"
+        for r in records
+        if r.levelno >= logging.WARNING and (r.exc_info or "Traceback" in r.getMessage())
+    ]

@@ -55,7 +55,8 @@ class CallRegistry:
         session object, as a ``session.update`` carries it) and answer. Returns (call, SDP answer).
 
         Raises OfferError (no unit claimed for an unusable offer; a claimed one is drained when
-        aiortc cannot answer) and PoolFullError when every unit is busy.
+        aiortc refuses the offer) and PoolFullError when every unit is busy; any other exception
+        of answering is re-raised after the call is hung up (the HTTP layer's 500, logged).
         """
         offer = check_offer(offer_sdp, self.config.max_offer_bytes)
         call_id = new_call_id(self.config.instance)
@@ -100,9 +101,13 @@ class CallRegistry:
         try:
             answer = await call.answer(offer)
         except Exception as exc:
+            refusal = answer_failure(exc)
+            if refusal is None:  # not an offer aiortc refused: a fault here (500, logged with its traceback)
+                await call.hangup(EndReason.SERVER_ERROR)
+                raise
             await call.hangup(EndReason.INVALID_OFFER)
             log.info("offer not answered: %s: %s", type(exc).__name__, exc)
-            raise OfferError(answer_failure(exc)) from exc
+            raise OfferError(refusal) from exc
         return call, answer
 
     def _ended(self, call: Call) -> None:
