@@ -18,7 +18,17 @@ from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
 from gateway.server.runner import free_port, running_gateway
 
-__all__ = ["QUESTION", "app_idle", "free_port", "logged_faults", "serve", "similarity", "wait_until", "words"]
+__all__ = [
+    "QUESTION",
+    "app_idle",
+    "free_port",
+    "logged_faults",
+    "serve",
+    "server_errors",
+    "similarity",
+    "wait_until",
+    "words",
+]
 
 
 # The question the call tests ask aloud. Whisper base hears the (deterministic) test voice say it
@@ -70,4 +80,13 @@ def logged_faults(records: list[logging.LogRecord]) -> list[str]:
         f"{r.name}: {r.getMessage()[:300]}"
         for r in records
         if r.levelno >= logging.WARNING and (r.exc_info or "Traceback" in r.getMessage())
+    ]
+
+
+def server_errors(events: list[dict]) -> list[dict]:
+    """The ``error`` events of a session that say the gateway failed (``server_error``), not the client."""
+    return [
+        e
+        for e in events
+        if e.get("type") == "error" and "server_error" in (e["error"].get("type"), e["error"].get("code"))
     ]

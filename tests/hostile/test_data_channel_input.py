@@ -14,7 +14,7 @@ from gateway.client import RealtimeClient
 from gateway.pool.unit import UnitState
 from gateway.realtime.client_messages import ClientEventRate, RateVerdict, decode_client_message
 from gateway.server.app_keys import POOL
-from tests.helpers import serve, wait_until
+from tests.helpers import serve, server_errors, wait_until
 
 
 async def send_invalid_utf8_text(client: RealtimeClient, payload: bytes) -> None:
@@ -76,9 +76,11 @@ async def test_bad_messages_get_errors_and_the_call_goes_on(models, gateway_conf
         codes = [error["error"]["code"] for error in errors]
         assert "invalid_json" in codes and "invalid_event" in codes and "message_too_large" in codes, codes
         assert all(error["error"].get("message") for error in errors)
+        assert not server_errors(errors), errors  # each is the client's fault, not a handler that raised
         # Still answered, on the same call:
         done = await client.wait_for("response.done", timeout=60, after=client.ask("Say hello."))
         assert done["response"]["status"] in ("completed", "incomplete"), done
+        assert not server_errors(client.events)
         assert app[POOL].units[0].state is UnitState.ACTIVE
         await client.hangup()
 
@@ -130,5 +132,6 @@ async def test_lone_surrogate_does_not_break_later_responses_and_deltas_have_no_
             assert not failed, failed
         deltas = [e.get("delta", "") for e in client.events if e["type"].endswith(("transcript.delta", "text.delta"))]
         assert deltas and not any("\ufffd" in delta for delta in deltas), deltas
+        assert not server_errors(client.events)
         await client.hangup()
         assert await wait_until(lambda: app[POOL].units[0].state is UnitState.IDLE, 10)
