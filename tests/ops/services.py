@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Optional
 
 import aiohttp
-import pytest
 
 from gateway.server.runner import free_port
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 # Small, fast models for the process tests: they start in seconds and answer in well under one.
@@ -28,10 +28,9 @@ FAST_MODELS = ["--llm-model", "smollm2-135m", "--turn-detector", "silence", "--l
 
 
 def unavailable(reason: str) -> None:
-    """Skip on a machine without the service, but fail under CI (setup.sh --services installs it)."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set: scripts/setup.sh --services should have installed it)", pytrace=False)
-    pytest.skip(reason)
+    """Skip on a machine without the service, but fail under CI (setup.sh --services installs it).
+    Also fails where scripts/setup.sh --browser --services ran (tests.helpers.unavailable)."""
+    helpers.unavailable(reason)
 
 
 def require(binary: str, package: str) -> str:
