@@ -195,5 +195,6 @@ async def test_a_server_that_never_answers_gives_an_error_event(models, silent_s
         error = (await client.wait_for("error", timeout=10, after=mark))["error"]
         waited = time.monotonic() - asked
         assert error["code"] == "llm_failed" and "did not answer in time" in error["message"], error
-        assert 1.5 < waited < 4.5, f"the error came after {waited:.1f} s (read timeout 2 s)"
+        # After the 2 s read timeout, not before; the upper bound is 10x loose (not a hang).
+        assert 1.5 < waited < 10 * 2.0, f"the error came after {waited:.1f} s (read timeout 2 s)"
         await client.hangup()

@@ -12,9 +12,9 @@ def test_a_sentence_is_queued_at_once_and_the_next_waits_for_room():
     """The TTS thread must be free to synthesize sentence 2 while sentence 1 plays (else the reply
     has a gap of one synthesis between sentences), yet never run far ahead of the track."""
     buffer = PlayoutBuffer(lambda g: True, capacity_ms=100)
-    started = time.monotonic()
-    assert buffer.write(1, np.ones(48000, np.int16))  # 1 s into an empty 100 ms buffer
-    assert time.monotonic() - started < 0.05
+    # 1 s into an empty 100 ms buffer is queued at once: nothing reads it, so a write that waited
+    # for room would never return (no timing needed).
+    assert buffer.write(1, np.ones(48000, np.int16))
     done = threading.Event()
 
     def writer():

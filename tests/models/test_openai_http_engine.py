@@ -21,15 +21,16 @@ def test_a_silent_server_gives_an_error_within_the_read_timeout(silent_server: s
     started = time.monotonic()
     with pytest.raises(LanguageModelError, match="did not answer in time"):
         llm.generate(QUESTION, 16, lambda: False, lambda piece: None)
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 10 * 1.0  # the read timeout, not a hang (bound 10x loose)
     llm.close()
 
 
 def test_a_cancel_while_the_server_is_silent_returns_at_once(silent_server: str) -> None:
-    llm = OpenAIHttpLanguageModel("any", silent_server, read_timeout_s=30.0)
+    llm = OpenAIHttpLanguageModel("any", silent_server, read_timeout_s=600.0)
     asked = time.monotonic()
     result = llm.generate(QUESTION, 16, lambda: time.monotonic() - asked > 0.3, lambda piece: None)
-    assert result.finish_reason == "cancelled" and time.monotonic() - asked < 1.0
+    # Returned on the cancel, long before the read timeout (bound 10x the ~1 s it may take).
+    assert result.finish_reason == "cancelled" and time.monotonic() - asked < 10.0
     llm.close()
 
 
@@ -41,7 +42,7 @@ def test_no_server_gives_an_error_at_once() -> None:
     started = time.monotonic()
     with pytest.raises(LanguageModelError, match="cannot be reached"):
         llm.generate(QUESTION, 16, lambda: False, lambda piece: None)
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 10 * 1.0  # the connect timeout at most (bound 10x loose)
     llm.close()
 
 
