@@ -93,15 +93,16 @@ async def test_flood_is_dropped_with_one_error(models, gateway_config):
         clear = json.dumps({"type": "input_audio_buffer.clear"})
         for _ in range(5000):  # thousands of events at once
             client.send_raw(clear)
-        started = asyncio.get_running_loop().time()
         await client.wait_for("error", timeout=20, after=mark)
         assert await wait_until(lambda: client.channel.bufferedAmount == 0, 60)  # all of it sent
-        flood_s = asyncio.get_running_loop().time() - started
         await asyncio.sleep(1.0)
         limited = [e for e in client.of_type("error", after=mark) if e["error"]["code"] == "rate_limit_exceeded"]
         assert len(limited) == 1, limited
         answered = len(client.of_type("input_audio_buffer.cleared", after=mark))
-        assert answered <= 200 + 100 * (flood_s + 1.5), (answered, flood_s)  # the burst, then the rate: not 5000
+        # The burst (200), then 100 a second while the flood arrives (~2-5 s here): a few hundred,
+        # not 5000. A fixed bound: at most 1000 answered, whatever the time the flood took.
+        assert answered <= 1000, answered
+        assert not server_errors(client.events)
         await asyncio.sleep(2.5)  # quiet: the bucket is full again
         again = len(client.events)
         client.send_raw(clear)
