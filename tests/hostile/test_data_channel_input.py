@@ -133,6 +133,12 @@ async def test_lone_surrogate_does_not_break_later_responses_and_deltas_have_no_
             assert not failed, failed
         deltas = [e.get("delta", "") for e in client.events if e["type"].endswith(("transcript.delta", "text.delta"))]
         assert deltas and not any("\ufffd" in delta for delta in deltas), deltas
+        # The multi-byte characters asked for came back whole, in the deltas and in the item.
+        reply = "".join(e["delta"] for e in client.of_type("response.output_audio_transcript.delta", after=mark))
+        asked = ("café", "naïve", "日本語")
+        assert any(word in reply for word in asked), reply
+        final = client.of_type("response.output_audio_transcript.done", after=mark)[-1]["transcript"]
+        assert final.strip() == reply.strip(), (final, reply)
         assert not server_errors(client.events)
         await client.hangup()
         assert await wait_until(lambda: app[POOL].units[0].state is UnitState.IDLE, 10)
