@@ -1,6 +1,7 @@
 """The soak of ``scripts/soak_calls.py``, short: callers in their own processes killed with SIGKILL
 (mid-answer and right after connecting) leave no unit, thread, task or file descriptor behind.
-The full run (200 cycles, RSS figures) is the script's, not a unit test's."""
+The long run (``scripts/soak_calls.py --cycles N``, RSS figures; a recorded run is in
+docs/BENCHMARKS.md) is the script's, not a unit test's."""
 
 from __future__ import annotations
 
@@ -41,5 +42,8 @@ async def test_abrupt_drops_leave_nothing_behind(models, gateway_config, tmp_pat
             assert await soak.wait_idle(app, 20), drop_at
         after = soak.figures(app, models)
     assert results == {"ok": 8}, results
-    for key in ("units idle", "recoveries", "threads", "native threads", "tasks", "open fds"):
+    # Every unit is idle again (a leaked unit would be one idle fewer)...
+    assert after["units idle"] == before["units idle"] == config.pool_size, (before, after)
+    # ...and nothing else grew.
+    for key in ("recoveries", "threads", "native threads", "tasks", "open fds"):
         assert after[key] <= before[key], (key, before[key], after[key])
