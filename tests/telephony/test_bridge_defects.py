@@ -10,6 +10,8 @@ import re
 import aiohttp
 import pytest
 from aiortc import RTCPeerConnection
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gateway.client import RealtimeClient
 from gateway.pool.unit import UnitState
@@ -52,6 +54,13 @@ async def test_peer_with_an_rsa_certificate_connects(models, gateway_config):
         assert await client.connect() == 201  # waits for session.created: DTLS and SCTP are up
         assert client.pc.connectionState == "connected"
         assert app[POOL].units[0].state is UnitState.ACTIVE
+        # The handshake used the RSA certificate: the gateway's DTLS peer certificate is RSA, and
+        # it is the one whose fingerprint the caller's offer announced.
+        call = next(iter(app[CALLS].calls.values()))
+        peer = call.pc.sctp.transport._ssl.get_peer_certificate(as_cryptography=True)
+        assert isinstance(peer.public_key(), rsa.RSAPublicKey), type(peer.public_key())
+        offered = re.search(r"a=fingerprint:sha-256 (\S+)", client.pc.localDescription.sdp).group(1)
+        assert peer.fingerprint(hashes.SHA256()).hex().upper() == offered.replace(":", ""), offered
         await client.hangup()
         assert await wait_until(lambda: idle(app), 10)
 
