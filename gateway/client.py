@@ -94,10 +94,14 @@ class RealtimeClient:
         codec: Optional[str] = None,
         low_latency: bool = True,
         configuration: Optional[RTCConfiguration] = None,
+        gateway_events: tuple[str, ...] = ("gateway.latency",),
     ) -> None:
         """``configuration``: the peer connection's ICE servers and policy (e.g. a TURN server with
-        ``iceTransportPolicy`` RELAY: relay candidates only); None: aiortc's default."""
+        ``iceTransportPolicy`` RELAY: relay candidates only); None: aiortc's default.
+        ``gateway_events``: the gateway's own server events to ask for (``?gateway_events=``; this
+        client reads ``gateway.latency``); () for only OpenAI's events, as a stock client gets."""
         self.base_url = base_url.rstrip("/")
+        self.gateway_events = gateway_events
         # True: hear each frame as it arrives (no 80 ms receive prefetch), so that timings measure
         # the gateway rather than this client's jitter buffer.
         self.low_latency = low_latency
@@ -155,7 +159,10 @@ class RealtimeClient:
             payload.add_field("sdp", self.pc.localDescription.sdp, content_type="application/sdp")
             payload.add_field("session", json.dumps(offer_session), content_type="application/json")
         async with aiohttp.ClientSession() as http:
-            async with http.post(f"{self.base_url}/v1/realtime/calls", data=payload, headers=headers) as response:
+            query = {"gateway_events": ",".join(self.gateway_events)} if self.gateway_events else None
+            async with http.post(
+                f"{self.base_url}/v1/realtime/calls", data=payload, headers=headers, params=query
+            ) as response:
                 self.status = response.status
                 body = await response.text()
                 if response.status != 201:

@@ -9,6 +9,7 @@ from typing import Optional
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
 from gateway.pipeline.chain import StageFactory
+from gateway.pool.lease import UnitLease
 from gateway.pool.unit import EventSink, PipelineUnit, UnitState
 
 
@@ -30,14 +31,17 @@ class UnitPool:
         loop = loop or asyncio.get_running_loop()
         self.units = [PipelineUnit(i, models, config, loop, stage_factories) for i in range(config.pool_size)]
         self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
+        self.on_recovery: Callable[[PipelineUnit], None] = lambda unit: None  # a stuck unit rebuilt (metrics)
         for unit in self.units:
             unit.on_state_change = lambda u: self.on_state_change(u)
+            unit.on_recovery = lambda u: self.on_recovery(u)
 
-    def claim(self, call_id: str, sink: EventSink) -> PipelineUnit:
-        """An idle unit now bound to ``call_id``; raises PoolFullError if there is none."""
+    def claim(self, call_id: str, sink: EventSink) -> UnitLease:
+        """An idle unit now bound to ``call_id``, as the call's lease (inert once released);
+        raises PoolFullError if there is none. Synchronous: nothing runs between check and set."""
         for unit in self.units:
             if unit.claim(call_id, sink):
-                return unit
+                return UnitLease(unit, call_id)
         raise PoolFullError(f"all {len(self.units)} units are busy")
 
     def count(self, state: UnitState) -> int:

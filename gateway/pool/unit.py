@@ -96,6 +96,7 @@ class PipelineUnit:
         self.recoveries = 0
         self.sessions_served = 0
         self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
+        self.on_recovery: Callable[[PipelineUnit], None] = lambda unit: None  # each rebuild of a stuck unit
         # Frame hooks (metrics): a caller frame in (samples, Hz); an outbound frame (reply audio, late).
         self.on_input_frame: Callable[[int, int], None] = lambda samples, rate: None
         self.on_output_frame: FrameHook = lambda audio, late: None
@@ -248,6 +249,7 @@ class PipelineUnit:
         one reads, and audio of their generation is stale.
         """
         self.recoveries += 1
+        self.on_recovery(self)
         self.chain.retire()
         self.playout.close()
         self.scope.cancel()

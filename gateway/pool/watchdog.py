@@ -1,6 +1,6 @@
-"""The session watchdogs both transports share (a WebRTC call, ``gateway.signaling.call``, and a
-WebSocket session, ``gateway.transports.websocket_session``): the idle timeout (``idle_timeout_s``:
-no speech and no response) and the longest session (``max_call_s``), read off the claimed unit.
+"""The session watchdogs every transport shares (run by the door, ``gateway.transports.door``): the
+idle timeout (``idle_timeout_s``: no speech and no response) and the longest session
+(``max_call_s``), read off the call's lease.
 
 The WebRTC call waits for ICE/DTLS first (``connect_timeout_s``) and watches its media itself
 (``media_timeout_s``); neither applies to a WebSocket.
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from gateway.config import GatewayConfig
 from gateway.pool.end_reason import EndReason
-from gateway.pool.unit import PipelineUnit
+from gateway.pool.lease import UnitLease
 
 Hangup = Callable[[EndReason, str], Awaitable[None]]
 
@@ -25,11 +25,11 @@ def watch_interval_s(config: GatewayConfig) -> float:
 
 
 async def watch_session(
-    unit: PipelineUnit, config: GatewayConfig, *, started_at: float, ended: Callable[[], bool], hangup: Hangup
+    lease: UnitLease, config: GatewayConfig, *, started_at: float, ended: Callable[[], bool], hangup: Hangup
 ) -> None:
     """Until ``ended()``: end the session with ``hangup(reason, message)`` once it has lasted
     ``max_call_s`` since ``started_at`` (``time.monotonic()`` seconds; MAX_DURATION), or once
-    ``idle_timeout_s`` passed since the unit's last activity (IDLE_TIMEOUT). A response being
+    ``idle_timeout_s`` passed since the call's last activity (IDLE_TIMEOUT). A response being
     generated or played counts as activity. (Realtime's ``idle_timeout_ms`` prompts the caller
     instead: ``gateway.realtime.idle_timer``.) Returns after a hang-up; cancel it otherwise."""
     tick = watch_interval_s(config)
@@ -39,10 +39,8 @@ async def watch_session(
         if now - started_at >= config.max_call_s:
             await hangup(EndReason.MAX_DURATION, f"maximum call duration of {config.max_call_s:g} s reached")
             return
-        state = unit.session_state
-        busy = unit.scope.live or unit.playout.buffered_ms > 0
-        if busy:
-            state.touch()
-        elif now - state.last_activity >= config.idle_timeout_s:
+        if lease.busy():
+            lease.touch()
+        elif lease.idle_for_s() >= config.idle_timeout_s:
             await hangup(EndReason.IDLE_TIMEOUT, f"no speech and no response for {config.idle_timeout_s:g} s")
             return

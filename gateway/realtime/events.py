@@ -22,6 +22,10 @@ GA_TO_BETA = {
 }
 # GA events with no beta counterpart (not sent to beta sessions).
 GA_ONLY = {"conversation.item.done"}
+# The gateway's own server events (no OpenAI event): sent only to a client that names them, with
+# ``gateway_events=gateway.latency`` in the query of its offer or WebSocket URL. ``gateway.latency``:
+# per-turn latency by stage (ms), for the demo page and the benchmarks.
+GATEWAY_EVENTS = frozenset({"gateway.latency"})
 
 # Content part types of assistant items: GA name -> beta name.
 _BETA_CONTENT = {"output_audio": "audio", "output_text": "text"}

@@ -5,23 +5,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Optional
 
-from gateway.realtime.events import GA_ONLY, GA_TO_BETA, error_event, public_item, server_event
+from gateway.realtime.events import GA_ONLY, GA_TO_BETA, GATEWAY_EVENTS, error_event, public_item, server_event
 
 
 class EventSender:
     """Sends server events by their GA names through ``send_raw`` (which must not block; it is
     called on the event loop). A beta session (``beta`` True, set by a flat ``session.update``) gets
-    the beta names, and no GA-only events. Once ``closed`` nothing more is sent.
+    the beta names, and no GA-only events. The gateway's own events (``GATEWAY_EVENTS``) go out
+    only when named in ``extensions`` (the client asked for them: a stock client validates every
+    event against OpenAI's types and fails on others). Once ``closed`` nothing more is sent.
     """
 
-    def __init__(self, send_raw: Callable[[dict], None]) -> None:
+    def __init__(self, send_raw: Callable[[dict], None], extensions: frozenset[str] = frozenset()) -> None:
         self._send_raw = send_raw
+        self.extensions = extensions
         self.beta = False
         self.closed = False
 
     def send(self, event_type: str, **fields: Any) -> None:
         """Send a server event (a fresh ``event_id`` is added) by its GA name."""
-        if self.closed:
+        if self.closed or (event_type in GATEWAY_EVENTS and event_type not in self.extensions):
             return
         if self.beta:
             if event_type in GA_ONLY:

@@ -34,7 +34,8 @@ from gateway.realtime.limits import SessionLimits
 from gateway.realtime.response_params import parse_response_params
 from gateway.realtime.response_tracker import ResponseTracker
 from gateway.realtime.sender import EventSender
-from gateway.realtime.session_config import SessionConfigError, SessionSettings, parse_update
+from gateway.realtime.session_config import SessionSettings
+from gateway.realtime.session_update import SessionUpdate
 from gateway.realtime.session_views import describe_session, local_voice
 
 __all__ = ["MAX_CLIENT_MESSAGE_BYTES", "RealtimeSession"]
@@ -68,9 +69,10 @@ class RealtimeSession:
         clock: Callable[[], float] = time.monotonic,
         max_call_s: Optional[float] = None,
         limits: Optional[SessionLimits] = None,
+        extensions: frozenset[str] = frozenset(),
     ) -> None:
         self.control = control
-        self._sender = EventSender(send)
+        self._sender = EventSender(send, extensions)
         self.id = new_id("sess")
         self.conversation_id = new_id("conv")
         self._local = local_models
@@ -179,26 +181,23 @@ class RealtimeSession:
             self.settings, session_id=self.id, beta=self.beta, local_models=self._local, expires_at=self._expires_at
         )
 
-    def apply_session_update(self, session: dict) -> None:
-        """Apply a session config object (the ``session`` of ``session.update``, or one sent with an
-        offer or an ephemeral key) exactly as a ``session.update`` does, ``session.updated`` included.
+    def apply_session_update(self, session: Any) -> None:
+        """Parse a session config object against this session's limits and apply it
+        (:meth:`apply_update`). Raises ClientError when it is invalid; nothing is applied then."""
+        self.apply_update(SessionUpdate.parse(session, self.limits, beta_default=self.beta))
 
-        Raises ClientError (code ``invalid_value``, or a limit's code such as
-        ``string_above_max_length``; ``param`` the dotted path of the bad field) when it is invalid;
-        nothing is applied then. Ignored once the session is closed.
-        """
-        self._apply_update(session)
-
-    def _apply_update(self, session: Any) -> None:
+    def apply_update(self, update: SessionUpdate) -> None:
+        """Apply a parsed session config (a ``session.update``'s, or one sent with an offer or an
+        ephemeral key, parsed at the edge) exactly as a ``session.update`` does,
+        ``session.updated`` included. Raises ClientError (``invalid_value``, ``param``
+        ``session.tool_choice``) when it would leave a ``tool_choice`` naming no tool; nothing is
+        applied then. Ignored once the session is closed."""
         if self.closed:
             return
-        try:
-            changes, beta = parse_update(session, beta_default=self.beta, limits=self.limits)
-        except SessionConfigError as exc:
-            raise ClientError(str(exc), exc.code, exc.param) from None
+        changes = update.changes
         self.settings.check_tools(changes)
         # Validated as a whole above: from here on nothing can fail half-way.
-        self._sender.beta = beta
+        self._sender.beta = update.beta(self.beta)
         settings = self.settings
         settings.apply(changes)
         self.control.update_settings(
@@ -213,6 +212,22 @@ class RealtimeSession:
             self.idle.disarm()
             self.idle.maybe_arm()
         self.send("session.updated", session=self.describe())
+
+    def answers_by_itself(self) -> bool:
+        """True when a finished user turn is answered without a ``response.create``: turn
+        detection on (not manual) with ``create_response``."""
+        turn = self.settings.turn
+        return turn.mode != "manual" and turn.create_response
+
+    def add_user_text(self, text: str) -> None:
+        """A user turn the gateway adds (a DTMF key press put into words): a ``message`` item with
+        ``input_text``, answered as a spoken turn would be when no response is going on."""
+        if self.closed:
+            return
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        self.conversation.create(item, None)
+        if self.answers_by_itself() and self.responses.active() is None:
+            self.responses.start(PromptSpec(), self.settings.audio)
 
     # ------------------------------------------------------------------ client events in
     def handle_client_message(self, raw: str | bytes) -> None:
@@ -245,7 +260,7 @@ class RealtimeSession:
             )
 
     def _on_session_update(self, event: dict, event_id: Optional[str]) -> None:
-        self._apply_update(event.get("session"))  # parse_update checks that it is an object
+        self.apply_session_update(event.get("session"))  # parse_update checks that it is an object
 
     def _on_input_audio_buffer_append(self, event: dict, event_id: Optional[str]) -> None:
         raise ClientError(
@@ -374,17 +389,10 @@ class RealtimeSession:
         if self.responses.active() is not None:
             self.responses.launch_when_ready()
             return
-        turn = self.settings.turn
         # A caller who is speaking again, or whose next turn is still being transcribed, has not
         # finished: answer once, after the last of their turns (a pause mid-sentence splits a turn).
         caller_continues = self._speaking or self.conversation.awaiting_transcript
-        if (
-            item is not None
-            and turn.mode != "manual"
-            and turn.create_response
-            and event.transcript.strip()
-            and not caller_continues
-        ):
+        if item is not None and self.answers_by_itself() and event.transcript.strip() and not caller_continues:
             self.responses.start(PromptSpec(), self.settings.audio, latency=event.latency)
         else:
             self.idle.maybe_arm()

@@ -10,11 +10,19 @@ anything is applied, so a rejected update leaves the session as it was. Unknown 
 and ignored: stock clients send fields this gateway has no use for (``tracing``, ``include``...).
 ``tools`` and ``tool_choice`` are checked by ``tools``, and sizes against the session's
 ``SessionLimits`` (``limits``): a too-long ``instructions`` is ``string_above_max_length``.
+
+A session config is parsed once, where it comes in (an offer's or a client_secrets request's
+``session``, the ``?model=`` of a WebSocket URL, a ``session.update``), into a frozen
+:class:`SessionUpdate` checked against the limits in force; the offer, the grant of an ephemeral
+key, ``open()`` and the session carry that object. Every problem is a
+:class:`~gateway.realtime.items.ClientError` (the one protocol error type; the server turns it into
+an HTTP 400 in one place, the session into an ``error`` event).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
@@ -165,16 +173,6 @@ BETA_KEYS = {
 GA_KEYS = {"type", "audio", "output_modalities", "max_output_tokens"}
 
 
-class SessionConfigError(ValueError):
-    """A structurally invalid ``session.update``; ``param`` is the dotted path of the bad field,
-    ``code`` the ``error`` code (``invalid_value``, or e.g. ``string_above_max_length`` for a limit)."""
-
-    def __init__(self, message: str, param: str, code: str = "invalid_value") -> None:
-        super().__init__(message)
-        self.param = param
-        self.code = code
-
-
 def detect_dialect(session: dict) -> Optional[str]:
     """ "ga", "beta", or None when the object has only keys both shapes share (``instructions``...)."""
     if GA_KEYS & session.keys():
@@ -223,7 +221,7 @@ _FIELD_NAMES = {
 def _raise(session: dict, exc: ValidationError) -> None:
     first = exc.errors()[0]
     param = _path(session, first["loc"])
-    raise SessionConfigError(f"Invalid value for '{param}': {first['msg']}", param) from None
+    raise ClientError(f"Invalid value for '{param}': {first['msg']}", "invalid_value", param) from None
 
 
 def parse_update(session: Any, beta_default: bool = False, limits: Optional[SessionLimits] = None) -> tuple[dict, bool]:
@@ -234,10 +232,12 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     turn_detection (dict, or None for manual turns; key absent = unchanged), language, model,
     transcription_model, input_format, output_format (GA format dicts), tools (FunctionTool list),
     tool_choice (a ``tools.ToolChoice``). ``limits`` (default: ``SessionLimits()``) bound the sizes.
-    Raises SessionConfigError on a structurally invalid value or one over a limit.
+    Raises ClientError (``param`` the dotted path of the bad field; ``code`` ``invalid_value``,
+    ``invalid_type``, or a limit's such as ``string_above_max_length``) on a structurally invalid
+    value or one over a limit.
     """
     if not isinstance(session, dict):
-        raise SessionConfigError("Invalid type for 'session': expected an object", "session")
+        raise ClientError("Invalid type for 'session': expected an object", "invalid_value", "session")
     dialect = detect_dialect(session)
     beta = beta_default if dialect is None else dialect == "beta"
     try:
@@ -247,13 +247,12 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     tokens = changes.get("max_tokens")
     if tokens is not None and tokens != "inf" and not 1 <= tokens <= MAX_OUTPUT_TOKENS:
         key = "max_response_output_tokens" if beta else "max_output_tokens"
-        raise SessionConfigError(
-            f"Invalid value for 'session.{key}': must be 1..{MAX_OUTPUT_TOKENS} or 'inf'", f"session.{key}"
+        raise ClientError(
+            f"Invalid value for 'session.{key}': must be 1..{MAX_OUTPUT_TOKENS} or 'inf'",
+            "invalid_value",
+            f"session.{key}",
         )
-    try:
-        _tool_changes(session, changes, limits or SessionLimits())
-    except ClientError as exc:
-        raise SessionConfigError(str(exc), exc.param or "session", exc.code or "invalid_value") from None
+    _tool_changes(session, changes, limits or SessionLimits())
     return changes, beta
 
 
@@ -402,7 +401,7 @@ class SessionSettings:
         """A requested token cap (an int or ``"inf"``) bounded by the configured one."""
         return self.token_cap if requested == "inf" else min(int(requested), self.token_cap)
 
-    def apply(self, changes: dict) -> None:
+    def apply(self, changes: Mapping[str, Any]) -> None:
         """Apply :func:`parse_update`'s normalised changes (validated: nothing here can fail)."""
         if "instructions" in changes:
             self.instructions = changes["instructions"]
@@ -420,7 +419,7 @@ class SessionSettings:
         if "turn_detection" in changes:
             self.turn = self._new_turn(changes["turn_detection"])
 
-    def check_tools(self, changes: dict) -> None:
+    def check_tools(self, changes: Mapping[str, Any]) -> None:
         """ClientError when ``changes`` would leave a named ``tool_choice`` that is not one of the
         tools (checked before :meth:`apply`, with the tools and choice the update leaves)."""
         if "tools" in changes or "tool_choice" in changes:

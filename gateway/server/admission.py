@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from aiohttp import web
 
 from gateway.pool.pool import PoolFullError
-from gateway.server.app_keys import CALLS, CONFIG, KEYS, METRICS, SHUTDOWN
+from gateway.realtime.session_update import SessionUpdate, merged_updates
+from gateway.server.app_keys import CONFIG, KEYS, METRICS, SESSIONS, SHUTDOWN
 from gateway.server.auth import Grant, bearer, same_key
 from gateway.server.errors import ApiError
-from gateway.server.offers import Offer, checked_session_config
-from gateway.signaling.call import Call
+from gateway.server.offers import Offer, requested_extensions
 from gateway.signaling.offer import OfferError
+from gateway.transports.door import LiveSession
+from gateway.transports.webrtc.call import open_call as open_webrtc_call
 
 OfferReader = Callable[[web.Request], Awaitable[Offer]]
 
@@ -40,8 +42,8 @@ class Admission:
             request.app[KEYS].refund(self.key, self.grant)
 
     @property
-    def session_config(self) -> Optional[dict[str, Any]]:
-        """The session config the ephemeral key was minted with, if any."""
+    def update(self) -> Optional[SessionUpdate]:
+        """The session config the ephemeral key was minted with (parsed then), if any."""
         return self.grant.session_config if self.grant is not None else None
 
 
@@ -72,22 +74,7 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     )
 
 
-SessionConfig = dict[str, Any]
-
-
-def merged_session_config(base: Optional[SessionConfig], override: Optional[SessionConfig]) -> Optional[SessionConfig]:
-    """``override`` on top of ``base``, nested objects merged key by key (either may be None)."""
-    if base is None or override is None:
-        return override if base is None else base
-    merged = dict(base)
-    for key, value in override.items():
-        below = merged.get(key)
-        nested = isinstance(value, dict) and isinstance(below, dict)
-        merged[key] = merged_session_config(below, value) if nested else value
-    return merged
-
-
-async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Call, str]:
+async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[LiveSession, str]:
     """Check the caller, read the offer with ``read_offer(request)``, open the call: the ephemeral
     key's session config first, the offer's on top. Returns (call, SDP answer).
 
@@ -97,11 +84,10 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Call
     """
     admission = admit(request)
     try:
+        extensions = requested_extensions(request)
         offer = await read_offer(request)
-        session_config = merged_session_config(admission.session_config, offer.session_config)
-        if admission.session_config is not None and offer.session_config is not None:
-            checked_session_config(session_config, "session")  # each one was valid: together too?
-        call, answer = await request.app[CALLS].create(offer.sdp, session_config)
+        update = merged_updates(admission.update, offer.update)  # each one was valid: together too?
+        call, answer = await open_webrtc_call(request.app[SESSIONS], offer.sdp, update, extensions=extensions)
     except PoolFullError as exc:
         admission.refund(request)
         raise pool_full_error(request, exc) from None

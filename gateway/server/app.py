@@ -21,18 +21,17 @@ from gateway.models.compute_meter import metered_models
 from gateway.pipeline.chain import StageFactory
 from gateway.pool.pool import UnitPool
 from gateway.pool.unit import PipelineUnit
+from gateway.realtime.limits import SessionLimits
 from gateway.server import routes
-from gateway.server.app_keys import CALLS, CONFIG, KEYS, METRICS, MODELS, POOL, SHUTDOWN, local_model_names
+from gateway.server.app_keys import CONFIG, KEYS, LIMITS, METRICS, MODELS, POOL, SESSIONS, SHUTDOWN, local_model_names
 from gateway.server.auth import EphemeralKeys
 from gateway.server.middleware import cors_middleware, error_middleware
 from gateway.server.shutdown import GracefulShutdown
 from gateway.server.static_files import static_root
-from gateway.server.websocket_routes import websocket_sessions
-from gateway.signaling.call import Call
 from gateway.signaling.ice import ice_configuration
-from gateway.signaling.registry import CallRegistry
+from gateway.transports.door import Door, LiveSession
 
-__all__ = ["CALLS", "CONFIG", "KEYS", "METRICS", "MODELS", "POOL", "SHUTDOWN", "create_app"]
+__all__ = ["CONFIG", "KEYS", "LIMITS", "METRICS", "MODELS", "POOL", "SESSIONS", "SHUTDOWN", "create_app"]
 
 # Room above the largest SDP offer for the rest of a request body (form parts, JSON, a session config).
 _BODY_ALLOWANCE_BYTES = 64 * 1024
@@ -54,13 +53,13 @@ def create_app(
         client_max_size=config.max_offer_bytes + _BODY_ALLOWANCE_BYTES,
     )
     app[CONFIG] = config
+    app[LIMITS] = SessionLimits.from_config(config)
     app[METRICS] = GatewayMetrics()
     app[KEYS] = EphemeralKeys()
     app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.retry_after_s, config.drain_timeout_s)
     shutdown.on_begin = lambda: app[METRICS].draining.set(1)
     app.cleanup_ctx.append(_models_and_pool(models, stage_factories))
-    app.cleanup_ctx.append(_call_registry)
-    app.cleanup_ctx.append(websocket_sessions)
+    app.cleanup_ctx.append(_door)
     routes.add_routes(app, static_root())
     return app
 
@@ -94,6 +93,7 @@ def _models_and_pool(models: Optional[ModelSet], stage_factories: Optional[dict[
                 metrics.units.labels(state=state).set(count)
 
         pool.on_state_change = on_unit_change
+        pool.on_recovery = lambda unit: metrics.recoveries.inc()
         on_unit_change(None)
         app[POOL] = pool
         yield
@@ -102,21 +102,21 @@ def _models_and_pool(models: Optional[ModelSet], stage_factories: Optional[dict[
     return models_and_pool
 
 
-async def _call_registry(app: web.Application) -> AsyncIterator[None]:
-    """The cleanup context of the call registry (its calls are drained by ``app[SHUTDOWN]``): every
-    call still live at clean-up is ended (``server_shutdown``, told to its client) before the pool
-    closes. Its hooks feed the metrics (transport ``webrtc``)."""
+async def _door(app: web.Application) -> AsyncIterator[None]:
+    """The cleanup context of the door, the live sessions of every transport (drained by
+    ``app[SHUTDOWN]``): every session still live at clean-up is ended (``server_shutdown``, told
+    to its client) before the pool closes. Its hooks feed the metrics, labelled by transport."""
     config, metrics = app[CONFIG], app[METRICS]
-    calls = CallRegistry(app[POOL], config, local_model_names(app))
+    door = Door(app[POOL], config, local_model_names(app))
 
-    def on_call_end(call: Call) -> None:
-        metrics.call_ended("webrtc", call.end_reason or "unknown")
+    def on_end(session: LiveSession) -> None:
+        metrics.call_ended(session.kind.value, session.end_reason or "unknown")
 
-    calls.on_event = metrics.observe_pipeline_event
-    calls.on_server_event = metrics.observe_server_event
-    calls.on_call_start = lambda call: metrics.call_started("webrtc")
-    calls.on_call_end = on_call_end
-    app[SHUTDOWN].add_calls(lambda: list(calls.calls.values()))
-    app[CALLS] = calls
+    door.on_event = metrics.observe_pipeline_event
+    door.on_server_event = metrics.observe_server_event
+    door.on_start = lambda session: metrics.call_started(session.kind.value)
+    door.on_end = on_end
+    app[SHUTDOWN].add_calls(lambda: list(door.sessions.values()))
+    app[SESSIONS] = door
     yield
-    await calls.close_all()
+    await door.close_all()

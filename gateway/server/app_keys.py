@@ -1,9 +1,10 @@
 """The typed application keys (``aiohttp.web.AppKey``) of the gateway app: the state that the app
 factory (:mod:`gateway.server.app`) sets up and the handlers and middlewares read.
 
-``CONFIG``, ``METRICS``, ``KEYS`` and ``SHUTDOWN`` are set when the app is built; ``MODELS``,
-``POOL``, ``CALLS`` and ``SESSIONS`` once start-up (``app.cleanup_ctx``) has loaded the models and
-built the pool, so a handler that may run before then checks ``KEY in request.app``.
+``CONFIG``, ``LIMITS``, ``METRICS``, ``KEYS`` and ``SHUTDOWN`` are set when the app is built;
+``MODELS``, ``POOL`` and ``SESSIONS`` (the door: the live sessions of every transport) once start-up
+(``app.cleanup_ctx``) has loaded the models and built the pool, so a handler that may run before
+then checks ``KEY in request.app``.
 """
 
 from __future__ import annotations
@@ -14,19 +15,19 @@ from gateway.config import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.models.base import ModelSet
 from gateway.pool.pool import UnitPool
+from gateway.realtime.limits import SessionLimits
 from gateway.server.auth import EphemeralKeys
 from gateway.server.shutdown import GracefulShutdown
-from gateway.signaling.registry import CallRegistry
-from gateway.transports.registry import SessionRegistry
+from gateway.transports.door import Door
 
 CONFIG = web.AppKey("config", GatewayConfig)
+LIMITS = web.AppKey("limits", SessionLimits)  # the configured session limits: the edge's and the sessions'
 METRICS = web.AppKey("metrics", GatewayMetrics)
 KEYS = web.AppKey("keys", EphemeralKeys)
 SHUTDOWN = web.AppKey("shutdown", GracefulShutdown)  # the draining flag: admission refuses while it is set
 MODELS = web.AppKey("models", ModelSet)
 POOL = web.AppKey("pool", UnitPool)
-CALLS = web.AppKey("calls", CallRegistry)
-SESSIONS = web.AppKey("sessions", SessionRegistry)  # the WebSocket sessions (GET /v1/realtime)
+SESSIONS = web.AppKey("sessions", Door)  # the live sessions of every transport (rtc_, ws_, sip_ ids)
 
 
 def local_model_names(app: web.Application) -> dict[str, str]:

@@ -6,7 +6,9 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
+
+from gateway.realtime.session_update import SessionUpdate
 
 DEFAULT_TTL_S = 60
 MIN_TTL_S = 10
@@ -28,10 +30,10 @@ class KeyLimitError(RuntimeError):
 @dataclass
 class Grant:
     """What an ephemeral key was minted with: its expiry (Unix seconds) and the session config
-    (``session`` of the client_secrets request) that the call it opens starts with."""
+    (``session`` of the client_secrets request, parsed at the edge) that the call it opens starts with."""
 
     expires_at: int
-    session_config: Optional[dict[str, Any]] = None
+    session_config: Optional[SessionUpdate] = None
 
 
 class EphemeralKeys:
@@ -46,7 +48,7 @@ class EphemeralKeys:
         self.max_keys = max_keys
         self._keys: dict[str, Grant] = {}
 
-    def mint(self, ttl_s: int = DEFAULT_TTL_S, session_config: Optional[dict[str, Any]] = None) -> tuple[str, int]:
+    def mint(self, ttl_s: int = DEFAULT_TTL_S, session_config: Optional[SessionUpdate] = None) -> tuple[str, int]:
         """A new key valid for ``ttl_s`` seconds; returns (key, expires_at).
 
         Raises KeyLimitError when ``max_keys`` unexpired keys are held already."""

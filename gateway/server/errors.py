@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from gateway.realtime.items import ClientError
+
 
 class ApiError(Exception):
     """An HTTP error answer: ``status`` (4xx/5xx), a human ``message``, a machine ``code``
@@ -34,6 +36,14 @@ class ApiError(Exception):
         self.error_type = error_type
         self.param = param
         self.headers: dict[str, str] = dict(headers or {})
+
+    @classmethod
+    def from_protocol(cls, error: ClientError) -> ApiError:
+        """A Realtime protocol error (a session config sent with an offer, a client_secrets
+        request or a WebSocket URL: ``invalid_value``, ``string_above_max_length``...) as the 400
+        answer to that request, with its ``code`` and ``param``. The one place the two meet: the
+        error middleware calls it for every ClientError a handler raises."""
+        return cls(400, str(error), error.code or "invalid_value", param=error.param)
 
     @property
     def body(self) -> dict[str, Any]:

@@ -3,8 +3,9 @@ become responses.
 
 Every error answer is JSON in the OpenAI shape ``{"error": {"type", "code", "message", "param"}}``:
 an :class:`ApiError` raised by a handler, aiohttp's own HTTP errors (404 unknown route, 405 with
-its ``Allow`` header, 413 body too large) and any unexpected exception (500, logged; the server
-goes on). CORS follows the Fetch standard (preflight ``OPTIONS`` with
+its ``Allow`` header, 413 body too large), a Realtime protocol error in a session config of the
+request (a ``ClientError``: 400 with its code and param, :meth:`ApiError.from_protocol`) and any
+unexpected exception (500, logged; the server goes on). CORS follows the Fetch standard (preflight ``OPTIONS`` with
 ``Access-Control-Request-Method``) for the origins of ``allowed_origins``.
 """
 
@@ -16,6 +17,7 @@ from typing import Optional
 
 from aiohttp import web
 
+from gateway.realtime.items import ClientError
 from gateway.server.app_keys import CONFIG
 from gateway.server.errors import ApiError
 
@@ -57,6 +59,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except ApiError as error:
         return render_error(error)
+    except ClientError as error:  # a session config of the request: a Realtime protocol error
+        return render_error(ApiError.from_protocol(error))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -11,8 +11,10 @@ The bodies accepted:
 - ``POST /offer`` (the demo page): JSON ``{"sdp": "...", "type": "offer", "session"?: {...}}``,
   the shape of an ``RTCSessionDescriptionInit`` (W3C WebRTC, JSEP RFC 8829).
 
-A session config is a Realtime session object (GA or beta shape), validated as a
-``session.update`` would be. Every problem is an :class:`ApiError` (400).
+A session config is a Realtime session object (GA or beta shape), parsed here, once, against the
+configured session limits (``app[LIMITS]``) into a :class:`SessionUpdate`. A body problem is an
+:class:`ApiError` (400); a bad session config a ``ClientError``, which the error middleware answers
+with a 400 naming the field (``param``) and the limit.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from gateway.realtime.session_config import SessionConfigError, parse_update
+from gateway.realtime.events import GATEWAY_EVENTS
+from gateway.realtime.session_update import SessionUpdate
+from gateway.server.app_keys import LIMITS
 from gateway.server.errors import ApiError
 
 _FORM_TYPES = ("multipart/", "application/x-www-form-urlencoded")
@@ -32,10 +36,10 @@ _FORM_TYPES = ("multipart/", "application/x-www-form-urlencoded")
 @dataclass(frozen=True)
 class Offer:
     """An SDP offer as received (not checked yet: signaling does that) and the session config sent
-    with it (None when there is none)."""
+    with it, parsed (None when there is none)."""
 
     sdp: str
-    session_config: Optional[dict[str, Any]] = None
+    update: Optional[SessionUpdate] = None
 
 
 async def read_text(request: web.Request) -> str:
@@ -54,19 +58,26 @@ async def read_text(request: web.Request) -> str:
         ) from None
 
 
-def checked_session_config(session_config: Any, field: str) -> Optional[dict[str, Any]]:
-    """A session config sent with an offer or a client_secrets request (``field`` names where it
-    came from), validated as a ``session.update`` would be; a ``{"session": {...}}`` wrapper is
-    unwrapped. None stays None. Raises ApiError (400) naming the bad field in ``param``."""
-    if session_config is None:
-        return None
-    if isinstance(session_config, dict) and isinstance(session_config.get("session"), dict):
-        session_config = session_config["session"]  # the {"session": {...}} wrapper some clients send
-    try:
-        parse_update(session_config)
-    except SessionConfigError as exc:
-        raise ApiError(400, f"'{field}': {exc}", exc.code, param=exc.param) from None
-    return session_config
+def session_update(request: web.Request, session_config: Any) -> Optional[SessionUpdate]:
+    """A session config sent with an offer or a client_secrets request, parsed against the
+    configured limits (a ``{"session": {...}}`` wrapper unwrapped; None stays None). Raises
+    ClientError (400 through the error middleware) naming the bad field in ``param``."""
+    return SessionUpdate.from_request(session_config, request.app[LIMITS])
+
+
+def requested_extensions(request: web.Request) -> frozenset[str]:
+    """The gateway's own server events the client asks for: ``?gateway_events=gateway.latency``
+    (comma-separated names of ``GATEWAY_EVENTS``) in the query of an offer or a WebSocket URL; none
+    by default, so a stock client sees only OpenAI's events. Raises ApiError (400 ``invalid_value``,
+    ``param`` ``gateway_events``) for a name that is no gateway event."""
+    names = frozenset(name.strip() for name in request.query.get("gateway_events", "").split(",") if name.strip())
+    unknown = sorted(names - GATEWAY_EVENTS)
+    if unknown:
+        known = ", ".join(sorted(GATEWAY_EVENTS))
+        raise ApiError(
+            400, f"Unknown gateway event {unknown[0][:60]!r} (known: {known}).", "invalid_value", param="gateway_events"
+        )
+    return names
 
 
 async def read_calls_offer(request: web.Request) -> Offer:
@@ -89,7 +100,7 @@ async def read_json_offer(request: web.Request) -> Offer:
         raise ApiError(400, 'body must be JSON {"sdp": ..., "type": "offer"}', "invalid_json") from None
     if not isinstance(body, dict) or body.get("type") != "offer" or not isinstance(body.get("sdp"), str):
         raise ApiError(400, 'body must be {"sdp": <string>, "type": "offer"}', "invalid_offer")
-    return Offer(body["sdp"], _json_session_config(body))
+    return Offer(body["sdp"], _json_session_config(request, body))
 
 
 async def _read_sdk_offer(request: web.Request) -> Offer:
@@ -103,16 +114,16 @@ async def _read_sdk_offer(request: web.Request) -> Offer:
         raise ApiError(
             400, 'body must be {"sdp": <string>, "session": {...}} (session optional)', "invalid_offer", param="sdp"
         )
-    return Offer(body["sdp"], _json_session_config(body))
+    return Offer(body["sdp"], _json_session_config(request, body))
 
 
-def _json_session_config(body: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """The checked ``session`` of a JSON offer body. Raises ApiError (400 ``invalid_type`` when it
-    is no object, else as :func:`checked_session_config`)."""
+def _json_session_config(request: web.Request, body: dict[str, Any]) -> Optional[SessionUpdate]:
+    """The parsed ``session`` of a JSON offer body. Raises ApiError (400 ``invalid_type`` when it
+    is no object), else as :func:`session_update`."""
     session_config = body.get("session")
     if session_config is not None and not isinstance(session_config, dict):
         raise ApiError(400, "'session' must be a JSON object.", "invalid_type", param="session")
-    return checked_session_config(session_config, "session")
+    return session_update(request, session_config)
 
 
 async def _read_form_offer(request: web.Request) -> Offer:
@@ -133,7 +144,7 @@ async def _read_form_offer(request: web.Request) -> Offer:
         raise ApiError(400, "The 'session' form field is not valid JSON.", "invalid_json", param="session") from None
     if not isinstance(session_config, dict):
         raise ApiError(400, "The 'session' form field must be a JSON object.", "invalid_type", param="session")
-    return Offer(sdp, checked_session_config(session_config, "session"))
+    return Offer(sdp, session_update(request, session_config))
 
 
 def _form_text(field: Any) -> str:

@@ -15,10 +15,10 @@ from typing import Any, Optional
 from aiohttp import web
 
 from gateway.server.admission import open_call
-from gateway.server.app_keys import CALLS, CONFIG, KEYS
+from gateway.server.app_keys import CONFIG, KEYS, SESSIONS
 from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, KeyLimitError, bearer, same_key
 from gateway.server.errors import ApiError
-from gateway.server.offers import checked_session_config, read_calls_offer, read_json_offer, read_text
+from gateway.server.offers import read_calls_offer, read_json_offer, read_text, session_update
 from gateway.server.ops_routes import add_ops_routes
 from gateway.server.static_files import add_static_routes
 from gateway.server.websocket_routes import add_websocket_routes
@@ -44,11 +44,12 @@ async def offer_json(request: web.Request) -> web.Response:
 
 
 async def hangup(request: web.Request) -> web.Response:
-    """``DELETE /v1/realtime/calls/{call_id}`` or ``POST .../hangup``: end the call and drain its
-    unit; 200 ``{"call_id", "status": "ended"}``, 404 ``call_not_found``. No key is needed: the
-    call id is an unguessable capability (as OpenAI's call ids are)."""
+    """``DELETE /v1/realtime/calls/{call_id}`` or ``POST .../hangup``: end the call (a live session
+    of any transport) and drain its unit; 200 ``{"call_id", "status": "ended"}``, 404
+    ``call_not_found``. No key is needed: the call id is an unguessable capability (as OpenAI's
+    call ids are)."""
     call_id = request.match_info["call_id"]
-    if not await request.app[CALLS].hangup(call_id):
+    if not await request.app[SESSIONS].hangup(call_id):
         raise ApiError(404, f"no call {call_id}", "call_not_found")
     return web.json_response({"call_id": call_id, "status": "ended"})
 
@@ -72,9 +73,9 @@ async def client_secrets(request: web.Request) -> web.Response:
     if not isinstance(body, dict):
         raise ApiError(400, "body must be a JSON object", "invalid_type")
     ttl_s = _ttl_s(body.get("expires_after"))
-    session_config = checked_session_config(body.get("session"), "session")
+    update = session_update(request, body.get("session"))  # checked now, against the configured limits
     try:
-        value, expires_at = request.app[KEYS].mint(ttl_s, session_config)
+        value, expires_at = request.app[KEYS].mint(ttl_s, update)
     except KeyLimitError as exc:
         raise ApiError(
             429,
@@ -83,7 +84,7 @@ async def client_secrets(request: web.Request) -> web.Response:
             "rate_limit_error",
             headers={"Retry-After": str(exc.retry_after_s)},
         ) from None
-    session_shown = session_config or {"type": "realtime"}
+    session_shown = dict(update.session) if update is not None else {"type": "realtime"}
     return web.json_response({"value": value, "expires_at": expires_at, "session": session_shown})
 
 

@@ -16,9 +16,9 @@ Once it is set:
   Every unit then drains (``SESSION_END`` through each stage); one that overruns
   ``drain_timeout_s`` is quarantined as usual, and the drain stops waiting for it.
 
-Calls come from the sources given to :meth:`GracefulShutdown.add_calls` (the WebRTC call
-registry; a WebSocket transport adds its own): objects with ``id``, ``unit`` (the claimed
-``PipelineUnit``), ``end_reason`` (None while live) and ``async hangup(reason, message)``.
+Calls come from the sources given to :meth:`GracefulShutdown.add_calls` (the door: the live
+sessions of every transport): objects with ``id``, ``lease`` (the claimed unit's
+``UnitLease``), ``end_reason`` (None while live) and ``async hangup(reason, message)``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import Any, Optional, Protocol
 
 from gateway.logging_setup import bind_call
 from gateway.pool.end_reason import EndReason
+from gateway.pool.lease import UnitLease
 from gateway.pool.unit import PipelineUnit, UnitState
 from gateway.server.errors import ApiError
 
@@ -49,7 +50,7 @@ class DrainableCall(Protocol):
     """What the drain needs of a live call of any transport."""
 
     id: str
-    unit: PipelineUnit
+    lease: UnitLease
     end_reason: Any  # None while the call is live
 
     def hangup(self, reason: EndReason | str, message: Optional[str] = None) -> Coroutine[Any, Any, None]:
@@ -59,9 +60,9 @@ class DrainableCall(Protocol):
 CallSource = Callable[[], Iterable[DrainableCall]]
 
 
-def hearing_answer(unit: PipelineUnit) -> bool:
-    """True while the unit's call has a response generating or reply audio still to play."""
-    return unit.scope.live or unit.playout.buffered_ms > 0
+def hearing_answer(lease: UnitLease) -> bool:
+    """True while the call has a response generating or reply audio still to play."""
+    return lease.busy()
 
 
 @dataclass
@@ -149,7 +150,7 @@ class GracefulShutdown:
                     report.cut += 1
                 break
             for call in calls:
-                quiet[call.id] = 0 if hearing_answer(call.unit) else quiet.get(call.id, 0) + 1
+                quiet[call.id] = 0 if hearing_answer(call.lease) else quiet.get(call.id, 0) + 1
                 if quiet[call.id] >= _QUIET_POLLS:
                     end(call, SHUTDOWN_MESSAGE)
                     report.finished += 1

@@ -1,6 +1,7 @@
 """``GET /v1/realtime``: the Realtime WebSocket transport (a session of its own), and sideband
 control of a WebRTC call (``?call_id=rtc_...``). HTTP only here: who may connect, the upgrade, and
-the refusals made before it; the sessions themselves are ``gateway.transports``.
+the refusals made before it; the sessions themselves are ``gateway.transports`` (the door and its
+WebSocket leg).
 
 Source: the OpenAI Realtime WebSocket contract: ``wss://host/v1/realtime?model=...`` with
 ``Authorization: Bearer <key>`` (server clients) or, from a browser, which cannot set headers, the
@@ -13,20 +14,22 @@ every error of the API: 400 (no WebSocket upgrade), 401, 404 (no such call), 503
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Optional
 
 from aiohttp import web
 
 from gateway.pool.end_reason import EndReason
 from gateway.pool.pool import PoolFullError
-from gateway.server.admission import admit, merged_session_config, pool_full_error
-from gateway.server.app_keys import CALLS, CONFIG, METRICS, POOL, SESSIONS, SHUTDOWN, local_model_names
+from gateway.realtime.session_update import SessionUpdate, merged_updates
+from gateway.server.admission import admit, pool_full_error
+from gateway.server.app_keys import CONFIG, LIMITS, METRICS, SESSIONS
 from gateway.server.auth import bearer, same_key
 from gateway.server.errors import ApiError
-from gateway.transports.event_socket import websocket_response
-from gateway.transports.registry import SessionRegistry
-from gateway.transports.websocket_session import WebSocketSession
+from gateway.server.offers import requested_extensions
+from gateway.transports.door import TransportKind
+from gateway.transports.websocket.event_socket import websocket_response
+from gateway.transports.websocket.session import open_websocket_session
+from gateway.transports.websocket.sideband import serve_sideband
 
 API_KEY_PROTOCOL = "openai-insecure-api-key."  # + the key: the browser form of the bearer token
 BETA_PROTOCOL = "openai-beta.realtime-v1"
@@ -69,9 +72,12 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
         return await sideband(request, ws, request.query["call_id"], token)
     admission = admit(request, token)
     try:
+        extensions = requested_extensions(request)
         model = request.query.get("model")
-        session_config = merged_session_config(admission.session_config, {"model": model} if model else None)
-        session = request.app[SESSIONS].open(session_config, beta=wants_beta(request, offered))
+        url_update = SessionUpdate.parse({"model": model}, request.app[LIMITS]) if model else None
+        update = merged_updates(admission.update, url_update)
+        beta = wants_beta(request, offered)
+        session, leg = open_websocket_session(request.app[SESSIONS], update, beta=beta, extensions=extensions)
     except PoolFullError as exc:
         admission.refund(request)
         raise pool_full_error(request, exc) from None
@@ -84,7 +90,7 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
     except BaseException:  # the client went away during the upgrade
         await session.hangup(EndReason.WEBSOCKET_CLOSED)
         raise
-    await session.serve(ws)
+    await leg.serve(ws)
     return ws
 
 
@@ -102,43 +108,23 @@ async def sideband(
             "invalid_api_key",
             "authentication_error",
         )
-    call = request.app[CALLS].calls.get(call_id)
-    if call is None or call.end_reason is not None:
+    door = request.app[SESSIONS]
+    call = door.live(call_id)
+    if call is None or call.kind is TransportKind.WEBSOCKET:  # a sideband steers a call with its media elsewhere
         raise ApiError(404, f"no call {call_id}", "call_not_found", param="call_id")
     await ws.prepare(request)
-    await request.app[SESSIONS].serve_sideband(call, ws)
+    await serve_sideband(door, call, ws)
     return ws
 
 
-async def websocket_sessions(app: web.Application) -> AsyncIterator[None]:
-    """The cleanup context of the WebSocket session registry (after the models and pool): its
-    sessions join the graceful shutdown's calls and the metrics (transport ``websocket``); every
-    session and sideband still open when the app shuts down is ended then (``on_shutdown``: before
-    aiohttp waits for the handlers, which a WebSocket would hold)."""
-    config, metrics = app[CONFIG], app[METRICS]
-    sessions = SessionRegistry(app[POOL], config, local_model_names(app))
-
-    def on_session_end(session: WebSocketSession) -> None:
-        metrics.call_ended("websocket", session.end_reason or "unknown")
-
-    sessions.on_event = metrics.observe_pipeline_event
-    sessions.on_server_event = metrics.observe_server_event
-    sessions.on_session_start = lambda session: metrics.call_started("websocket")
-    sessions.on_session_end = on_session_end
-    app[SHUTDOWN].add_calls(lambda: list(sessions.sessions.values()))
-    app[SESSIONS] = sessions
-    yield
-    await sessions.close_all()
-
-
 async def _close_websockets(app: web.Application) -> None:
-    """``on_shutdown``: end the WebSocket sessions and sidebands, so their handlers return."""
+    """``on_shutdown``: end the sessions and sidebands, so the WebSocket handlers return (before
+    aiohttp waits for the handlers, which a WebSocket would hold)."""
     if SESSIONS in app:
         await app[SESSIONS].close_all()
 
 
 def add_websocket_routes(app: web.Application) -> None:
-    """Register ``GET /v1/realtime`` on ``app`` and the shutdown hook of its sockets (the app's
-    ``cleanup_ctx`` must also hold :func:`websocket_sessions`)."""
+    """Register ``GET /v1/realtime`` on ``app`` and the shutdown hook of its sockets."""
     app.router.add_get("/v1/realtime", realtime_websocket)
     app.on_shutdown.append(_close_websockets)

@@ -1,8 +1,8 @@
-"""Transports beside the WebRTC call (``gateway.signaling``) that carry the Realtime protocol: a
-WebSocket session (``GET /v1/realtime``) claims a pool unit exactly as a call does and drives one
-Realtime session, with the audio inside the events; a sideband WebSocket attaches to a live call.
+"""Transports: how a caller reaches a Realtime session, and the one door they all open it through.
 
-Modules: ``event_socket`` (a WebSocket of JSON events), ``websocket_session`` (one session: audio in
-and out, watchdogs, end), ``registry`` (the live sessions), ``sideband`` (``?call_id=`` control of a
-WebRTC call).
+``door`` (the live sessions of every transport by id, ``Door.open``, the one hang-up sequence, the
+client-event rate, DTMF, the ``Transport`` protocol a leg implements), ``webrtc`` (the WebRTC call:
+one RTCPeerConnection with the ``oai-events`` data channel), ``websocket`` (the Realtime WebSocket
+transport with the audio inside the events, and the sideband that steers a live call). A SIP leg
+goes in ``sip``. The SDP/ICE/RTP helpers a leg uses are ``gateway.signaling``.
 """

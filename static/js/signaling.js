@@ -53,7 +53,9 @@ async function readErrorMessage(resp) {
  * {busy: true, retryAfter: seconds}; rejects with a GatewayError otherwise (or a TypeError when
  * the gateway cannot be reached, an AbortError when `signal` fires). */
 export async function postOffer(desc, signal) {
-  const resp = await fetch('/offer', {
+  // gateway_events: this page shows the gateway's own per-turn latency event (a stock Realtime
+  // client is sent only OpenAI's events).
+  const resp = await fetch('/offer?gateway_events=gateway.latency', {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ sdp: desc.sdp, type: desc.type }),

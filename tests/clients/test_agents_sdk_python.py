@@ -5,6 +5,7 @@ agent calls a function tool once and answers with its result."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from agents import function_tool
@@ -57,6 +58,38 @@ async def test_agents_sdk_realtime_runner_typed_turn(models, gateway_config):
             await asyncio.wait_for(read(), 60)
         assert " ".join(answer).strip()
         assert "agent_start" in kinds and "history_added" in kinds
+        assert await wait_until(lambda: app_idle(app), 10)
+
+
+async def test_agents_sdk_spoken_turn_sees_only_events_it_can_parse(models, gateway_config, caplog):
+    """A spoken turn (audio out, so the gateway measures its latency): the stock SDK validates
+    every server event against OpenAI's types; a gateway extension event (``gateway.latency``) is
+    sent only to clients that ask for it, so this one logs no validation failure and its
+    application sees no error event."""
+    caplog.set_level(logging.DEBUG)
+    agent = RealtimeAgent(name="Assistant", instructions="Answer in one short sentence.")
+    async with serve(gateway_config(api_key=API_KEY, max_response_tokens=12), models) as (url, app):
+        runner = RealtimeRunner(
+            agent, config={"model_settings": {"model_name": "gpt-realtime", "output_modalities": ["audio"]}}
+        )
+        session = await runner.run(model_config={"url": ws_url(url), "api_key": API_KEY})
+        kinds: list[str] = []
+        async with session:
+            await session.send_message("Say hello.")
+
+            async def read() -> None:
+                async for event in session:
+                    kinds.append(event.type)
+                    assert event.type != "error", event
+                    if event.type == "raw_model_event" and event.data.type == "raw_server_event":
+                        if event.data.data.get("type") == "response.done":
+                            return
+
+            await asyncio.wait_for(read(), 90)
+            await asyncio.sleep(0.5)  # events sent right after response.done are read too
+        assert "audio" in kinds, kinds
+        failures = [r.getMessage() for r in caplog.records if "Failed to validate server event" in r.getMessage()]
+        assert not failures, failures
         assert await wait_until(lambda: app_idle(app), 10)
 
 

@@ -9,7 +9,7 @@ import json
 import aiohttp
 
 from gateway.pool.unit import UnitState
-from gateway.server.app_keys import CALLS, POOL
+from gateway.server.app_keys import POOL, SESSIONS
 from tests.helpers import serve, wait_until
 from tests.hostile.sdp_offers import offers
 
@@ -36,10 +36,10 @@ async def test_twenty_concurrent_offers_against_a_pool_of_four(models, gateway_c
                     if status == 503:
                         assert json.loads(body)["error"]["code"] == "pool_full" and int(headers["Retry-After"]) > 0
                 assert all(unit.state is UnitState.ACTIVE for unit in app[POOL].units)
-                assert len(app[CALLS].calls) == 4
+                assert len(app[SESSIONS].sessions) == 4
                 for status, _, headers in results:
                     if status == 201:
                         async with http.delete(f"{url}{headers['Location']}") as response:
                             assert response.status == 200
                 assert await wait_until(lambda: all(u.state is UnitState.IDLE for u in app[POOL].units), 10)
-        assert app[POOL].snapshot()["recoveries"] == 0 and not app[CALLS].calls
+        assert app[POOL].snapshot()["recoveries"] == 0 and not app[SESSIONS].sessions

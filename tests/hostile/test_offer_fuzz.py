@@ -17,7 +17,7 @@ from aiortc import RTCPeerConnection
 from aiortc.mediastreams import VideoStreamTrack
 
 from gateway.pool.unit import UnitState
-from gateway.server.app_keys import CALLS, POOL
+from gateway.server.app_keys import POOL, SESSIONS
 from tests.helpers import logged_faults, serve, wait_until
 from tests.hostile.sdp_offers import mutations, offers
 
@@ -117,7 +117,7 @@ async def test_offers_and_mutations_get_an_answer_or_a_clear_400(models, gateway
             ):
                 status, body, _ = await post(http, url, bases[name])
                 assert status == 201, (name, body[:300])  # each base offer is answered...
-                await app[CALLS].hangup(next(iter(app[CALLS].calls)))
+                await app[SESSIONS].hangup(next(iter(app[SESSIONS].sessions)))
                 assert await wait_until(lambda: unit.state is UnitState.IDLE, 5)
             status, body, _ = await post(http, url, bases["no_audio"])
             assert status == 400 and "no audio m-line" in body, body
@@ -128,7 +128,7 @@ async def test_offers_and_mutations_get_an_answer_or_a_clear_400(models, gateway
             assert await wait_until(lambda: unit.state is UnitState.IDLE, config.connect_timeout_s + 3)
             assert unit.close_reason == "connect_timeout"
             assert asyncio.get_running_loop().time() - started <= config.connect_timeout_s + 3
-        assert unit.recoveries == 0 and not app[CALLS].calls
+        assert unit.recoveries == 0 and not app[SESSIONS].sessions
     assert results.get(201) and results.get(400), results
     assert not logged_faults(caplog.records)  # no fault of the gateway passed for a bad offer
 
@@ -139,7 +139,7 @@ async def test_a_fault_while_answering_is_a_logged_500_not_an_invalid_offer(
     """A gateway bug while answering used to come back as 400 ``invalid_offer``, logged at INFO
     without its traceback: the fuzz above could not see it. It is a 500 with the traceback logged,
     and the unit is given back; an offer aiortc refuses stays a 400 logged at INFO."""
-    from gateway.signaling.call import Call
+    from gateway.transports.webrtc.call import WebRTCCall as Call
 
     caplog.set_level(logging.INFO)
     sdp = (await aiortc_offers())["aiortc_audio_channel"]

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.logging_setup import CALL_ID, bind_call, configure_logging, redact_call_id, redact_text
-from gateway.signaling.registry import new_call_id
+from gateway.transports.door import TransportKind, new_session_id
 
 CALL = "rtc_gw-1_0123456789abcdef0123456789abcdef"
 
@@ -33,10 +33,10 @@ def lines(stream: io.StringIO) -> list[dict]:
 
 
 def test_call_ids_carry_the_instance_and_stay_unguessable():
-    call_id = new_call_id(GatewayConfig(instance_id="gw-1").instance)
+    call_id = new_session_id(TransportKind.WEBRTC, GatewayConfig(instance_id="gw-1").instance)
     prefix, instance, digits = call_id.split("_")
     assert (prefix, instance, len(digits)) == ("rtc", "gw-1", 32)
-    assert int(digits, 16) >= 0 and new_call_id("gw-1") != call_id
+    assert int(digits, 16) >= 0 and new_session_id(TransportKind.WEBRTC, "gw-1") != call_id
     derived = GatewayConfig(port=8123).instance
     assert derived.endswith("-8123") and "_" not in derived
     with pytest.raises(ValueError, match="instance_id"):

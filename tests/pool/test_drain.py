@@ -10,7 +10,7 @@ from gateway.models.base import ChatMessage
 from gateway.pipeline.messages import SessionEnd
 from gateway.pool.pool import UnitPool
 from gateway.pool.unit import UnitState
-from gateway.server.app import POOL
+from gateway.server.app import METRICS, POOL
 from tests.doubles import BlockingLanguageModelDouble, FailingOnceLanguageModelDouble
 from tests.helpers import serve, wait_until
 
@@ -66,6 +66,7 @@ async def test_stuck_unit_is_quarantined_and_recovers_by_itself(models, gateway_
         assert await wait_until(lambda: pool.units[0].state is UnitState.IDLE, 10)
         assert "draining" in seen and "stuck" in seen and seen[-1] == "idle"
         assert pool.units[0].recoveries == 1 and pool.snapshot()["recoveries"] == 1
+        assert "vg_unit_recoveries_total 1.0" in app[METRICS].render().decode()  # what DEPLOYMENT.md alerts on
 
         # The unit serves the next caller; the hung thread's late output never reaches it.
         second = RealtimeClient(url)

@@ -70,3 +70,43 @@ async def test_a_response_requested_while_draining_does_not_reach_the_next_sessi
     finally:
         unit.close()
         unit.join(5)
+
+
+async def test_a_lease_goes_inert_once_its_unit_is_released(
+    models: ModelSet, gateway_config: Callable[..., GatewayConfig]
+) -> None:
+    """The lease ``UnitPool.claim`` returns is the call's only handle on the unit: once released
+    (and after the unit serves the next caller) nothing of the ended call can act on it."""
+
+    import numpy as np
+    import pytest
+
+    from gateway.models.base import ChatMessage
+    from gateway.pool.pool import UnitPool
+    from gateway.pool.unit import UnitState
+    from tests.helpers import wait_until
+
+    pool = UnitPool(models, gateway_config(pool_size=1))
+    try:
+        first = pool.claim("rtc_first", lambda event: None)
+        assert first.live and not first.busy() and first.input_rate == models.vad.sample_rate
+        assert first.release("client_hangup") and not first.release("client_hangup")
+        unit = pool.units[0]
+        assert await wait_until(lambda: unit.state is UnitState.IDLE, 15)
+        second = pool.claim("rtc_second", lambda event: None)
+        assert unit.call_id == "rtc_second" and second.live and not first.live
+        frames: list[int] = []
+        unit.on_input_frame = lambda samples, rate: frames.append(samples)
+        with pytest.raises(RuntimeError):
+            first.create_response([ChatMessage("user", "hello")], audio=False)
+        first.commit_input()
+        first.submit_audio(np.zeros(320, np.int16), 0.0)
+        first.update_settings(instructions="ended", max_tokens=1, speed=1.0, language="fr", turn=unit.turn)
+        assert first.interrupt() is None and not first.busy() and first.idle_for_s() == 0.0
+        assert not first.release("client_hangup") and unit.state is UnitState.ACTIVE
+        assert unit.session_state.instructions != "ended" and unit.session_state.language != "fr"
+        assert frames == []  # the ended call's audio never reached the next caller's VAD
+        second.release("client_hangup")
+        assert await wait_until(lambda: unit.state is UnitState.IDLE, 15)
+    finally:
+        pool.close()

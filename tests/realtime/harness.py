@@ -23,7 +23,7 @@ Step = Union[dict, str, bytes, Callable[["Harness"], Any]]
 class Harness:
     """A started RealtimeSession on a PipelineControlDouble, recording what it sends."""
 
-    def __init__(self) -> None:
+    def __init__(self, extensions: frozenset[str] = frozenset()) -> None:
         self.pipeline = PipelineControlDouble(call_id=SID)
         self.timers = TimersDouble()
         self.sent: list[dict] = []
@@ -34,6 +34,7 @@ class Harness:
             local_models=LOCAL,
             call_later=self.timers.call_later,
             clock=self.timers.clock,
+            extensions=extensions,
         )
         self.rt.start()
 

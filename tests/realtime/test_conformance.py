@@ -901,6 +901,7 @@ def test_every_client_event_and_pipeline_event_has_a_handler() -> None:
 
 
 def test_the_double_and_the_unit_offer_the_pipeline_control_protocol() -> None:
+    from gateway.pool.lease import UnitLease
     from gateway.pool.unit import PipelineUnit
 
     members = [name for name in vars(PipelineControl) if not name.startswith("_")]
@@ -913,7 +914,7 @@ def test_the_double_and_the_unit_offer_the_pipeline_control_protocol() -> None:
         "create_response",
         "interrupt",
     } <= set(members)
-    for implementation in (PipelineControlDouble, PipelineUnit):
+    for implementation in (PipelineControlDouble, PipelineUnit, UnitLease):
         for name in members:
             expected = inspect.signature(getattr(PipelineControl, name))
             actual = inspect.signature(getattr(implementation, name))
@@ -944,8 +945,16 @@ def test_max_call_s_sets_expires_at() -> None:
     assert abs(rt.describe()["expires_at"] - (time.time() + 60)) <= 2
 
 
-def test_gateway_latency_names_its_stages() -> None:
+def test_gateway_latency_goes_only_to_a_client_that_asks_for_it() -> None:
+    """A stock client (no ``gateway_events``) sees only OpenAI's server events."""
     h = Harness()
+    speaking(h)
+    measured = pe.TurnLatencyMeasured(SID, generation=h.pipeline.generation, latency_ms=TurnLatency().as_ms())
+    assert not [e for e in h.run(lambda h: measured) if e["type"].startswith("gateway.")]
+
+
+def test_gateway_latency_names_its_stages() -> None:
+    h = Harness(extensions=frozenset({"gateway.latency"}))
     speaking(h)
     latency = TurnLatency(
         speech_end=1.0,

@@ -11,9 +11,10 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.realtime.conversation import PromptSpec
+from gateway.realtime.items import ClientError
 from gateway.realtime.limits import SessionLimits
 from gateway.realtime.session import RealtimeSession
-from gateway.realtime.session_config import SessionConfigError, parse_update
+from gateway.realtime.session_config import parse_update
 from tests.realtime.harness import LOCAL, Harness, client, user_text
 from tests.realtime.test_tools import WEATHER
 
@@ -83,11 +84,11 @@ def test_instructions_over_the_limit_are_refused_in_response_create() -> None:
 
 
 def test_parse_update_reports_a_limit_with_its_code() -> None:
-    """The offer and client_secrets paths validate with parse_update: a limit is a SessionConfigError."""
-    with pytest.raises(SessionConfigError) as raised:
+    """The offer and client_secrets paths validate with parse_update: a limit is a ClientError."""
+    with pytest.raises(ClientError) as raised:
         parse_update({"instructions": "z" * 20_000})
     assert (raised.value.code, raised.value.param) == ("string_above_max_length", "session.instructions")
-    with pytest.raises(SessionConfigError) as raised:
+    with pytest.raises(ClientError) as raised:
         parse_update({"type": "realtime", "tools": [{"name": 1}]})
     assert raised.value.param == "session.tools[0].name"
 

@@ -13,7 +13,7 @@ from aiortc.mediastreams import VideoStreamTrack
 
 from gateway.client import RealtimeClient
 from gateway.pool.unit import UnitState
-from gateway.server.app_keys import CALLS, POOL
+from gateway.server.app_keys import POOL, SESSIONS
 from tests.helpers import serve, wait_until
 
 
@@ -88,7 +88,7 @@ async def test_unusable_offers_are_refused_without_claiming_a_unit(models, gatew
                 error = json.loads(body)["error"]
                 assert error["code"] == "invalid_offer" and name.split("-")[0] in error["message"].lower(), error
         assert app[POOL].units[0].sessions_served == 0, "a bad offer claimed (and drained) a unit"
-        assert all_idle(app) and not app[CALLS].calls
+        assert all_idle(app) and not app[SESSIONS].sessions
 
 
 async def test_bad_http_input_gets_json_errors_and_the_server_lives(models, gateway_config):
@@ -185,7 +185,7 @@ async def test_late_data_channel_message_does_not_reach_the_next_caller(models, 
     async with serve(gateway_config(pool_size=1), models) as (url, app):
         first = RealtimeClient(url)
         assert await first.connect() == 201
-        old_call = app[CALLS].calls[first.call_id]
+        old_call = app[SESSIONS].sessions[first.call_id].transport
         # aiortc drops a channel's listeners once it is closed: keep the one the transport calls.
         (deliver,) = old_call.channel.listeners("message")
         await first.hangup()
@@ -311,7 +311,7 @@ async def test_a_call_that_cannot_be_built_gives_its_unit_back(models, gateway_c
     """Anything that fails between claiming a unit and registering the call (here the peer
     connection) used to leave the unit claimed forever, answered with aiohttp's text 500, and
     used up the caller's single-use ephemeral key although no call came of it."""
-    import gateway.signaling.call as call_module
+    import gateway.transports.webrtc.call as call_module
     from gateway.server.app_keys import KEYS
 
     def broken(*args, **kwargs):
@@ -336,10 +336,10 @@ async def test_outbound_track_stops_before_the_unit_is_released(models, gateway_
     async with serve(gateway_config(pool_size=1), models) as (url, app):
         client = RealtimeClient(url)
         assert await client.connect() == 201
-        call = app[CALLS].calls[client.call_id]
+        call = app[SESSIONS].sessions[client.call_id].transport
         (transceiver,) = [t for t in call.pc.getTransceivers() if t.kind == "audio"]
         track = transceiver.sender.track
-        unit = call.unit
+        unit = app[POOL].units[0]
         seen: list[str] = []
         begin_drain = unit.begin_drain
 

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gateway.client import RealtimeClient
 from gateway.pool.unit import UnitState
-from gateway.server.app_keys import CALLS, POOL
+from gateway.server.app_keys import POOL, SESSIONS
 from tests.helpers import QUESTION, serve, wait_until
 from tests.telephony.peers import SuppressingMicrophone, use_rsa_certificate
 
@@ -100,7 +100,7 @@ async def test_opus_is_answered_when_offered_after_g711(models, gateway_config):
         opus = re.search(r"a=rtpmap:(\d+) opus/48000", answer).group(1)
         assert re.search(rf"^m=audio \d+ \S+ {opus} 0 8\b", answer, re.M), answer
         await pc.close()
-        await app[CALLS].hangup(next(iter(app[CALLS].calls)))
+        await app[SESSIONS].hangup(next(iter(app[SESSIONS].sessions)))
 
 
 async def test_unparseable_offers_are_told_what_is_wrong_in_sdp_terms(models, gateway_config):
@@ -126,7 +126,7 @@ async def test_unparseable_offers_are_told_what_is_wrong_in_sdp_terms(models, ga
             message = json.loads(body)["error"]["message"]
             assert expected in message, (name, message)
             assert not re.search(r"Error\b|StopIteration|unpack|Traceback", message), (name, message)
-        assert app[POOL].units[0].sessions_served == 0 and not app[CALLS].calls
+        assert app[POOL].units[0].sessions_served == 0 and not app[SESSIONS].sessions
 
 
 async def test_call_that_never_connects_ends_as_connect_timeout(models, gateway_config):

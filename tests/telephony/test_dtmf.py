@@ -13,7 +13,7 @@ from aiortc import RTCSessionDescription
 
 from gateway.client import RealtimeClient
 from gateway.media.dtmf import KeyPressDetector, parse_telephone_event
-from gateway.server.app_keys import CALLS
+from gateway.server.app_keys import SESSIONS
 from tests.helpers import serve
 from tests.telephony.peers import KeyPad, add_telephone_event
 
@@ -70,7 +70,7 @@ async def test_key_presses_are_reported_once_each(models, gateway_config):
         assert [event["event"] for event in events] == ["1", "#", "5"], events
         assert all(isinstance(event["received_at"], int) for event in events)
         assert pad.packets_sent >= 3 * 5  # each press: start, updates, three ends
-        call = app[CALLS].calls[client.call_id]
+        call = app[SESSIONS].sessions[client.call_id]
         assert call.key_presses == ["1", "#", "5"]
         await client.hangup()
 
@@ -92,7 +92,7 @@ async def test_key_press_barges_in_and_reaches_the_llm(models, gateway_config):
         assert second["response"]["status"] in ("completed", "incomplete"), second["response"]
         texts = [
             part.get("text", "")
-            for item in app[CALLS].calls[client.call_id].realtime.items
+            for item in app[SESSIONS].sessions[client.call_id].realtime.items
             for part in item.get("content", [])
         ]
         assert "I pressed 5 on my keypad." in texts

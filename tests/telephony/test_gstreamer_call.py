@@ -23,7 +23,7 @@ import pytest
 
 from gateway.media.resample import Resampler
 from gateway.pipeline import events as pe
-from gateway.server.app_keys import CALLS
+from gateway.server.app_keys import SESSIONS
 from tests.helpers import QUESTION, serve, unavailable, wait_until
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -87,8 +87,8 @@ async def test_gstreamer_pcmu_call_is_answered_and_its_digits_reported(models, s
     write_wav(question_wav, question, 48000)
     async with serve(gateway_config(pool_size=1), models) as (url, app):
         seen: list[pe.PipelineEvent] = []
-        metrics_sink = app[CALLS].on_event
-        app[CALLS].on_event = lambda event: (seen.append(event), metrics_sink(event))
+        metrics_sink = app[SESSIONS].on_event
+        app[SESSIONS].on_event = lambda event: (seen.append(event), metrics_sink(event))
         caller = await asyncio.create_subprocess_exec(
             SYSTEM_PYTHON,
             str(CALLER),
@@ -102,8 +102,8 @@ async def test_gstreamer_pcmu_call_is_answered_and_its_digits_reported(models, s
         try:
             call_id = (await read_line(caller, "ANSWERED", 30)).split()[1]
             await read_line(caller, "CONNECTED", 30)
-            call = app[CALLS].calls[call_id]
-            assert call.channel is None  # voice only: no data channel was offered
+            call = app[SESSIONS].sessions[call_id]
+            assert call.transport.channel is None  # voice only: no data channel was offered
             answered = await wait_until(lambda: any(isinstance(e, pe.PlaybackStopped) for e in seen), 120, 0.2)
             assert answered, [type(e).__name__ for e in seen]
             caller.stdin.write(b"DTMF 15#\n")
@@ -126,4 +126,4 @@ async def test_gstreamer_pcmu_call_is_answered_and_its_digits_reported(models, s
         heard_reply = models.stt.transcribe(read_wav_16k(reply_wav))  # the G.711 reply, as the caller heard it
         similarity = difflib.SequenceMatcher(None, words(heard_reply), words(said)).ratio()
         assert similarity >= 0.6, (heard_reply, said)
-        await app[CALLS].hangup(call_id)
+        await app[SESSIONS].hangup(call_id)

@@ -1,6 +1,7 @@
-"""One Realtime protocol implementation, two transports. The WebSocket session's
+"""One Realtime protocol implementation, one door, every transport. The WebSocket session's
 ``EventAudioSession`` is the WebRTC call's ``RealtimeSession`` with only the audio I/O of the
-events added; both transports share the watchdogs and the end reasons."""
+events added; every transport is a ``Transport`` leg of a door session, which owns the watchdogs,
+the rate limit, DTMF, the hang-up sequence and the end reasons."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from gateway.pool import watchdog
 from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import EventAudioSession
 from gateway.realtime.session import RealtimeSession
-from gateway.signaling import call
 from gateway.signaling.end_reason import EndReason as SignalingEndReason
-from gateway.transports import websocket_session
+from gateway.transports import door
+from gateway.transports.door import Transport
+from gateway.transports.webrtc.call import WebRTCCall
+from gateway.transports.websocket.session import WebSocketTransport
 
 
 def test_the_websocket_session_is_the_realtime_session_with_audio_io_only():
@@ -21,7 +24,21 @@ def test_the_websocket_session_is_the_realtime_session_with_audio_io_only():
     assert own == {"__init__", "_on_input_audio_buffer_append", "send_output_audio"}
 
 
+def test_every_transport_is_a_leg_of_the_one_door():
+    members = [name for name in dir(Transport) if not name.startswith("_")]
+    assert set(members) == {"audio_input", "send_event", "when_audio_sent", "stop_audio", "close"}
+    for leg in (WebRTCCall, WebSocketTransport):
+        for name in members:
+            assert hasattr(leg, name) or name in inspect.signature(leg.__init__).parameters or name == "audio_input", (
+                leg.__name__,
+                name,
+            )
+        for name in ("send_event", "when_audio_sent", "stop_audio", "close"):
+            expected = list(inspect.signature(getattr(Transport, name)).parameters)
+            assert list(inspect.signature(getattr(leg, name)).parameters) == expected, (leg.__name__, name)
+
+
 def test_both_transports_use_the_one_watchdog_and_end_reasons():
-    assert watchdog.watch_session is call.watch_session is websocket_session.watch_session
+    assert door.watch_session is watchdog.watch_session
     assert SignalingEndReason is EndReason
     assert EndReason.WEBSOCKET_CLOSED.client_left

@@ -63,6 +63,6 @@ async def test_sideband_updates_instructions_mid_call_and_sees_the_call_events(m
 
 
 def app_calls(app) -> dict:
-    from gateway.server.app import CALLS
+    from gateway.server.app import SESSIONS
 
-    return app[CALLS].calls
+    return app[SESSIONS].sessions

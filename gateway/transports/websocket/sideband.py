@@ -13,41 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from typing import Any, Protocol
 
 from aiohttp import WSCloseCode, web
 
 from gateway.realtime.events import error_event
-from gateway.realtime.session import RealtimeSession
-from gateway.transports.event_socket import EventSocket
+from gateway.transports.door import Door, LiveSession
+from gateway.transports.websocket.event_socket import EventSocket
 
 
-class SidebandHost(Protocol):
-    """What a sideband attaches to: a live WebRTC call (``gateway.signaling.call.Call``)."""
-
-    @property
-    def realtime(self) -> RealtimeSession:
-        """The call's Realtime session (client events of the sideband go there)."""
-
-    @property
-    def event_listeners(self) -> list[Callable[[dict[str, Any]], None]]:
-        """Each is called with every server event the call sends."""
-
-    @property
-    def ended(self) -> asyncio.Event:
-        """Set once the call has ended."""
-
-
-async def serve_sideband(host: SidebandHost, ws: web.WebSocketResponse, stop: asyncio.Event) -> None:
-    """Attach the prepared ``ws`` to ``host`` until either ends or ``stop`` is set (shutdown):
-    server events of the call out, client events in (a binary frame gets an ``error``, on this
-    socket only)."""
+async def serve_sideband(door: Door, host: LiveSession, ws: web.WebSocketResponse) -> None:
+    """Attach the prepared ``ws`` to the live session ``host`` until either ends or the door
+    closes (shutdown): server events of the call out, client events in through the door's rate
+    (a flood gets one ``rate_limit_exceeded``, as on the data channel; a binary frame gets an
+    ``error``, on this socket only)."""
     socket = EventSocket(ws)
-
-    def on_text(text: str) -> None:
-        if not host.ended.is_set():
-            host.realtime.handle_client_message(text)
+    stop = door.closing_signal()
 
     def on_binary(data: bytes) -> None:
         socket.send(
@@ -59,12 +39,13 @@ async def serve_sideband(host: SidebandHost, ws: web.WebSocketResponse, stop: as
         )
 
     host.event_listeners.append(socket.send)
-    receiving = asyncio.ensure_future(socket.receive(on_text, on_binary))
+    receiving = asyncio.ensure_future(socket.receive(host.inbox(), on_binary))
     ended = asyncio.ensure_future(host.ended.wait())
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({receiving, ended, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        door.forget_signal(stop)
         with contextlib.suppress(ValueError):
             host.event_listeners.remove(socket.send)
         ended.cancel()

@@ -1,0 +1,358 @@
+"""The one door every transport opens a Realtime session through, and the live sessions of this
+process: :class:`Door`, :class:`LiveSession`, the :class:`Transport` protocol.
+
+A transport (the WebRTC call, ``gateway.transports.webrtc``; the WebSocket session,
+``gateway.transports.websocket``; next a SIP leg, ``gateway.transports.sip``) carries events and
+audio for one caller. Everything else is the door's, and so the same for every transport:
+
+- :meth:`Door.open` mints the session id (``rtc_`` / ``ws_`` / ``sip_`` + instance + 128 random
+  bits), claims a pool unit (a :class:`~gateway.pool.lease.UnitLease`), builds the Realtime session
+  (with the audio-in-events variant when the transport carries audio in its events), wires the
+  unit's pipeline events in and the server events out, and applies the session config parsed at
+  the edge (:class:`~gateway.realtime.session_update.SessionUpdate`);
+- the client-event rate (:meth:`LiveSession.inbox`: a flood gets one ``rate_limit_exceeded``), the
+  DTMF key press -> ``input_audio_buffer.dtmf_event_received`` -> barge-in / user item -> response
+  (:meth:`LiveSession.key_press`), the idle and maximum-duration watchdogs (:meth:`LiveSession.watch`);
+- one hang-up sequence (:meth:`LiveSession.hangup`): tell the client why, stop the reply audio,
+  release the unit (it quarantine-drains), cancel the session's tasks, close the transport, forget
+  the session; the hooks feed the metrics, labelled by transport (:class:`TransportKind`).
+
+A new transport implements :class:`Transport` (four members) and opens its sessions with
+``door.open(TransportKind.X, update, connect=lambda session: MyLeg(session, ...))``; see
+CONTRIBUTING.md, "Where a transport goes".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import secrets
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, Optional, Protocol
+
+from gateway.config import GatewayConfig
+from gateway.logging_setup import bind_call
+from gateway.pipeline import events as pe
+from gateway.pool.end_reason import EndReason
+from gateway.pool.lease import UnitLease
+from gateway.pool.pool import UnitPool
+from gateway.pool.watchdog import watch_session
+from gateway.realtime.audio_events import AudioInput, EventAudioSession
+from gateway.realtime.client_messages import RATE_LIMIT_CODE, RATE_LIMIT_TYPE, ClientEventRate, RateVerdict
+from gateway.realtime.limits import SessionLimits
+from gateway.realtime.session import RealtimeSession
+from gateway.realtime.session_update import SessionUpdate
+
+log = logging.getLogger(__name__)
+
+ServerEvent = dict[str, Any]
+# Key presses a session remembers (``LiveSession.key_presses``), newest last.
+KEY_PRESSES_KEPT = 64
+
+
+class TransportKind(enum.StrEnum):
+    """A transport; the value labels the metrics (``vg_active_sessions{transport=...}``)."""
+
+    WEBRTC = "webrtc"
+    WEBSOCKET = "websocket"
+    SIP = "sip"
+
+    @property
+    def id_prefix(self) -> str:
+        """The prefix of its session ids (``rtc``, ``ws``, ``sip``)."""
+        return {"webrtc": "rtc", "websocket": "ws", "sip": "sip"}[self.value]
+
+
+def new_session_id(kind: TransportKind, instance: str) -> str:
+    """``<prefix>_<instance>_<32 hex digits>``: the transport, the instance that owns the session
+    (``config.instance``, what a proxy routes the session's later requests by) and 128 random bits
+    (the id is a hang-up capability: unguessable)."""
+    return f"{kind.id_prefix}_{instance}_{secrets.token_hex(16)}"
+
+
+class Transport(Protocol):
+    """What the door asks of one caller's leg (WebRTC call, WebSocket, SIP leg). All on the event
+    loop; none of it may block."""
+
+    @property
+    def audio_input(self) -> Optional[AudioInput]:
+        """Where the caller audio of ``input_audio_buffer.append`` goes, for a transport that
+        carries audio in its events (WebSocket); None when it comes as media (an RTP track: the
+        transport submits it to ``session.lease.submit_audio`` itself)."""
+
+    def send_event(self, event: ServerEvent) -> None:
+        """Send a Realtime server event to the client; dropped when the leg cannot carry it (not
+        open yet, or closed)."""
+
+    def when_audio_sent(self, generation: int, then: Callable[[], None]) -> None:
+        """Call ``then()`` once the reply audio of ``generation`` has left (a spoken response's
+        ``response.done`` waits for it). A transport whose audio plays out in real time calls it at once."""
+
+    def stop_audio(self) -> None:
+        """Stop reading reply audio from the unit (called before the unit is released: the next
+        caller's audio must never reach this leg)."""
+
+    def close(self, reason: EndReason, message: Optional[str]) -> Coroutine[Any, Any, None]:
+        """Close the leg (after the unit was released), the client told why when it is still there
+        (``reason.client_left`` False). Must not raise for a leg that is gone already."""
+
+
+class LiveSession:
+    """One caller's Realtime session, whatever its transport; made by :meth:`Door.open`.
+
+    ``id``, ``kind``, ``lease`` (the claimed unit), ``realtime`` (the protocol session),
+    ``transport`` (the leg), ``started_at`` (monotonic s), ``end_reason`` (None while live),
+    ``ended`` (set once it ended), ``key_presses`` (DTMF digits, newest last) and
+    ``event_listeners`` (sideband sockets: each gets every server event).
+    """
+
+    def __init__(self, kind: TransportKind, session_id: str, lease: UnitLease, config: GatewayConfig) -> None:
+        self.kind = kind
+        self.id = session_id
+        self.lease = lease
+        self.config = config
+        self.started_at = time.monotonic()
+        self.end_reason: Optional[EndReason] = None
+        self.ended = asyncio.Event()
+        self.key_presses: list[str] = []
+        self.event_listeners: list[Callable[[ServerEvent], None]] = []
+        self.transport: Optional[Transport] = None
+        self.realtime: RealtimeSession  # set by Door.open, before anyone sees the session
+        self.on_end: Callable[[LiveSession], None] = lambda session: None
+        self.on_server_event: Callable[[ServerEvent], None] = lambda event: None
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._hangup_task: Optional[asyncio.Future[None]] = None
+
+    # ----- events in and out -----
+    def send(self, event: ServerEvent) -> None:
+        """A server event of the session: to each sideband listener, then to the transport."""
+        for listener in list(self.event_listeners):
+            listener(event)
+        if self.transport is not None:
+            self.on_server_event(event)
+            self.transport.send_event(event)
+
+    def pipeline_event(self, event: pe.PipelineEvent) -> None:
+        """A pipeline event of the session's unit: to the Realtime session; a spoken response's end
+        once the transport has sent its audio."""
+        if isinstance(event, pe.ResponseFinished) and event.audio and self.transport is not None:
+            self.transport.when_audio_sent(event.generation, lambda: self.realtime.on_pipeline_event(event))
+        else:
+            self.realtime.on_pipeline_event(event)
+
+    def inbox(self) -> Callable[[str | bytes], None]:
+        """A receiver of client messages for one inbound channel (a data channel, a WebSocket, a
+        sideband), with its own client-event rate (``ClientEventRate``): beyond it, messages are
+        dropped unparsed and the client gets one ``rate_limit_exceeded`` error per flood. Messages
+        that arrive once the session is ending are dropped (the unit may serve the next caller)."""
+        rate = ClientEventRate()
+
+        def receive(message: str | bytes) -> None:
+            if self.end_reason is not None:
+                return
+            verdict = rate.admit()
+            if verdict is RateVerdict.ACCEPT:
+                self.realtime.handle_client_message(message)
+            elif verdict is RateVerdict.REFUSE_AND_TELL:
+                log.warning("%s: client event flood, dropping events", self.id)
+                self.realtime.send_error(rate.message(), code=RATE_LIMIT_CODE, error_type=RATE_LIMIT_TYPE)
+
+        return receive
+
+    def key_press(self, digit: str) -> None:
+        """A DTMF key press (RFC 4733 over RTP, SIP INFO...): ``input_audio_buffer.dtmf_event_received``
+        (``event`` the digit, ``received_at`` Unix seconds, as OpenAI's SIP calls report it), kept in
+        :attr:`key_presses` and logged; with ``dtmf_barge_in`` it interrupts the reply as speech
+        does, with ``dtmf_to_llm`` it becomes a user text item that is answered."""
+        if self.end_reason is not None:
+            return
+        self.key_presses = [*self.key_presses[-(KEY_PRESSES_KEPT - 1) :], digit]
+        log.info("%s: key press %s", self.id, digit)
+        self.realtime.send("input_audio_buffer.dtmf_event_received", event=digit, received_at=int(time.time()))
+        self.lease.touch()
+        if self.config.dtmf_barge_in:
+            interruption = self.lease.interrupt()
+            if interruption is not None:
+                self.realtime.on_pipeline_event(pe.ResponseInterrupted(self.id, interruption=interruption))
+        if self.config.dtmf_to_llm:
+            self.realtime.add_user_text(f"I pressed {digit} on my keypad.")
+
+    # ----- tasks and watchdogs -----
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` as a task of this session (cancelled by :meth:`hangup`)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def watch(self) -> None:
+        """The idle and maximum-duration watchdogs (``gateway.pool.watchdog``), until the end."""
+        await watch_session(
+            self.lease,
+            self.config,
+            started_at=self.started_at,
+            ended=lambda: self.end_reason is not None,
+            hangup=self.hangup,
+        )
+
+    # ----- the one hang-up sequence -----
+    def hangup_soon(self, reason: EndReason, message: Optional[str] = None) -> None:
+        """:meth:`hangup` from a synchronous callback (aiortc, media, socket events): scheduled on
+        the event loop, at most once."""
+        if self.end_reason is None and self._hangup_task is None:
+            self._hangup_task = asyncio.ensure_future(self.hangup(reason, message))  # held: not GC'd mid-run
+
+    async def hangup(self, reason: EndReason | str, message: Optional[str] = None) -> None:
+        """End the session once: tell the client why in an ``error`` event with code ``reason`` and
+        ``message`` (unless it left itself, :attr:`EndReason.client_left`), stop the reply audio,
+        release the unit (quarantine-drain), cancel the session's tasks, close the transport, and
+        forget the session (``on_end``, even if closing failed). Raises ValueError for a ``reason``
+        that is no EndReason value."""
+        if self.end_reason is not None:
+            return
+        reason = EndReason(reason)
+        self.end_reason = reason
+        if reason.client_left:
+            self.realtime.close()  # nothing to tell it
+        else:
+            self.realtime.close(reason, message)
+        if reason is not EndReason.CLIENT_HANGUP:
+            log.info("%s session %s ended: %s", self.kind.value, self.id, reason)
+        if self.transport is not None:
+            self.transport.stop_audio()  # before the release: the next caller's audio is not this call's
+        self.lease.release(reason)
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        try:
+            if self.transport is not None:
+                await self.transport.close(reason, message)
+        finally:
+            self.ended.set()
+            self.on_end(self)
+
+
+class Door:
+    """The live sessions of this process, by session id, for every transport.
+
+    ``local_models`` names the models really used (``{"llm", "stt", "voice"}``), for the Realtime
+    sessions to report. Hooks (metrics): ``on_event(event)`` sees every pipeline event of every
+    session, ``on_server_event(event)`` every server event sent to a client, ``on_start(session)``
+    runs once per opened session, ``on_end(session)`` once per session after it ended
+    (``session.end_reason`` set); ``session.kind`` labels them.
+    """
+
+    def __init__(self, pool: UnitPool, config: GatewayConfig, local_models: dict[str, str]) -> None:
+        self.pool = pool
+        self.config = config
+        self.limits = SessionLimits.from_config(config)
+        self.sessions: dict[str, LiveSession] = {}
+        self._local_models = local_models
+        self.on_event: Callable[[pe.PipelineEvent], None] = lambda event: None
+        self.on_server_event: Callable[[ServerEvent], None] = lambda event: None
+        self.on_start: Callable[[LiveSession], None] = lambda session: None
+        self.on_end: Callable[[LiveSession], None] = lambda session: None
+        self._closing_sidebands: set[asyncio.Event] = set()
+
+    def open(
+        self,
+        kind: TransportKind,
+        update: Optional[SessionUpdate],
+        connect: Callable[[LiveSession], Transport],
+        *,
+        beta: bool = False,
+        extensions: frozenset[str] = frozenset(),
+    ) -> LiveSession:
+        """Open a session: mint its id, claim a unit, build the transport with
+        ``connect(session)`` (it may keep ``session``, but must not send yet), build the Realtime
+        session (``beta``: the client asked for the beta protocol; ``extensions``: the gateway
+        events it asked for), apply ``update`` (None: the configured defaults) and register it.
+
+        Synchronous: nothing runs between the claim and what the caller does next (a WebSocket
+        upgrade, an SDP answer). Raises PoolFullError when every unit is busy, ClientError when
+        ``update`` cannot apply, or whatever ``connect`` raises; no unit stays claimed then.
+        """
+        session_id = new_session_id(kind, self.config.instance)
+        bind_call(session_id)  # log lines of this request and of the session's tasks carry it
+        holder: list[LiveSession] = []
+
+        def sink(event: pe.PipelineEvent) -> None:
+            self.on_event(event)
+            if holder:
+                holder[0].pipeline_event(event)
+
+        lease = self.pool.claim(session_id, sink)  # raises PoolFullError
+        session = LiveSession(kind, session_id, lease, self.config)
+        transport: Optional[Transport] = None
+        try:
+            transport = connect(session)
+            session.realtime = self._realtime(session, transport.audio_input, beta, extensions)
+            if update is not None:
+                session.realtime.apply_update(update)
+        except BaseException:
+            if transport is not None:
+                transport.stop_audio()
+            lease.release(EndReason.SERVER_ERROR)  # no session owns the unit yet: give it back
+            raise
+        session.transport = transport
+        session.on_server_event = self.on_server_event
+        session.on_end = self._ended
+        holder.append(session)
+        self.sessions[session_id] = session
+        self.on_start(session)
+        return session
+
+    def _realtime(
+        self, session: LiveSession, audio_input: Optional[AudioInput], beta: bool, extensions: frozenset[str]
+    ) -> RealtimeSession:
+        common: dict[str, Any] = {
+            "local_models": self._local_models,
+            "history_turns": self.config.history_turns,
+            "max_call_s": self.config.max_call_s,
+            "limits": self.limits,
+            "extensions": extensions,
+        }
+        if audio_input is not None:
+            return EventAudioSession(session.lease, session.send, audio_input=audio_input, beta=beta, **common)
+        return RealtimeSession(session.lease, session.send, **common)
+
+    def _ended(self, session: LiveSession) -> None:
+        self.sessions.pop(session.id, None)
+        self.on_end(session)
+
+    def live(self, session_id: str) -> Optional[LiveSession]:
+        """The session ``session_id`` while it is live, else None."""
+        session = self.sessions.get(session_id)
+        return session if session is not None and session.end_reason is None else None
+
+    async def hangup(self, session_id: str, reason: EndReason = EndReason.CLIENT_HANGUP) -> bool:
+        """End the session ``session_id``; False if there is no such session (unknown or ended)."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            return False
+        await session.hangup(reason)
+        return True
+
+    def closing_signal(self) -> asyncio.Event:
+        """An event set by :meth:`close_all` (a sideband waits on it, to close at shutdown);
+        give it back with :meth:`forget_signal`."""
+        signal = asyncio.Event()
+        self._closing_sidebands.add(signal)
+        return signal
+
+    def forget_signal(self, signal: asyncio.Event) -> None:
+        """The sideband that held ``signal`` is closed."""
+        self._closing_sidebands.discard(signal)
+
+    async def close_all(self) -> None:
+        """Close every sideband and end every session (``server_shutdown``, told to each client);
+        errors are not raised."""
+        for signal in list(self._closing_sidebands):
+            signal.set()
+        message = "the gateway is shutting down"
+        sessions = list(self.sessions.values())
+        await asyncio.gather(
+            *(session.hangup(EndReason.SERVER_SHUTDOWN, message) for session in sessions), return_exceptions=True
+        )

@@ -1,0 +1,266 @@
+"""One WebRTC call: an RTCPeerConnection, the leg of a :class:`~gateway.transports.door.LiveSession`,
+from SDP offer to hang-up.
+
+Sources: the OpenAI Realtime WebRTC contract (one audio track each way plus the ``oai-events``
+data channel carrying the Realtime events as JSON text), JSEP (RFC 8829) for the answer made to
+the offer, RFC 8866 (SDP) for the media directions of the answer.
+
+The call is a :class:`~gateway.transports.door.Transport`: events out on ``oai-events``, reply audio
+out on the unit's output track (played in real time), caller audio from the track straight to the
+lease. The door does the rest (rate limit, DTMF, watchdogs, the hang-up sequence); the call ends
+the session when its peer connection closes or fails, its data channel closes, ICE/DTLS does not
+connect within ``connect_timeout_s`` or the caller's media stops (``media_timeout_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Optional
+
+from aiortc import RTCPeerConnection, RTCRtpTransceiver, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.rtcdatachannel import RTCDataChannel
+from aiortc.sdp import MediaDescription
+
+from gateway.config import GatewayConfig
+from gateway.media.dtmf import KeyPress
+from gateway.media.inbound import InboundAudioReader
+from gateway.realtime.audio_events import AudioInput
+from gateway.realtime.session_update import SessionUpdate
+from gateway.signaling.answer import prefer_codec, shape_answer
+from gateway.signaling.data_channel import accept_invalid_text
+from gateway.signaling.dtmf import negotiate_telephone_events, receive_telephone_events
+from gateway.signaling.end_reason import EndReason
+from gateway.signaling.ice import ice_configuration
+from gateway.signaling.media_watch import CallerMedia, transport_packets_received
+from gateway.signaling.offer import CheckedOffer, OfferError, answer_failure, check_offer
+from gateway.transports.door import Door, LiveSession, TransportKind
+
+log = logging.getLogger(__name__)
+
+# The data channel label of the OpenAI Realtime WebRTC contract.
+EVENTS_CHANNEL = "oai-events"
+# Server events not yet sent on oai-events beyond which more are dropped (a client that does not
+# read its channel must not grow the gateway's memory: aiortc's send queue is unbounded), bytes.
+MAX_UNSENT_EVENT_BYTES = 4 * 1024 * 1024
+
+
+async def open_call(
+    door: Door, offer_sdp: str, update: Optional[SessionUpdate], *, extensions: frozenset[str] = frozenset()
+) -> tuple[LiveSession, str]:
+    """Check the SDP offer, open a session through ``door`` on a new call, answer the offer.
+    Returns (session, SDP answer).
+
+    Raises OfferError (no unit claimed for an unusable offer; a claimed one is released when aiortc
+    refuses the offer), PoolFullError when every unit is busy, and what :meth:`Door.open` raises;
+    any other exception of answering is re-raised after the call is hung up (the HTTP layer's 500,
+    logged).
+    """
+    offer = check_offer(offer_sdp, door.config.max_offer_bytes)
+    calls: list[WebRTCCall] = []
+
+    def connect(session: LiveSession) -> WebRTCCall:
+        calls.append(WebRTCCall(session, door.config))
+        return calls[0]
+
+    session = door.open(TransportKind.WEBRTC, update, connect, extensions=extensions)
+    try:
+        answer = await calls[0].answer(offer)
+    except Exception as exc:
+        refusal = answer_failure(exc)
+        if refusal is None:  # not an offer aiortc refused: a fault here (500, logged with its traceback)
+            await session.hangup(EndReason.SERVER_ERROR)
+            raise
+        await session.hangup(EndReason.INVALID_OFFER)
+        log.info("offer not answered: %s: %s", type(exc).__name__, exc)
+        raise OfferError(refusal) from exc
+    return session, answer
+
+
+class WebRTCCall:
+    """A caller's peer connection, for the length of the call: ``session`` is its
+    :class:`LiveSession` (``session.id`` is the call id, ``rtc_...``). ``pc``, ``channel``
+    (``oai-events`` once opened), ``reader`` and ``media`` (the caller's audio and its clock)."""
+
+    def __init__(self, session: LiveSession, config: GatewayConfig) -> None:
+        self.session = session
+        self.config = config
+        self.pc = RTCPeerConnection(ice_configuration(config))
+        self.channel: Optional[RTCDataChannel] = None
+        self.reader: Optional[InboundAudioReader] = None
+        self.media: Optional[CallerMedia] = None
+        self._send_overflowed = False
+        self._connected = asyncio.Event()
+        self._output_track: Optional[MediaStreamTrack] = None  # reads the unit's playout buffer
+
+    @property
+    def audio_input(self) -> Optional[AudioInput]:
+        """None: caller audio comes on the media track, not in events."""
+        return None
+
+    # ----- set-up -----
+    async def answer(self, offer: CheckedOffer) -> str:
+        """Apply the SDP offer, attach the unit's tracks, return the SDP answer (ICE candidates
+        included: aiortc gathers them before ``setLocalDescription`` returns).
+
+        The first audio m-line is answered ``sendrecv`` with the unit's output track, with the
+        offer's ``telephone-event`` payload types (DTMF, :mod:`gateway.signaling.dtmf`); video and
+        further audio m-lines are answered ``inactive``. The answer follows the offer in BUNDLE,
+        transport protocol and DTLS role (:func:`~gateway.signaling.answer.shape_answer`). Raises
+        whatever aiortc raises for an offer it cannot answer (:func:`open_call` makes it OfferError).
+        """
+        pc = self.pc
+        pc.on("track", self._on_track)
+        pc.on("datachannel", self._on_datachannel)
+        pc.on("connectionstatechange", self._on_connection_state)
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
+        if pc.sctp is not None:
+            accept_invalid_text(pc.sctp)  # one non-UTF-8 text message must not end the call
+        self._answer_media(offer)
+        answer = await pc.createAnswer()
+        await pc.setLocalDescription(
+            RTCSessionDescription(sdp=shape_answer(answer.sdp, offer.description), type="answer")
+        )
+        if not any(t.kind == "audio" and t.currentDirection in ("sendrecv", "sendonly") for t in pc.getTransceivers()):
+            # No audio goes back to this caller (data-channel-only, or audio offered sendonly or
+            # inactive); reply audio must still leave the playout buffer, or TTS blocks on it.
+            self._output_track = self.session.lease.new_output_track()
+            self.session.spawn(self._play_to_nowhere(self._output_track))
+        self.session.spawn(self._watchdog())
+        return pc.localDescription.sdp
+
+    def _answer_media(self, offer: CheckedOffer) -> None:
+        """Set each transceiver's direction (made in the order of the offer's audio and video
+        m-lines): the first audio one ``sendrecv`` with our track, the others ``inactive``."""
+        answered_audio = False
+        rtp_media = [media for media in offer.description.media if media.kind in ("audio", "video")]
+        for transceiver, offered in zip(self.pc.getTransceivers(), rtp_media, strict=False):
+            if transceiver.kind == "audio" and not answered_audio:
+                self._answer_audio(transceiver, offered)
+                answered_audio = True
+            else:
+                # Video, or a second audio m-line: answered inactive. Accepted (aiortc's default,
+                # recvonly) it would be received and decoded into a queue nobody reads.
+                transceiver.direction = "inactive"
+
+    def _answer_audio(self, transceiver: RTCRtpTransceiver, offered: MediaDescription) -> None:
+        """Answer audio with our track (Opus when offered, else G.722, PCMU or PCMA), and receive
+        the offer's DTMF key presses."""
+        transceiver.direction = "sendrecv"
+        prefer_codec(transceiver)
+        self._output_track = self.session.lease.new_output_track()
+        transceiver.sender.replaceTrack(self._output_track)
+        events = negotiate_telephone_events(transceiver, offered)
+        if events:
+            receive_telephone_events(transceiver.receiver, events, self._on_key_press)
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        """The caller's first audio track: read it into the lease, its presence watched."""
+        if track.kind != "audio" or self.reader is not None:
+            return
+        pc, lease, session = self.pc, self.session.lease, self.session
+        receiver = next((t.receiver for t in pc.getTransceivers() if t.receiver.track is track), None)
+        media_timeout_s = self.config.media_timeout_s
+        self.media = CallerMedia(
+            rate=lease.input_rate,
+            on_audio=lease.submit_audio,
+            on_gone=lambda: session.hangup_soon(
+                EndReason.MEDIA_TIMEOUT, f"nothing received from the caller for {media_timeout_s:g} s"
+            ),
+            media_timeout_s=media_timeout_s,
+            packets_received=lambda: transport_packets_received(receiver),
+        )
+        self.reader = InboundAudioReader(
+            track,
+            rate=lease.input_rate,
+            on_audio=self.media.audio,
+            on_timeout=lambda: None,
+            media_timeout_s=None,  # presence is judged by self.media, once connected
+            receiver=receiver,
+        )
+        session.spawn(self.reader.run())
+
+    def _on_datachannel(self, channel: RTCDataChannel) -> None:
+        """``oai-events`` opened by the caller: client events in (through the door's rate), and
+        ``session.created`` out."""
+        if channel.label != EVENTS_CHANNEL or self.channel is not None:
+            return
+        self.channel = channel
+        channel.on("message", self.session.inbox())
+        channel.on("close", lambda: self.session.hangup_soon(EndReason.DATA_CHANNEL_CLOSED))
+        self.session.realtime.start()
+
+    async def _on_connection_state(self) -> None:
+        state = self.pc.connectionState
+        if state == "connected":
+            self._connected.set()
+        elif state in ("failed", "closed"):
+            self.session.hangup_soon(EndReason.ICE_FAILED if state == "failed" else EndReason.PEER_CLOSED)
+
+    def _on_key_press(self, press: KeyPress) -> None:
+        self.session.key_press(press.digit)
+
+    @staticmethod
+    async def _play_to_nowhere(track: MediaStreamTrack) -> None:
+        """Pull ``track`` (20 ms frames, paced on the wall clock) and drop the frames, as a sender
+        would send them: responses play out in real time, so their ``output_audio_buffer`` events,
+        ``response.done`` and the watchdogs work as on a call with audio. Ends when cancelled."""
+        try:
+            while True:
+                await track.recv()
+        except MediaStreamError:
+            return
+        finally:
+            track.stop()
+
+    async def _watchdog(self) -> None:
+        """The connect timeout (``connect_timeout_s``), then the media timeout (from the
+        connection, not the offer) and the door's idle and maximum-duration watchdogs."""
+        timeout_s = self.config.connect_timeout_s
+        try:
+            await asyncio.wait_for(self._connected.wait(), timeout_s)
+        except TimeoutError:
+            await self.session.hangup(EndReason.CONNECT_TIMEOUT, f"ICE/DTLS did not connect within {timeout_s:g} s")
+            return
+        if self.media is not None:
+            self.session.spawn(self.media.run())
+        await self.session.watch()
+
+    # ----- Transport -----
+    def send_event(self, event: dict[str, Any]) -> None:
+        """Send a server event on ``oai-events`` as JSON text if the channel is open (events
+        before it opens, or after it closed, are dropped)."""
+        channel = self.channel
+        if channel is None or channel.readyState != "open":
+            return
+        if channel.bufferedAmount > MAX_UNSENT_EVENT_BYTES:
+            if not self._send_overflowed:  # the client does not read its channel: drop, say so once
+                self._send_overflowed = True
+                log.warning(
+                    "call %s: over %d bytes of events unsent, dropping events", self.session.id, MAX_UNSENT_EVENT_BYTES
+                )
+            return
+        self._send_overflowed = False
+        try:
+            channel.send(json.dumps(event))
+        except Exception:  # the transport went away mid-send: the call is ending
+            log.debug("send on closed data channel dropped")
+
+    def when_audio_sent(self, generation: int, then: Callable[[], None]) -> None:
+        """The track plays reply audio out in real time, its playback events follow: at once."""
+        then()
+
+    def stop_audio(self) -> None:
+        """Stop this call's output track: the release can end, and the unit serve the next
+        caller, before ``pc.close()`` has stopped the sender."""
+        if self._output_track is not None:
+            self._output_track.stop()
+
+    async def close(self, reason: EndReason, message: Optional[str]) -> None:
+        """Close the peer connection (the close reason first given 50 ms to reach the client)."""
+        if not reason.client_left and self.channel is not None and self.channel.readyState == "open":
+            await asyncio.sleep(0.05)
+        await self.pc.close()
