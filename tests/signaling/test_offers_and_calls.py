@@ -1,5 +1,8 @@
-"""Signaling and HTTP defects found in review (gateway/signaling, gateway/server): each test
-failed before its fix. Offers are made here with aiortc (no third-party SDP fixtures)."""
+"""Offers and calls at the edge: how unusable or unusual offers are answered (media directions,
+refusals without a claimed unit, JSON errors for bad HTTP input), what a call gives back when it
+ends or cannot be built (its unit, its ephemeral key, its output track), and what must not leak
+to the next caller. Each test failed before its fix. Offers are made here with aiortc (no
+third-party SDP fixtures)."""
 
 from __future__ import annotations
 

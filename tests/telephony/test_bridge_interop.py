@@ -1,5 +1,7 @@
-"""Defects found when the gateway was tried as a SIP bridge would use it: each test
-failed before its fix. The bridges are aiortc peers configured like them (tests/telephony/peers.py)."""
+"""Interoperability with SIP-to-WebRTC bridges: certificates, BUNDLE and profiles, codec order,
+SDP errors, connect timeouts and silence suppression as a bridge's WebRTC stack presents them.
+Each test failed before its fix. The bridges are aiortc peers configured like them
+(tests/telephony/peers.py)."""
 
 from __future__ import annotations
 
