@@ -3,6 +3,11 @@
 Every field is settable three ways, highest priority first: a CLI flag (``--pool-size 4``), an
 environment variable with the ``VG_`` prefix (``VG_POOL_SIZE=4``), or the default below. The flag
 and variable names are derived from the field name, so this dataclass is the single list of settings.
+
+It is also the one home of their defaults: a dataclass elsewhere whose field has a setting's meaning
+(``SessionLimits.max_instructions_chars``, ``TurnDetection.threshold``, ``ResponseRequest.max_tokens``...)
+takes its default from here with :func:`config_default`, and what a call starts with is made from
+a config by ``from_config`` / ``for_call``.
 """
 
 from __future__ import annotations
@@ -263,6 +268,17 @@ class GatewayConfig:
         """``allowed_origins`` split on commas, blanks dropped; an entry ``"*"`` lets the CORS
         middleware accept any origin. Empty means no cross-origin access."""
         return [o.strip() for o in self.allowed_origins.split(",") if o.strip()]
+
+
+def config_default(name: str) -> Any:
+    """The default of the setting ``name`` (a GatewayConfig field). Raises KeyError for no such setting."""
+    found = _FIELDS[name]
+    if found.default is not dataclasses.MISSING:
+        return found.default
+    return found.default_factory()  # type: ignore[operator]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(GatewayConfig)}
 
 
 def _type_of(f: dataclasses.Field) -> Any:

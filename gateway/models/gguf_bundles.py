@@ -21,18 +21,15 @@ missing or altered.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.models.base import ModelNotFoundError
+from gateway.models.part_join import CheckedPart, join_parts, sha256_of
 
 log = logging.getLogger(__name__)
-
-_CHUNK = 1 << 20  # bytes copied and hashed at a time
 
 
 @dataclass(frozen=True)
@@ -167,14 +164,6 @@ def _part_path(part: GgufPart, bundle: GgufBundle) -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as src:
-        while block := src.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def bundled_gguf(name: str, cache_dir: Path) -> Path:
     """The GGUF file of bundle ``name``, joined (once) into ``cache_dir`` from its checked parts.
 
@@ -188,7 +177,7 @@ def bundled_gguf(name: str, cache_dir: Path) -> Path:
         path = _part_path(bundle.parts[0], bundle)
         marker = cache_dir / f"{bundle.file_name}.sha256-ok"
         if not marker.exists():
-            if _sha256(path) != bundle.sha256:
+            if sha256_of(path) != bundle.sha256:
                 raise ModelNotFoundError(
                     f"{path} does not match its pinned SHA-256: reinstall with {bundle.install_hint}"
                 )
@@ -198,27 +187,5 @@ def bundled_gguf(name: str, cache_dir: Path) -> Path:
     target = cache_dir / bundle.file_name
     if target.exists() and target.stat().st_size == bundle.size:
         return target
-    sources = [(_part_path(part, bundle), part) for part in bundle.parts]
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    log.info("joining %d parts of %s into %s (once)", len(sources), bundle.name, target)
-    whole = hashlib.sha256()
-    try:
-        with open(partial, "wb") as out:
-            for path, part in sources:
-                digest = hashlib.sha256()
-                with open(path, "rb") as src:
-                    while block := src.read(_CHUNK):
-                        digest.update(block)
-                        whole.update(block)
-                        out.write(block)
-                if digest.hexdigest() != part.sha256:
-                    raise ModelNotFoundError(
-                        f"LLM {bundle.name!r}: {path} does not match its pinned SHA-256: reinstall {part.package}"
-                    )
-        if whole.hexdigest() != bundle.sha256:
-            raise ModelNotFoundError(f"LLM {bundle.name!r}: the joined file does not match its pinned SHA-256")
-        os.replace(partial, target)  # atomic: the final name only ever holds a whole, checked file
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    parts = [CheckedPart(_part_path(part, bundle), part.sha256, f"reinstall {part.package}") for part in bundle.parts]
+    return join_parts(parts, target, bundle.sha256, f"LLM {bundle.name!r}", f"reinstall with {bundle.install_hint}")

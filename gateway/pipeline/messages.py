@@ -13,6 +13,7 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
+from gateway.config import config_default
 from gateway.models.base import ChatMessage, GenerationOptions, ToolCall
 from gateway.pipeline.latency import TurnLatency
 
@@ -82,7 +83,7 @@ class ResponseRequest(Message):
 
     generation: int = 0
     messages: list[ChatMessage] = field(default_factory=list)
-    max_tokens: int = 60
+    max_tokens: int = config_default("max_response_tokens")
     audio: bool = True  # False: text only (``output_modalities: ["text"]``)
     speed: float = 1.0
     voice: Optional[str] = None  # the session's ``audio.output.voice``; None: the TTS default

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from gateway.config import config_default
+
 # Pause after which the semantic end-of-turn model (Smart Turn) is asked, ms: after the ~150 ms
 # gaps inside a phrase, before a person notices a pause. Silence is counted in 32 ms VAD chunks, so
 # the model is asked at the first chunk boundary at or past it (192 ms).
@@ -50,14 +52,14 @@ class TurnDetection:
     kind: str = "server_vad"
     detector: str = "smart_turn"
     eagerness: str = "auto"
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    min_speech_ms: int = 96
+    threshold: float = config_default("vad_threshold")
+    prefix_padding_ms: int = config_default("prefix_padding_ms")
+    silence_duration_ms: int = config_default("silence_duration_ms")
+    min_speech_ms: int = config_default("min_speech_ms")
     create_response: bool = True
     interrupt_response: bool = True
     idle_timeout_ms: Optional[int] = None
-    max_utterance_s: float = 30.0
+    max_utterance_s: float = config_default("max_utterance_s")
     speculative_stt: bool = True
 
     def apply(self, settings: Optional[dict]) -> None:

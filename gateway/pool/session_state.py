@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, config_default
 from gateway.pipeline.turn import TurnDetection
 
 
@@ -26,7 +26,7 @@ class SessionState:
     speed: float = 1.0
     voice: str | None = None  # audio.output.voice as the client sent it; None: the TTS default
     audio_output: bool = True
-    max_tokens: int = 60
+    max_tokens: int = config_default("max_response_tokens")
     claimed_at: float = field(default_factory=time.monotonic)
     claimed_at_epoch: float = field(default_factory=time.time)  # for /v1/pool (Unix seconds)
     last_activity: float = field(default_factory=time.monotonic)

@@ -11,7 +11,8 @@ Error codes follow OpenAI's for the same checks: ``string_above_max_length`` (a 
 long), ``array_above_max_length`` (too many tools), and ``limit_exceeded`` for the gateway's own
 limits (a tool definition too large, a conversation too long). ``param`` is the field's path.
 
-The defaults are the ``GatewayConfig`` fields of the same names (``--max-instructions-chars``...).
+The defaults are those of the ``GatewayConfig`` fields of the same names (``--max-instructions-chars``...),
+taken from there (``config_default``): one home for each.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.config import config_default
 from gateway.realtime.items import ClientError
 
 
@@ -38,12 +40,12 @@ class SessionLimits:
     turns dropped first; the engine then fits the prompt to its context in tokens).
     """
 
-    max_instructions_chars: int = 16_000
-    max_tools: int = 128
-    max_tool_bytes: int = 32_768
-    max_item_chars: int = 32_768
-    max_conversation_items: int = 512
-    max_prompt_chars: int = 64_000
+    max_instructions_chars: int = config_default("max_instructions_chars")
+    max_tools: int = config_default("max_tools")
+    max_tool_bytes: int = config_default("max_tool_bytes")
+    max_item_chars: int = config_default("max_item_chars")
+    max_conversation_items: int = config_default("max_conversation_items")
+    max_prompt_chars: int = config_default("max_prompt_chars")
 
     @classmethod
     def from_config(cls, config: Any) -> SessionLimits:
