@@ -1,14 +1,11 @@
-"""PipelineUnit: one caller's session, its stage threads, queues, cancel scope and tracks."""
+"""PipelineUnit: one caller's session slot, its stage threads, queues, cancel scope and tracks."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
 import logging
-import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Optional
 
@@ -32,37 +29,25 @@ from gateway.pipeline.events import (
     TurnLatencyMeasured,
 )
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.messages import AudioIn, ClearInput, CommitInput, ResponseRequest, SessionEnd
+from gateway.pipeline.messages import AudioIn, ClearInput, CommitInput, ResponseRequest
 from gateway.pipeline.turn import TurnDetection
+from gateway.pool.lifecycle import UnitLifecycle, UnitState
 from gateway.pool.session_state import SessionState
+
+__all__ = ["EventSink", "PipelineUnit", "UnitState"]
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[PipelineEvent], None]
 
 
-class UnitState(enum.StrEnum):
-    """A unit's lifecycle state; the value is what ``GET /v1/pool`` and ``vg_pool_units`` show.
-
-    ``idle``: free, the only state a call can claim. ``active``: serving a call. ``draining``: the
-    call ended and its SESSION_END marker is passing the stages. ``stuck``: the drain overran
-    ``drain_timeout_s``; stage threads are being rebuilt, and the unit is ``idle`` after.
-    """
-
-    IDLE = "idle"
-    ACTIVE = "active"
-    DRAINING = "draining"
-    STUCK = "stuck"
-
-
-class PipelineUnit:
+class PipelineUnit(UnitLifecycle):
     """One pooled session slot: VAD -> STT -> LLM -> TTS threads, their queues, a CancelScope,
     a SessionState, a PlayoutBuffer and (per call) an OutputAudioTrack.
 
-    Lifecycle: ``idle`` --claim--> ``active`` --begin_drain--> ``draining`` --own SESSION_END out of
-    the last stage--> ``idle``. A drain that exceeds ``drain_timeout_s`` quarantines the unit
-    (``stuck``): its threads and queues are replaced and a probe marker is run through the new ones;
-    when it comes out the unit is ``idle`` again.
+    Lifecycle (claim, quarantine-drain, stuck recovery): :class:`~gateway.pool.lifecycle.UnitLifecycle`;
+    this class provides its stage side. A call holds the unit through a
+    :class:`~gateway.pool.lease.UnitLease` (``UnitPool.claim``), never the unit itself.
 
     Thread use: ``claim``, ``begin_drain`` and the control methods run on the event loop; stage
     threads call ``notify``, ``is_current``, ``on_speech_started`` and ``playout``. The control
@@ -77,26 +62,12 @@ class PipelineUnit:
         loop: asyncio.AbstractEventLoop,
         stage_factories: Optional[dict[str, StageFactory]] = None,
     ) -> None:
-        self.index = index
+        super().__init__(index, config, loop)
         self.models = models
-        self.config = config
-        self._loop = loop
         self._factories = stage_factories or {}
         self.scope = CancelScope()
-        self._lock = threading.Lock()
-        self.state = UnitState.IDLE
-        self.call_id: Optional[str] = None
         self.session_state = SessionState.for_call(None, config)
         self._sink: Optional[EventSink] = None
-        self._drain_token: Optional[str] = None
-        self._drain_timer: Optional[asyncio.TimerHandle] = None
-        self.drain_started_at: Optional[float] = None
-        self.stuck_since: Optional[float] = None
-        self.close_reason: Optional[str] = None
-        self.recoveries = 0
-        self.sessions_served = 0
-        self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
-        self.on_recovery: Callable[[PipelineUnit], None] = lambda unit: None  # each rebuild of a stuck unit
         # Frame hooks (metrics): a caller frame in (samples, Hz); an outbound frame (reply audio, late).
         self.on_input_frame: Callable[[int, int], None] = lambda samples, rate: None
         self.on_output_frame: FrameHook = lambda audio, late: None
@@ -153,22 +124,39 @@ class PipelineUnit:
         if interruption is not None:
             self.notify(ResponseInterrupted(event.call_id, interruption=interruption))
 
-    # ----- claim / release -----
-    def claim(self, call_id: str, sink: EventSink) -> bool:
-        """Take this unit for a new session if it is idle. Synchronous: nothing can run between the
-        check and the set."""
-        with self._lock:
-            if self.state is not UnitState.IDLE:
-                return False
-            self.state = UnitState.ACTIVE
-            self.call_id = call_id
-            self.session_state = SessionState.for_call(call_id, self.config)
-            self.scope.cancel()  # nothing of an earlier session is live in this one
-            self._sink = sink
-            self.close_reason = None
-            self.sessions_served += 1
-        self.on_state_change(self)
-        return True
+    # ----- lifecycle: the stage side (gateway.pool.lifecycle) -----
+    def _on_claim(self, call_id: str, sink: EventSink) -> None:
+        self.session_state = SessionState.for_call(call_id, self.config)
+        self.scope.cancel()  # nothing of an earlier session is live in this one
+        self._sink = sink
+
+    def _stop_session(self, under_lock: bool) -> None:
+        if under_lock:
+            self._sink = None
+            return
+        self.scope.cancel()
+        self.playout.clear()
+        self.chain.flush()
+
+    def _send_marker(self, token: str) -> None:
+        self.chain.send_marker(token)
+
+    def _on_released(self, under_lock: bool) -> None:
+        if under_lock:
+            self.session_state = SessionState.for_call(None, self.config)
+            self._latency.clear()
+        else:
+            self.playout.clear()
+
+    def _rebuild(self) -> None:
+        self.chain.retire()
+        self.playout.close()
+        self.scope.cancel()
+        self._build()
+
+    def _retire(self) -> None:
+        self.chain.retire()
+        self.playout.close()
 
     def new_output_track(self) -> OutputAudioTrack:
         """A fresh outbound track on this unit's playout buffer (one per call: pts restart at 0)."""
@@ -183,94 +171,6 @@ class PipelineUnit:
         ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do.
         One per session; its ``stop()`` must run before the unit drains."""
         return PlayoutPacer(self.playout, on_audio, self._on_playout_events)
-
-    def begin_drain(self, reason: str) -> bool:
-        """Quarantine-drain: stop taking input, cancel, flush, send SESSION_END through every stage.
-
-        Returns False if the unit was not active (a second hang-up of the same call is harmless).
-        """
-        with self._lock:
-            if self.state is not UnitState.ACTIVE:
-                return False
-            self.state = UnitState.DRAINING
-            self.close_reason = reason
-            self._sink = None
-            token = self._drain_token = self.call_id or ""  # an active unit always has a call id
-            self.drain_started_at = time.monotonic()
-        self.scope.cancel()
-        self.playout.clear()
-        self.chain.flush()
-        self.chain.send_marker(token)
-        self._arm_drain_timer(token)
-        self.on_state_change(self)
-        return True
-
-    def _arm_drain_timer(self, token: str) -> None:
-        if self._drain_timer is not None:
-            self._drain_timer.cancel()
-        self._drain_timer = self._loop.call_later(self.config.drain_timeout_s, self._drain_timed_out, token)
-
-    def _marker_out(self, marker: SessionEnd) -> None:
-        """The last stage passed on a SESSION_END (TTS thread)."""
-        with self._lock:
-            if self.state not in (UnitState.DRAINING, UnitState.STUCK) or marker.call_id != self._drain_token:
-                return  # a marker of an earlier session never releases a later one
-            self.state = UnitState.IDLE
-            self.call_id = None
-            self.session_state = SessionState.for_call(None, self.config)
-            self._drain_token = None
-            self.drain_started_at = None
-            self.stuck_since = None
-            self._latency.clear()
-        self.playout.clear()
-        self._loop.call_soon_threadsafe(self._after_idle)
-
-    def _after_idle(self) -> None:
-        if self._drain_timer is not None:
-            self._drain_timer.cancel()
-            self._drain_timer = None
-        self.on_state_change(self)
-
-    def _drain_timed_out(self, token: str) -> None:
-        with self._lock:
-            if self._drain_token != token or self.state not in (UnitState.DRAINING, UnitState.STUCK):
-                return
-            if self.state is UnitState.DRAINING:
-                self.stuck_since = time.monotonic()
-            self.state = UnitState.STUCK
-        log.warning("unit %d did not drain in %.1f s: quarantined, rebuilding", self.index, self.config.drain_timeout_s)
-        self.on_state_change(self)
-        self._recover()
-
-    def _recover(self) -> None:
-        """Replace the stage threads and queues; the unit is idle once a probe marker passes them all.
-
-        The old threads are retired: whatever they are blocked in, their output goes to queues no
-        one reads, and audio of their generation is stale.
-        """
-        self.recoveries += 1
-        self.on_recovery(self)
-        self.chain.retire()
-        self.playout.close()
-        self.scope.cancel()
-        self._build()
-        token = f"recover-{uuid.uuid4().hex[:8]}"
-        with self._lock:
-            self._drain_token = token
-        self.chain.send_marker(token)
-        self._arm_drain_timer(token)
-
-    def close(self) -> None:
-        """Tell the stage threads to stop (process shutdown); see :meth:`join`. A drain still under
-        way is not timed out later (no quarantine, no rebuild: the threads are going)."""
-        timer, self._drain_timer = self._drain_timer, None
-        if timer is not None:
-            try:
-                self._loop.call_soon_threadsafe(timer.cancel)  # close() may run in a worker thread
-            except RuntimeError:
-                pass  # the loop is closed: the timer will never fire
-        self.chain.retire()
-        self.playout.close()
 
     def join(self, timeout: float) -> bool:
         """Wait for the stage threads to end. A thread still inside a model call when the
