@@ -58,7 +58,7 @@ async def test_peer_with_an_rsa_certificate_connects(models, gateway_config):
         assert app[POOL].units[0].state is UnitState.ACTIVE
         # The handshake used the RSA certificate: the gateway's DTLS peer certificate is RSA, and
         # it is the one whose fingerprint the caller's offer announced.
-        call = next(iter(app[CALLS].calls.values()))
+        call = next(iter(app[SESSIONS].sessions.values())).transport
         peer = call.pc.sctp.transport._ssl.get_peer_certificate(as_cryptography=True)
         assert isinstance(peer.public_key(), rsa.RSAPublicKey), type(peer.public_key())
         offered = re.search(r"a=fingerprint:sha-256 (\S+)", client.pc.localDescription.sdp).group(1)
