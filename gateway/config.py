@@ -192,6 +192,27 @@ class GatewayConfig:
         metadata={"help": "a DTMF key press becomes user text ('I pressed 5 on my keypad.') and is answered"},
     )
 
+    # --- SIP (gateway.transports.sip) ---
+    sip_port: int = field(default=0, metadata={"help": "SIP port (UDP and TCP); 0: no SIP"})
+    sip_host: str = field(default="", metadata={"help": "address SIP and RTP listen on; empty: the HTTP host"})
+    sip_public_address: str = field(
+        default="",
+        metadata={"help": "address put in Contact and SDP (behind NAT: the public one); empty: sip_host"},
+    )
+    sip_rtp_ports: str = field(
+        default="", metadata={"help": "RTP port range 'first-last' (open it in the firewall); empty: ephemeral ports"}
+    )
+    sip_webhook_url: str = field(
+        default="",
+        metadata={"help": "where realtime.call.incoming is POSTed; empty: calls are accepted with the default session"},
+    )
+    sip_webhook_secret: str = field(
+        default="", metadata={"help": "whsec_<base64> key signing the webhook (Standard Webhooks)"}
+    )
+    sip_accept_timeout_s: float = field(
+        default=30.0, metadata={"help": "a call neither accepted nor rejected within this gets 480"}
+    )
+
     # --- lifecycle ---
     drain_timeout_s: float = field(default=10.0, metadata={"help": "a drain longer than this quarantines the unit"})
     connect_timeout_s: float = field(default=30.0, metadata={"help": "ICE/DTLS must connect within this"})

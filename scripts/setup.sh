@@ -4,7 +4,8 @@
 # Usage: scripts/setup.sh [--browser] [--services]   (--browser also installs Debian's chromium and
 #        firefox-esr and bundles the Agents SDK, for the browser tests, and GStreamer's webrtcbin for
 #        tests/telephony; --services installs Debian's
-#        coturn and nginx, which tests/ops runs as real processes: TURN relay, scale-out proxy)
+#        coturn and nginx, which tests/ops runs as real processes: TURN relay, scale-out proxy; and
+#        baresip (a SIP phone) and kamailio (a SIP proxy), which tests/sip runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,17 +72,20 @@ from gi.repository import Gst; Gst.init(None); assert Gst.ElementFactory.find('w
 fi
 
 if [ "$services" = 1 ]; then
-  # coturn and nginx from Debian's packages, run by tests/ops as the test's own processes (never as
-  # system services: those are stopped and disabled if the package started them).
+  # coturn, nginx, baresip and kamailio from Debian's packages, run by tests/ops and tests/sip as the
+  # test's own processes (never as system services: those are stopped and disabled if the package
+  # started them).
   missing=()
   [ -x /usr/bin/turnserver ] || missing+=(coturn)
   [ -x /usr/sbin/nginx ] || missing+=(nginx)
+  [ -x /usr/bin/baresip ] || missing+=(baresip-core)
+  [ -x /usr/sbin/kamailio ] || missing+=(kamailio)
   if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}" >/dev/null
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-      systemctl disable --now nginx coturn >/dev/null 2>&1 || true
+      systemctl disable --now nginx coturn kamailio >/dev/null 2>&1 || true
     fi
   fi
 fi

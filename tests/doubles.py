@@ -360,3 +360,30 @@ class Chain:
 
     def transcripts(self) -> list[str]:
         return [e.transcript for e in self.ctx.of(TranscriptionCompleted)]
+
+
+class FullPoolDoorDouble:
+    """A door (``gateway.transports.door.Door``) whose pool is always full, for the SIP user agent
+    (``gateway.transports.sip``): every INVITE that gets that far is answered 503, so the SIP
+    layers run without models."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+
+    def open(self, kind: Any, update: Any, connect: Any, **options: Any) -> Any:
+        from gateway.pool.pool import PoolFullError
+
+        self.opened += 1
+        raise PoolFullError("every unit is busy (double)")
+
+
+class RecordingPeerDouble:
+    """A SIP peer (``gateway.transports.sip.transactions.Peer``) that keeps what is sent to it."""
+
+    def __init__(self, reliable: bool = False) -> None:
+        self.reliable = reliable
+        self.address = ("127.0.0.1", 15070)
+        self.sent: list[bytes] = []
+
+    def send(self, data: bytes) -> None:
+        self.sent.append(data)

@@ -24,6 +24,13 @@ class EndReason(enum.StrEnum):
     SERVER_SHUTDOWN = "server_shutdown"  # the gateway is stopping
     INVALID_OFFER = "invalid_offer"  # aiortc could not answer the offer (HTTP 400)
     SERVER_ERROR = "server_error"  # the call could not be built (HTTP 500)
+    # SIP calls (gateway.transports.sip)
+    CALLER_BYE = "caller_bye"  # the caller sent BYE
+    CALLER_CANCEL = "caller_cancel"  # the caller sent CANCEL before the call was answered (487)
+    CALL_REJECTED = "call_rejected"  # POST /v1/realtime/calls/{id}/reject
+    CALL_REFERRED = "call_referred"  # the caller was transferred (REFER, NOTIFY 200)
+    ACCEPT_TIMEOUT = "accept_timeout"  # the backend did not accept the call in time (408/480)
+    ACK_TIMEOUT = "ack_timeout"  # the caller never acknowledged the 200 OK (RFC 3261 13.3.1.4)
 
     @property
     def client_left(self) -> bool:
@@ -33,5 +40,12 @@ class EndReason(enum.StrEnum):
 
 
 _CLIENT_LEFT = frozenset(
-    {EndReason.CLIENT_HANGUP, EndReason.PEER_CLOSED, EndReason.DATA_CHANNEL_CLOSED, EndReason.WEBSOCKET_CLOSED}
+    {
+        EndReason.CLIENT_HANGUP,
+        EndReason.PEER_CLOSED,
+        EndReason.DATA_CHANNEL_CLOSED,
+        EndReason.WEBSOCKET_CLOSED,
+        EndReason.CALLER_BYE,
+        EndReason.CALLER_CANCEL,
+    }
 )

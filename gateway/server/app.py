@@ -27,6 +27,7 @@ from gateway.server.app_keys import CONFIG, KEYS, LIMITS, METRICS, MODELS, POOL,
 from gateway.server.auth import EphemeralKeys
 from gateway.server.middleware import cors_middleware, error_middleware
 from gateway.server.shutdown import GracefulShutdown
+from gateway.server.sip_routes import sip_user_agent
 from gateway.server.static_files import static_root
 from gateway.signaling.ice import ice_configuration
 from gateway.transports.door import Door, LiveSession
@@ -60,6 +61,7 @@ def create_app(
     shutdown.on_begin = lambda: app[METRICS].draining.set(1)
     app.cleanup_ctx.append(_models_and_pool(models, stage_factories))
     app.cleanup_ctx.append(_door)
+    app.cleanup_ctx.append(sip_user_agent)  # after the door: SIP calls are its sessions
     routes.add_routes(app, static_root())
     return app
 

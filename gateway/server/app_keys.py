@@ -19,6 +19,7 @@ from gateway.realtime.limits import SessionLimits
 from gateway.server.auth import EphemeralKeys
 from gateway.server.shutdown import GracefulShutdown
 from gateway.transports.door import Door
+from gateway.transports.sip.user_agent import SipUserAgent
 
 CONFIG = web.AppKey("config", GatewayConfig)
 LIMITS = web.AppKey("limits", SessionLimits)  # the configured session limits: the edge's and the sessions'
@@ -28,6 +29,7 @@ SHUTDOWN = web.AppKey("shutdown", GracefulShutdown)  # the draining flag: admiss
 MODELS = web.AppKey("models", ModelSet)
 POOL = web.AppKey("pool", UnitPool)
 SESSIONS = web.AppKey("sessions", Door)  # the live sessions of every transport (rtc_, ws_, sip_ ids)
+SIP = web.AppKey("sip", SipUserAgent)  # the SIP user agent, only with sip_port set
 
 
 def local_model_names(app: web.Application) -> dict[str, str]:

@@ -20,6 +20,7 @@ from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, KeyLimitErr
 from gateway.server.errors import ApiError
 from gateway.server.offers import read_calls_offer, read_json_offer, read_text, session_update
 from gateway.server.ops_routes import add_ops_routes
+from gateway.server.sip_routes import add_sip_routes
 from gateway.server.static_files import add_static_routes
 from gateway.server.websocket_routes import add_websocket_routes
 
@@ -113,4 +114,5 @@ def add_routes(app: web.Application, static_dir: Optional[Path]) -> None:
     app.router.add_post("/offer", offer_json)
     add_ops_routes(app)  # /v1/pool, /v1/usage, /healthz, /metrics
     add_websocket_routes(app)
+    add_sip_routes(app)
     add_static_routes(app, static_dir)

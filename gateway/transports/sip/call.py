@@ -1,0 +1,262 @@
+"""One SIP call: the dialog the caller's INVITE made (RFC 3261 section 12, the UAS side) and its
+RTP, the leg of a :class:`~gateway.transports.door.LiveSession` (a door ``Transport``).
+
+Life of a call: ``ringing`` (100 Trying and 180 Ringing sent, the backend told) -> ``answered``
+(:meth:`SipCall.accept`: 200 OK with the SDP answer, retransmitted until the ACK; the Realtime
+session starts, RTP flows) -> ``ended``. Whatever ends it (BYE or CANCEL from the caller, reject,
+hang-up, refer, media timeout, watchdogs, shutdown) goes through the door's one hang-up sequence,
+which calls :meth:`SipCall.close` last: the SIP side of the end (a final response while ringing,
+BYE once answered). The session's events reach the backend on sideband WebSockets
+(``session.event_listeners``); the leg itself carries none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Optional
+
+from gateway.config import GatewayConfig
+from gateway.media.dtmf import KeyPress
+from gateway.media.outbound import OutputAudioTrack
+from gateway.media.playout import SAMPLE_RATE
+from gateway.pool.end_reason import EndReason
+from gateway.realtime.audio_events import AudioInput
+from gateway.realtime.session_update import SessionUpdate
+from gateway.signaling.media_watch import CallerMedia
+from gateway.transports.door import LiveSession
+from gateway.transports.sip.dialog import Dialog
+from gateway.transports.sip.message import SipRequest, SipResponse, make_response
+from gateway.transports.sip.rtp import RtpStream
+from gateway.transports.sip.sdp import AudioOffer, build_answer
+from gateway.transports.sip.transactions import ServerTransaction
+
+log = logging.getLogger(__name__)
+
+# BYEs still waiting for their answer after their call ended (held: not collected mid-run).
+_BYES: set[asyncio.Future[None]] = set()
+# The final response a ringing call gets for the reason it ends (others: 480).
+_RINGING_END = {EndReason.CALLER_CANCEL: 487, EndReason.CALLER_BYE: 487, EndReason.SERVER_SHUTDOWN: 503}
+
+
+class CallStateError(RuntimeError):
+    """The call is not in a state for this (accepted twice, referred before answering...)."""
+
+
+class SipCall:
+    """A caller's SIP dialog and its RTP, for the length of the call; ``session`` is its
+    :class:`LiveSession` (``session.id`` is the call id, ``sip_...``).
+
+    ``send_request(request)`` sends an in-dialog request and resolves with its final response
+    (the user agent's client transactions); ``on_closed(call)`` runs once the call has ended.
+    """
+
+    def __init__(
+        self,
+        session: LiveSession,
+        invite: SipRequest,
+        transaction: ServerTransaction,
+        offer: AudioOffer,
+        dialog: Dialog,
+        *,
+        config: GatewayConfig,
+        rtp: RtpStream,
+        send_request: Callable[[SipRequest], Awaitable[SipResponse]],
+        on_closed: Callable[[SipCall], None],
+    ) -> None:
+        self.session = session
+        self.id = session.id
+        self.invite = invite
+        self.transaction = transaction
+        self.offer = offer
+        self.dialog = dialog
+        self.config = config
+        self.rtp = rtp
+        self.state = "ringing"
+        self.acknowledged = asyncio.Event()
+        self.answer_sdp = ""
+        self.rtp_port: Optional[int] = None  # the local RTP port, once open
+        self._send_request = send_request
+        self._on_closed = on_closed
+        self._track: Optional[OutputAudioTrack] = None
+        rtp.on_key = self.on_key
+
+    @property
+    def end_reason(self) -> Optional[EndReason]:
+        """Why the call ended (None while live)."""
+        return self.session.end_reason
+
+    # ----- Transport -----
+    @property
+    def audio_input(self) -> Optional[AudioInput]:
+        """None: caller audio comes on RTP, not in events."""
+        return None
+
+    def send_event(self, event: dict[str, Any]) -> None:
+        """A SIP leg carries no events: the session's sideband listeners get them all."""
+
+    def when_audio_sent(self, generation: int, then: Callable[[], None]) -> None:
+        """RTP plays reply audio out in real time, its playback events follow: at once."""
+        then()
+
+    def stop_audio(self) -> None:
+        """Stop reading the unit's playout buffer (before the unit is released)."""
+        if self._track is not None:
+            self._track.stop()
+
+    async def close(self, reason: EndReason, message: Optional[str]) -> None:
+        """The SIP side of the end (the door's hang-up sequence calls it last): a ringing call gets
+        a final response (487 for a CANCEL, 503 at shutdown, 480 otherwise; a reject has sent its
+        own), an answered one a BYE unless the caller sent one; RTP stops."""
+        was = self.state
+        self.state = "ended"
+        if was == "ringing" and not self.transaction.final:
+            self.respond(_RINGING_END.get(reason, 480))
+        self.rtp.close()
+        if was == "answered" and reason is not EndReason.CALLER_BYE:
+            # The BYE's client transaction outlives the call (Timer F at most); nothing waits on it.
+            bye = asyncio.ensure_future(self._bye())
+            _BYES.add(bye)
+            bye.add_done_callback(_BYES.discard)
+        self._on_closed(self)
+
+    async def _bye(self) -> None:
+        try:
+            response = await self._send_request(self.dialog.request("BYE"))
+            log.debug("call %s: BYE answered %d", self.id, response.status)
+        except (TimeoutError, OSError) as exc:
+            log.info("call %s: BYE not answered: %s", self.id, exc or type(exc).__name__)
+
+    # ----- answering -----
+    def respond(self, status: int, reason: str = "", body: str = "") -> None:
+        """A response to the INVITE (with our tag and Contact; an SDP ``body`` if given)."""
+        response = make_response(self.invite, status, to_tag=self.dialog.local_tag, reason=reason)
+        if status > 100:
+            response.add("Contact", self.dialog.contact)
+        if body:
+            response.add("Content-Type", "application/sdp")
+            response.body = body.encode()
+        self.transaction.respond(response)
+        if 200 <= status < 300:
+            self.session.spawn(self._retransmit_2xx(response))
+
+    def accept(self, update: Optional[SessionUpdate], local_address: str, rtp_port: int) -> None:
+        """Answer the call: apply ``update`` (parsed at the edge), 200 OK with the SDP answer,
+        start the session, the media and the watchdogs. Raises CallStateError unless ringing,
+        ClientError when ``update`` cannot apply (nothing changed then)."""
+        if self.state != "ringing" or self.end_reason is not None:
+            raise CallStateError(f"call {self.id} is {self.state}")
+        session = self.session
+        if update is not None:
+            session.realtime.apply_update(update)
+        self.state = "answered"
+        self.answer_sdp = build_answer(self.offer, local_address, rtp_port)
+        self.respond(200, body=self.answer_sdp)
+        session.realtime.start()
+        self._track = session.lease.new_output_track()
+        session.spawn(self.rtp.play(self._track, SAMPLE_RATE))
+        timeout_s = self.config.media_timeout_s
+        media = CallerMedia(
+            rate=session.lease.input_rate,
+            on_audio=session.lease.submit_audio,
+            on_gone=lambda: session.hangup_soon(EndReason.MEDIA_TIMEOUT, f"no RTP from the caller for {timeout_s:g} s"),
+            media_timeout_s=timeout_s,
+            packets_received=self._packets_received,
+        )
+        self.rtp.on_audio = media.audio
+        session.spawn(media.run())
+        session.spawn(session.watch())
+
+    async def _packets_received(self) -> Optional[int]:
+        return self.rtp.packets
+
+    async def _retransmit_2xx(self, response: SipResponse) -> None:
+        """RFC 3261 13.3.1.4: the 2xx again at T1, doubling to T2, until the ACK; none within
+        64*T1: the call ends (BYE)."""
+        timers = self.transaction.timers
+        encoded = response.encode()
+        interval = timers.t1
+        deadline = time.monotonic() + timers.timeout
+        while time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(self.acknowledged.wait(), interval)
+                return
+            except TimeoutError:
+                self.transaction.peer.send(encoded)
+                interval = min(2 * interval, timers.t2)
+        log.info("call %s: no ACK for the 200 OK", self.id)
+        self.session.hangup_soon(EndReason.ACK_TIMEOUT, "the caller did not acknowledge the answer")
+
+    # ----- requests of the caller -----
+    def on_request(self, request: SipRequest, transaction: ServerTransaction) -> None:
+        """An in-dialog request (not ACK): BYE, INFO (``application/dtmf-relay``), NOTIFY (of our
+        REFER), a re-INVITE (answered with the same SDP), OPTIONS; others: 405."""
+        method = request.method
+        status = 200
+        body = ""
+        if method == "BYE":
+            transaction.respond(make_response(request, 200, to_tag=self.dialog.local_tag))
+            self.session.hangup_soon(EndReason.CALLER_BYE)
+            return
+        if method == "INFO":
+            self._on_info(request)
+        elif method == "NOTIFY":
+            self._on_notify(request)
+        elif method == "INVITE":  # a session refresh or hold: the media stays as answered
+            body = self.answer_sdp
+        elif method not in ("OPTIONS", "UPDATE"):
+            status = 405
+        response = make_response(request, status, to_tag=self.dialog.local_tag)
+        if status == 405:
+            response.add("Allow", "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, NOTIFY")
+        if body:
+            response.add("Contact", self.dialog.contact)
+            response.add("Content-Type", "application/sdp")
+            response.body = body.encode()
+        transaction.respond(response)
+
+    def _on_info(self, request: SipRequest) -> None:
+        """SIP INFO with ``application/dtmf-relay`` (``Signal=5``, ``Duration=160``): a key press."""
+        if (request.get("Content-Type") or "").split(";")[0].strip().lower() != "application/dtmf-relay":
+            return
+        for line in request.body.decode("utf-8", "replace").splitlines():
+            name, _, value = line.partition("=")
+            signal = value.strip().upper()
+            if name.strip().lower() == "signal" and len(signal) == 1 and signal in "0123456789*#ABCD":
+                self.key_press(signal)
+
+    def on_key(self, press: KeyPress) -> None:
+        """An RFC 4733 key press from the RTP stream."""
+        self.key_press(press.digit)
+
+    def key_press(self, digit: str) -> None:
+        """A key press of an answered call: the door's (``dtmf_event_received``, barge-in...)."""
+        if self.state == "answered":
+            self.session.key_press(digit)
+
+    # ----- transfer (RFC 3515) -----
+    async def refer(self, target_uri: str) -> SipResponse:
+        """Send REFER with ``Refer-To: <target_uri>``; returns its final response. The NOTIFY that
+        reports a 2xx of the transfer then ends the call with a BYE. Raises CallStateError unless
+        answered, TimeoutError when the caller does not answer the REFER."""
+        if self.state != "answered" or self.end_reason is not None:
+            raise CallStateError(f"call {self.id} is {self.state}")
+        request = self.dialog.request("REFER")
+        request.add("Refer-To", f"<{target_uri}>")
+        request.add("Referred-By", f"<{self.dialog.local_uri}>")
+        return await self._send_request(request)
+
+    def _on_notify(self, request: SipRequest) -> None:
+        """A NOTIFY of the REFER's implicit subscription: a ``message/sipfrag`` status line; a 2xx
+        means the caller reached the target, so our leg ends (BYE)."""
+        if (request.get("Event") or "").split(";")[0].strip().lower() != "refer":
+            return
+        first = request.body.decode("utf-8", "replace").strip().splitlines()[:1]
+        parts = first[0].split() if first else []
+        if len(parts) >= 2 and parts[0] == "SIP/2.0" and parts[1].isdigit():
+            status = int(parts[1])
+            log.info("call %s: transfer reports %d", self.id, status)
+            if 200 <= status < 300:
+                self.session.hangup_soon(EndReason.CALL_REFERRED)

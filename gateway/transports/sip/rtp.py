@@ -1,0 +1,203 @@
+"""Plain RTP (RFC 3550) for a SIP call: G.711 at 8 kHz each way, symmetric, with RFC 4733 key presses.
+
+- **In**: each datagram on the call's RTP port is parsed (version 2, CSRCs, header extension and
+  padding skipped); the chosen G.711 payload type is decoded (``gateway.media.g711``), resampled to
+  the VAD's rate (``gateway.media.resample``) and handed to ``on_audio``; ``telephone-event``
+  packets become key presses (``gateway.media.dtmf``); every datagram (RTCP included) counts for
+  the caller's presence (``packets``).
+- **Symmetric RTP** (RFC 4961): replies go to where the caller's RTP comes from, latched on every
+  valid packet (behind NAT the SDP's address is private and useless); until the first one, to the
+  SDP's address.
+- **Out**: :meth:`RtpStream.play` reads a 20 ms paced track (``gateway.media.outbound``: 48 kHz),
+  resamples to 8 kHz and sends one packet per 160 samples (RFC 3551: 20 ms of G.711), with the
+  marker bit on the first packet of each talk spurt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Optional
+
+import av
+import numpy as np
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from gateway.media.dtmf import KeyPress, KeyPressDetector
+from gateway.media.g711 import decode_alaw, decode_mulaw, encode_alaw, encode_mulaw
+from gateway.media.resample import Resampler
+
+log = logging.getLogger(__name__)
+
+RTP_RATE = 8000
+PACKET_SAMPLES = 160  # 20 ms at 8 kHz
+_DECODERS = {0: decode_mulaw, 8: decode_alaw}
+_ENCODERS = {0: encode_mulaw, 8: encode_alaw}
+
+
+@dataclass(frozen=True)
+class RtpPacket:
+    """The fields of one RTP packet this gateway reads."""
+
+    payload_type: int
+    marker: bool
+    sequence: int
+    timestamp: int
+    ssrc: int
+    payload: bytes
+
+
+def parse_rtp(data: bytes) -> Optional[RtpPacket]:
+    """One RTP packet (RFC 3550 5.1), None for anything else (RTCP, STUN, a short or broken one)."""
+    if len(data) < 12 or data[0] >> 6 != 2:
+        return None
+    first, second, sequence, timestamp, ssrc = struct.unpack("!BBHII", data[:12])
+    payload_type = second & 0x7F
+    if 72 <= payload_type <= 76:  # RTCP on the RTP port (RFC 5761 4)
+        return None
+    offset = 12 + 4 * (first & 0x0F)
+    if first & 0x10:  # header extension
+        if len(data) < offset + 4:
+            return None
+        offset += 4 + 4 * struct.unpack("!H", data[offset + 2 : offset + 4])[0]
+    end = len(data)
+    if first & 0x20:  # padding: its count is the last byte
+        end -= data[-1]
+    if offset > end:
+        return None
+    return RtpPacket(payload_type, bool(second & 0x80), sequence, timestamp, ssrc, data[offset:end])
+
+
+def build_rtp(packet: RtpPacket) -> bytes:
+    """The wire form of ``packet`` (no CSRC, no extension, no padding)."""
+    second = (0x80 if packet.marker else 0) | packet.payload_type
+    return struct.pack("!BBHII", 0x80, second, packet.sequence, packet.timestamp, packet.ssrc) + packet.payload
+
+
+class _Endpoint(asyncio.DatagramProtocol):
+    def __init__(self, stream: RtpStream) -> None:
+        self.stream = stream
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.stream.received(data, (addr[0], addr[1]))
+
+    def error_received(self, exc: Exception) -> None:
+        log.debug("RTP socket error: %s", exc)
+
+
+class RtpStream:
+    """The RTP of one call on one local UDP port (:meth:`open`). Set ``on_audio(samples,
+    arrival)`` to get int16 mono at ``rate`` Hz (``time.monotonic()`` arrival), ``on_key(press)``
+    for each key press (both drop by default). ``packets`` counts datagrams received (any kind),
+    ``sent`` the packets sent."""
+
+    def __init__(
+        self,
+        *,
+        payload_type: int,
+        telephone_event: Optional[int],
+        remote: tuple[str, int],
+        rate: int,
+    ) -> None:
+        if payload_type not in _DECODERS:
+            raise ValueError(f"payload type {payload_type}: only PCMU (0) and PCMA (8)")
+        self.payload_type = payload_type
+        self.telephone_event = telephone_event
+        self.remote = remote
+        self.latched = False
+        self.packets = 0
+        self.sent = 0
+        self.on_audio: Callable[[np.ndarray, float], None] = lambda samples, arrival: None
+        self.on_key: Callable[[KeyPress], None] = lambda press: None
+        self._in = Resampler(rate)
+        self._keys = KeyPressDetector()
+        self._transport: Optional[asyncio.DatagramTransport] = None
+        self._ssrc = secrets.randbits(32)
+        self._sequence = secrets.randbits(16)
+        self._timestamp = secrets.randbits(32)
+
+    async def open(self, host: str, ports: Optional[tuple[int, int]] = None) -> int:
+        """Bind a UDP port on ``host``: an even one of ``ports`` (first, last; tried in random
+        order, RFC 3550 11), else an ephemeral one; returns it. Raises OSError when none is free."""
+        loop = asyncio.get_running_loop()
+        candidates = [0]
+        if ports is not None:
+            candidates = [port for port in range(ports[0], ports[1] + 1) if port % 2 == 0]
+            random.shuffle(candidates)
+        error: Optional[OSError] = None
+        for port in candidates[:64]:
+            try:
+                transport, _ = await loop.create_datagram_endpoint(lambda: _Endpoint(self), local_addr=(host, port))
+            except OSError as exc:
+                error = exc
+                continue
+            self._transport = transport
+            return int(transport.get_extra_info("sockname")[1])
+        raise error or OSError("no RTP port free")
+
+    def received(self, data: bytes, source: tuple[str, int]) -> None:
+        """One datagram from ``source`` (see the module docstring)."""
+        self.packets += 1
+        packet = parse_rtp(data)
+        if packet is None:
+            return
+        if packet.payload_type == self.payload_type:
+            self._latch(source)
+            if packet.payload:
+                samples = _DECODERS[self.payload_type](packet.payload)
+                audio = self._in.resample_array(samples, RTP_RATE)
+                if audio.size:
+                    self.on_audio(audio, time.monotonic())
+        elif packet.payload_type == self.telephone_event:
+            self._latch(source)
+            press = self._keys.packet(packet.ssrc, packet.timestamp, packet.payload, RTP_RATE)
+            if press is not None:
+                self.on_key(press)
+
+    def _latch(self, source: tuple[str, int]) -> None:
+        if source != self.remote:
+            log.info("RTP latched to %s:%d (SDP said %s:%d)", *source, *self.remote)
+            self.remote = source
+        self.latched = True
+
+    def send_samples(self, samples: np.ndarray, marker: bool) -> None:
+        """Send 160 int16 samples at 8 kHz as one packet."""
+        if self._transport is None or self._transport.is_closing():
+            return
+        payload = _ENCODERS[self.payload_type](samples)
+        packet = RtpPacket(self.payload_type, marker, self._sequence, self._timestamp, self._ssrc, payload)
+        self._transport.sendto(build_rtp(packet), self.remote)
+        self._sequence = (self._sequence + 1) & 0xFFFF
+        self._timestamp = (self._timestamp + PACKET_SAMPLES) & 0xFFFFFFFF
+        self.sent += 1
+
+    async def play(self, track: MediaStreamTrack, source_rate: int) -> None:
+        """Send ``track`` (paced 20 ms frames of int16 mono at ``source_rate`` Hz) until it ends
+        or this is cancelled: each frame resampled to 8 kHz, sent in 160-sample packets."""
+        out = Resampler(RTP_RATE)
+        pending = np.zeros(0, np.int16)
+        talking = False
+        try:
+            while True:
+                frame = await track.recv()
+                assert isinstance(frame, av.AudioFrame)
+                carried = bool(getattr(track, "carried_audio", True))
+                samples = frame.to_ndarray().reshape(-1).astype(np.int16, copy=False)
+                pending = np.concatenate([pending, out.resample_array(samples, source_rate)])
+                while pending.size >= PACKET_SAMPLES:
+                    self.send_samples(pending[:PACKET_SAMPLES], marker=carried and not talking)
+                    pending = pending[PACKET_SAMPLES:]
+                talking = carried
+        except MediaStreamError:
+            return
+
+    def close(self) -> None:
+        """Close the port."""
+        if self._transport is not None:
+            self._transport.close()

@@ -1,0 +1,212 @@
+"""SIP over UDP and TCP (RFC 3261 section 18) on asyncio: one UDP socket and one TCP listener on
+the same port, messages framed (a datagram each; on TCP by ``Content-Length``, 18.3) and parsed,
+responses sent back where the request came from (the source address and port, as RFC 3581's
+``rport`` asks: right behind NAT and for a proxy alike).
+
+A malformed message never reaches the dialogs: a request whose Via, From, To, Call-ID and CSeq
+could be read is answered ``400 Bad Request``, anything else is dropped and counted. A TCP
+connection that sends something that cannot be framed (no blank line within
+``MAX_MESSAGE_BYTES``, a bad ``Content-Length``) is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Optional, cast
+
+from gateway.transports.sip.message import (
+    MAX_MESSAGE_BYTES,
+    SipParseError,
+    SipRequest,
+    SipResponse,
+    make_response,
+    parse_message,
+)
+
+log = logging.getLogger(__name__)
+
+MessageHandler = Callable[["SipRequest | SipResponse", "SipPeer"], None]
+# Seconds a TCP connection may stay silent before it is closed (keeps no dead sockets).
+TCP_IDLE_S = 600.0
+
+
+class SipPeer:
+    """The other end of one message: ``transport`` "UDP" or "TCP", ``address`` (host, port)."""
+
+    def __init__(self, transport: str, address: tuple[str, int], write: Callable[[bytes], None]) -> None:
+        self.transport = transport
+        self.address = address
+        self._write = write
+
+    @property
+    def reliable(self) -> bool:
+        """TCP: no retransmissions (RFC 3261 17)."""
+        return self.transport != "UDP"
+
+    def send(self, data: bytes) -> None:
+        """Send one encoded message; a failure is logged and dropped."""
+        try:
+            self._write(data)
+        except Exception as exc:  # a closed connection, an unreachable address
+            log.info("SIP send to %s:%d failed: %s", *self.address, exc)
+
+
+class _Datagrams(asyncio.DatagramProtocol):
+    def __init__(self, owner: SipTransport) -> None:
+        self.owner = owner
+        self.transport: Optional[asyncio.DatagramTransport] = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        peer = SipPeer("UDP", (addr[0], addr[1]), lambda out: transport.sendto(out, addr))
+        self.owner.deliver(data, peer)
+
+    def error_received(self, exc: Exception) -> None:  # ICMP port unreachable and the like
+        log.debug("SIP UDP error: %s", exc)
+
+
+class SipTransport:
+    """The SIP sockets of the gateway: :meth:`start` binds UDP and TCP on (``host``, ``port``)
+    (port 0: an ephemeral one, the same for both); each valid message goes to ``on_message``.
+    ``received`` counts the messages read, ``malformed`` those refused, ``answered_400`` those of
+    them answered."""
+
+    def __init__(self, host: str, port: int, on_message: MessageHandler) -> None:
+        self.host = host
+        self.port = port
+        self.on_message = on_message
+        self.received = 0
+        self.malformed = 0
+        self.answered_400 = 0
+        self._udp: Optional[_Datagrams] = None
+        self._server: Optional[asyncio.Server] = None
+        self._connections: dict[tuple[str, int], asyncio.StreamWriter] = {}
+        self._readers: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Bind the TCP listener, then UDP on its port. Raises OSError when a port is taken."""
+        self._server = await asyncio.start_server(self._serve_tcp, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        _, protocol = await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=(self.host, self.port))
+        self._udp = protocol
+
+    def deliver(self, data: bytes, peer: SipPeer) -> None:
+        """Parse ``data`` from ``peer`` and hand it on (malformed: 400 or dropped, see the module)."""
+        self.received += 1
+        if not data.strip(b"\r\n"):
+            return  # a keep-alive (RFC 5626 3.5.1)
+        try:
+            message = parse_message(data)
+        except SipParseError as exc:
+            self.malformed += 1
+            log.info("malformed SIP from %s:%d: %s", *peer.address, exc)
+            if exc.request is not None and exc.request.method != "ACK":
+                self.answered_400 += 1
+                peer.send(make_response(exc.request, 400, reason="Bad Request").encode())
+            return
+        try:
+            self.on_message(message, peer)
+        except Exception:  # a fault in the core must not take the socket down
+            log.exception("SIP message from %s:%d not handled", *peer.address)
+
+    # ----- TCP -----
+    async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._readers.add(task)
+        name = writer.get_extra_info("peername")
+        address = (str(name[0]), int(name[1]))
+        self._connections[address] = writer
+        peer = SipPeer("TCP", address, writer.write)
+        try:
+            await self._read_stream(reader, peer)
+        finally:
+            if self._connections.get(address) is writer:
+                del self._connections[address]
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            if task is not None:
+                self._readers.discard(task)
+
+    async def _read_stream(self, reader: asyncio.StreamReader, peer: SipPeer) -> None:
+        while True:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TCP_IDLE_S)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError):
+                return
+            head = head.lstrip(b"\r\n")
+            if not head:
+                continue  # CRLF keep-alives
+            length = _content_length(head)
+            if length is None or len(head) + length > MAX_MESSAGE_BYTES:
+                self.malformed += 1
+                log.info("SIP over TCP from %s:%d cannot be framed: closing", *peer.address)
+                return
+            try:
+                body = await reader.readexactly(length)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            self.deliver(head + body, peer)
+
+    async def connect(self, transport: str, address: tuple[str, int]) -> SipPeer:
+        """A peer to send requests to ``address``: over UDP from the listening socket; over TCP on
+        the open connection from that address, else a new one (read like an accepted one).
+        Raises OSError when a TCP connection cannot be made."""
+        if transport == "UDP":
+            udp = self._udp
+            if udp is None or udp.transport is None:
+                raise OSError("SIP UDP socket is closed")
+            datagrams = udp.transport
+            return SipPeer("UDP", address, lambda out: datagrams.sendto(out, address))
+        writer = self._connections.get(address)
+        if writer is None or writer.is_closing():
+            reader, writer = await asyncio.open_connection(*address)
+            self._connections[address] = writer
+            peer = SipPeer("TCP", address, writer.write)
+            task = asyncio.ensure_future(self._read_stream(reader, peer))
+            self._readers.add(task)
+            task.add_done_callback(self._readers.discard)
+            return peer
+        return SipPeer("TCP", address, writer.write)
+
+    @property
+    def open_connections(self) -> int:
+        """TCP connections open now (accepted and made)."""
+        return len(self._connections)
+
+    async def close(self) -> None:
+        """Close the sockets and every TCP connection."""
+        if self._udp is not None and self._udp.transport is not None:
+            self._udp.transport.close()
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._connections.values()):
+            writer.close()
+        for task in list(self._readers):
+            task.cancel()
+        if self._readers:
+            await asyncio.wait(self._readers, timeout=2)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+
+
+def _content_length(head: bytes) -> Optional[int]:
+    """The Content-Length of a message head (required on TCP, RFC 3261 18.3), None when absent or
+    malformed."""
+    for line in head.split(b"\r\n"):
+        name, colon, value = line.partition(b":")
+        if colon and name.strip().lower() in (b"content-length", b"l"):
+            text = value.strip()
+            return int(text) if text.isdigit() else None
+    return None

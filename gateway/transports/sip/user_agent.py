@@ -1,0 +1,343 @@
+"""The gateway's SIP user agent server: incoming calls over UDP and TCP, and their control
+(accept, reject, refer, hang up), in the shape of OpenAI's SIP interface.
+
+Incoming call (RFC 3261 13.3): ``100 Trying`` at once; an offer that cannot be answered gets
+``488``, a full pool or a draining gateway ``503`` (with ``Retry-After``); else a unit is claimed,
+``180 Ringing`` sent and the backend told with a signed ``realtime.call.incoming`` webhook
+(``gateway.transports.sip.webhook``). The backend then accepts (200 OK + SDP answer) or rejects
+(its status, 603 by default); without a webhook the call is accepted at once with the default
+session. No decision within ``sip_accept_timeout_s`` (or a webhook that was not delivered): 480.
+
+Other requests: an in-dialog request goes to its call (``gateway.transports.sip.call``), one for
+no known dialog gets ``481``; CANCEL ends a ringing call (200, then 487 to the INVITE); OPTIONS
+outside a dialog gets 200 with ``Allow``; ``Max-Forwards: 0`` gets 483; an unknown method 405; a
+``Require`` of any extension 420 (none is supported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Optional
+
+from gateway.config import GatewayConfig
+from gateway.pool.end_reason import EndReason
+from gateway.pool.pool import PoolFullError
+from gateway.realtime.session_update import SessionUpdate
+from gateway.transports.door import Door, LiveSession, TransportKind
+from gateway.transports.sip.call import CallStateError, SipCall
+from gateway.transports.sip.dialog import Dialog
+from gateway.transports.sip.message import (
+    SipParseError,
+    SipRequest,
+    SipResponse,
+    make_response,
+    max_forwards,
+    parse_name_addr,
+)
+from gateway.transports.sip.rtp import RtpStream
+from gateway.transports.sip.sdp import SdpError, parse_offer
+from gateway.transports.sip.transactions import DEFAULT_TIMERS, ServerTransaction, Timers, TransactionLayer
+from gateway.transports.sip.transport import SipPeer, SipTransport
+from gateway.transports.sip.webhook import WebhookSender, incoming_call_event
+
+log = logging.getLogger(__name__)
+
+ALLOW = "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, NOTIFY"
+_KNOWN = {"INVITE", "ACK", "BYE", "CANCEL", "OPTIONS", "INFO", "NOTIFY", "UPDATE", "REFER", "PRACK", "MESSAGE"}
+
+
+def rtp_port_range(text: str) -> Optional[tuple[int, int]]:
+    """``"10000-20000"`` -> (10000, 20000); "" -> None (ephemeral ports). Raises ValueError."""
+    if not text.strip():
+        return None
+    first, dash, last = text.partition("-")
+    if not (dash and first.strip().isdigit() and last.strip().isdigit()):
+        raise ValueError(f"sip_rtp_ports {text!r}: use 'first-last', e.g. 10000-20000")
+    low, high = int(first), int(last)
+    if not 1024 <= low < high <= 65535:
+        raise ValueError(f"sip_rtp_ports {text!r}: a range within 1024..65535")
+    return low, high
+
+
+class CallNotFound(LookupError):
+    """No live call of that id (never was, or already ended)."""
+
+
+class SipUserAgent:
+    """The SIP side of the gateway on ``config.sip_host``:``config.sip_port`` (UDP and TCP); each
+    call's session is opened through ``door`` (its metrics, watchdogs, hang-up and sideband are the
+    door's). ``calls`` maps the call ids (``sip_...``) to live calls. ``draining()`` True refuses
+    new calls (503). Raises
+    ValueError for unusable SIP settings (webhook secret, RTP port range, no public address).
+    """
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        door: Door,
+        *,
+        timers: Timers = DEFAULT_TIMERS,
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.config = config
+        self.host = config.sip_host or config.host
+        self.public_address = config.sip_public_address or self.host
+        if self.public_address in ("0.0.0.0", "::"):
+            raise ValueError("SIP listens on every address: give --sip-public-address (put in Contact and SDP)")
+        self.transport = SipTransport(self.host, config.sip_port, self._on_message)
+        self.transactions = TransactionLayer(timers)
+        self.webhook = (
+            WebhookSender(config.sip_webhook_url, config.sip_webhook_secret) if config.sip_webhook_url else None
+        )
+        self.rtp_ports = rtp_port_range(config.sip_rtp_ports)
+        self.calls: dict[str, SipCall] = {}
+        self._dialogs: dict[tuple[str, str], SipCall] = {}
+        self._ringing: dict[int, SipCall] = {}  # id() of the INVITE's transaction -> its call
+        self._door = door
+        self._draining = draining
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    @property
+    def port(self) -> int:
+        """The SIP port listened on (after :meth:`start`)."""
+        return self.transport.port
+
+    async def start(self) -> None:
+        """Listen. Raises OSError when the port is taken."""
+        await self.transport.start()
+        log.info("SIP listening on %s:%d (UDP, TCP)", self.host, self.port)
+
+    # ----- dispatch -----
+    def _on_message(self, message: SipRequest | SipResponse, peer: SipPeer) -> None:
+        if isinstance(message, SipResponse):
+            self.transactions.receive_response(message)
+            return
+        if message.method == "ACK":
+            self._on_ack(message)
+            return
+        transaction = self.transactions.receive_request(message, peer)
+        if transaction is None:
+            return  # a retransmission, answered by its transaction
+        self._on_request(message, transaction)
+
+    def _on_ack(self, ack: SipRequest) -> None:
+        if self.transactions.absorb_ack(ack):
+            return
+        call = self._dialog_of(ack)
+        if call is not None:
+            call.acknowledged.set()
+
+    def _dialog_of(self, request: SipRequest) -> Optional[SipCall]:
+        try:
+            tag = parse_name_addr(request.get("To") or "").tag
+        except SipParseError:
+            return None
+        return self._dialogs.get((request.call_id, tag)) if tag else None
+
+    def _on_request(self, request: SipRequest, transaction: ServerTransaction) -> None:
+        method = request.method
+
+        def answer(status: int, **headers: str) -> None:
+            response = make_response(request, status)
+            for name, value in headers.items():
+                response.add(name.replace("_", "-"), value)
+            transaction.respond(response)
+
+        if method not in _KNOWN:
+            answer(405, Allow=ALLOW)
+            return
+        if max_forwards(request) == 0 and method != "OPTIONS":
+            answer(483)
+            return
+        if request.get("Require") and method not in ("CANCEL",):
+            answer(420, Unsupported=", ".join(request.get_all("Require")))
+            return
+        if method == "CANCEL":
+            self._on_cancel(request, transaction)
+            return
+        try:
+            has_tag = bool(parse_name_addr(request.get("To") or "").tag)
+        except SipParseError:
+            answer(400)
+            return
+        if has_tag:
+            call = self._dialog_of(request)
+            if call is None or call.end_reason is not None:
+                answer(481)
+            else:
+                call.on_request(request, transaction)
+            return
+        if method == "INVITE":
+            self._on_invite(request, transaction)
+        elif method == "OPTIONS":
+            answer(200, Allow=ALLOW, Accept="application/sdp")
+        else:
+            answer(481)  # BYE, INFO, NOTIFY... outside a dialog
+
+    def _on_cancel(self, cancel: SipRequest, transaction: ServerTransaction) -> None:
+        invite = self.transactions.invite_of(cancel)
+        call = self._ringing.get(id(invite)) if invite is not None else None
+        if invite is None:
+            transaction.respond(make_response(cancel, 481))
+            return
+        transaction.respond(make_response(cancel, 200))
+        if call is not None:
+            call.session.hangup_soon(EndReason.CALLER_CANCEL)
+        elif not invite.final:
+            invite.respond(make_response(invite.request, 487))
+
+    # ----- incoming calls -----
+    def _on_invite(self, invite: SipRequest, transaction: ServerTransaction) -> None:
+        transaction.respond(make_response(invite, 100))
+        content_type = (invite.get("Content-Type") or "").split(";")[0].strip().lower()
+        try:
+            if content_type != "application/sdp" or not invite.body:
+                raise SdpError("an INVITE without an SDP offer (late offer) is not answered")
+            offer = parse_offer(invite.body.decode("utf-8", "replace"))
+        except SdpError as exc:
+            response = make_response(invite, 488)
+            response.add("Warning", f'399 voice-gateway "{exc}"')
+            transaction.respond(response)
+            return
+        if self._draining():
+            response = make_response(invite, 503)
+            response.add("Retry-After", str(self.config.retry_after_s))
+            transaction.respond(response)
+            return
+        peer = transaction.peer
+        transport = "TCP" if peer.reliable else "UDP"
+        try:
+            dialog = Dialog.from_invite(invite, transport, self.public_address, self.port)
+        except SipParseError as exc:
+            log.info("INVITE refused: %s", exc)
+            transaction.respond(make_response(invite, 400))
+            return
+        calls: list[SipCall] = []
+
+        def connect(session: LiveSession) -> SipCall:
+            rtp = RtpStream(
+                payload_type=offer.payload_type,
+                telephone_event=offer.telephone_event,
+                remote=(offer.address, offer.port),
+                rate=session.lease.input_rate,
+            )
+            call = SipCall(
+                session,
+                invite,
+                transaction,
+                offer,
+                dialog,
+                config=self.config,
+                rtp=rtp,
+                send_request=lambda request: self._send_in_dialog(call, request),
+                on_closed=self._closed,
+            )
+            calls.append(call)
+            return call
+
+        try:
+            self._door.open(TransportKind.SIP, None, connect)
+        except PoolFullError:
+            response = make_response(invite, 503)
+            response.add("Retry-After", str(self.config.retry_after_s))
+            transaction.respond(response)
+            return
+        call = calls[0]
+        self.calls[call.id] = call
+        self._dialogs[(dialog.call_id, dialog.local_tag)] = call
+        self._ringing[id(transaction)] = call
+        self._spawn(self._ring(call))
+
+    async def _ring(self, call: SipCall) -> None:
+        """Open the RTP port, send 180, tell the backend (or accept), and time the decision."""
+        try:
+            call.rtp_port = await call.rtp.open(self.host, self.rtp_ports)
+        except OSError as exc:
+            log.warning("call %s: no RTP port: %s", call.id, exc)
+            await call.session.hangup(EndReason.SERVER_ERROR)
+            return
+        if call.end_reason is not None:
+            call.rtp.close()
+            return
+        call.respond(180)
+        if self.webhook is None:
+            self.accept(call.id, None)
+            return
+        headers = [{"name": name, "value": value} for name, value in call.invite.headers]
+        delivered = await self.webhook.deliver(incoming_call_event(call.id, headers))
+        if not delivered:
+            await call.session.hangup(EndReason.ACCEPT_TIMEOUT, "the webhook was not delivered")
+            return
+        try:
+            await asyncio.wait_for(call.session.ended.wait(), self.config.sip_accept_timeout_s)
+        except TimeoutError:
+            if call.state == "ringing":
+                log.info("call %s: not accepted within %g s", call.id, self.config.sip_accept_timeout_s)
+                await call.session.hangup(EndReason.ACCEPT_TIMEOUT, "the backend did not accept the call in time")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _closed(self, call: SipCall) -> None:
+        self.calls.pop(call.id, None)
+        self._dialogs.pop((call.dialog.call_id, call.dialog.local_tag), None)
+        self._ringing.pop(id(call.transaction), None)
+
+    async def _send_in_dialog(self, call: SipCall, request: SipRequest) -> SipResponse:
+        """Send an in-dialog request of ``call`` to its next hop (the connection the INVITE came
+        on when that is the next hop); resolves with the final response. Raises TimeoutError,
+        OSError."""
+        transport, address = call.dialog.next_hop()
+        peer = call.transaction.peer
+        if not (peer.address == address and ("TCP" if peer.reliable else "UDP") == transport):
+            peer = await self.transport.connect(transport, address)
+        return await self.transactions.send_request(request, peer).done
+
+    # ----- control (the HTTP routes) -----
+    def live(self, call_id: str) -> SipCall:
+        """The live call ``call_id``. Raises CallNotFound."""
+        call = self.calls.get(call_id)
+        if call is None or call.end_reason is not None:
+            raise CallNotFound(call_id)
+        return call
+
+    def accept(self, call_id: str, update: Optional[SessionUpdate]) -> SipCall:
+        """Answer a ringing call with ``update`` (parsed at the edge). Raises CallNotFound,
+        CallStateError (already answered, or still opening its RTP port), ClientError."""
+        call = self.live(call_id)
+        port = call.rtp_port
+        if port is None:
+            raise CallStateError(f"call {call_id} is not ringing yet")
+        self._ringing.pop(id(call.transaction), None)
+        call.accept(update, self.public_address, port)
+        return call
+
+    async def reject(self, call_id: str, status: int = 603) -> None:
+        """Refuse a ringing call with ``status`` (400..699). Raises CallNotFound, CallStateError."""
+        call = self.live(call_id)
+        if call.state != "ringing":
+            raise CallStateError(f"call {call_id} is {call.state}: hang up instead")
+        call.respond(status)
+        await call.session.hangup(EndReason.CALL_REJECTED)
+
+    async def refer(self, call_id: str, target_uri: str) -> SipResponse:
+        """Transfer an answered call to ``target_uri``. Raises CallNotFound, CallStateError,
+        TimeoutError (the caller did not answer the REFER)."""
+        return await self.live(call_id).refer(target_uri)
+
+    async def close(self) -> None:
+        """End every call (``server_shutdown``), stop listening."""
+        calls = list(self.calls.values())
+        await asyncio.gather(
+            *(call.session.hangup(EndReason.SERVER_SHUTDOWN) for call in calls), return_exceptions=True
+        )
+        for task in list(self._tasks):
+            task.cancel()
+        self.transactions.close()
+        await self.transport.close()
+        if self.webhook is not None:
+            await self.webhook.close()

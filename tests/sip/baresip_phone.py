@@ -1,0 +1,173 @@
+"""Debian's baresip as the caller in the tests: a softphone started as the test's own process, with
+a temporary config that binds only to 127.0.0.1, plays a WAV (``aufile``), records what it hears
+(``sndfile``: the decoded audio of the call) and takes commands over ``ctrl_tcp`` (netstring JSON:
+``dial``, ``sndcode``, ``hangup``; events such as ``CALL_ESTABLISHED`` come back the same way).
+
+Needs the ``baresip-core`` package (``scripts/setup.sh --services``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import wave
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pytest
+
+from gateway.server.runner import free_port
+
+BARESIP = shutil.which("baresip") or "/usr/bin/baresip"
+MODULES = Path("/usr/lib/baresip/modules")
+
+
+def require_baresip() -> None:
+    """Fail (not skip: CI installs it) with what to install when baresip is missing."""
+    if not Path(BARESIP).exists() or not (MODULES / "ctrl_tcp.so").exists():
+        pytest.fail("baresip is not installed: scripts/setup.sh --services (Debian package baresip-core)")
+
+
+def write_wav(path: Path, samples: np.ndarray, rate: int) -> None:
+    """int16 mono ``samples`` at ``rate`` Hz as a WAV file."""
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(samples.astype("<i2").tobytes())
+
+
+def read_wav(path: Path) -> tuple[np.ndarray, int]:
+    with wave.open(str(path), "rb") as source:
+        return np.frombuffer(source.readframes(source.getnframes()), "<i2").astype(np.int16), source.getframerate()
+
+
+class BaresipPhone:
+    """``async with BaresipPhone(folder, play=samples_8k) as phone``: a running baresip whose
+    microphone is ``play`` (int16 mono 8 kHz) and whose call audio is recorded under ``folder``."""
+
+    def __init__(self, folder: Path, play: np.ndarray, *, transport: str = "udp") -> None:
+        self.folder = folder
+        self.play = play
+        self.sip_port = free_port()
+        self.control_port = free_port()
+        self.transport = transport
+        self.events: list[dict[str, Any]] = []
+        self.responses: dict[str, dict[str, Any]] = {}
+        self._process: Optional[asyncio.subprocess.Process] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._reader_task: Optional[asyncio.Task[None]] = None
+        self._token = 0
+        self._changed = asyncio.Event()
+
+    def _write_config(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_wav(self.folder / "microphone.wav", self.play, 8000)
+        (self.folder / "config").write_text(
+            "\n".join(
+                [
+                    "poll_method epoll",
+                    f"sip_listen 127.0.0.1:{self.sip_port}",
+                    f"audio_source aufile,{self.folder / 'microphone.wav'}",
+                    "audio_player aubridge,nowhere",
+                    "audio_alert aubridge,nowhere",
+                    "ausrc_srate 8000",
+                    "auplay_srate 8000",
+                    "audio_level no",
+                    "rtp_ports 30000-39999",
+                    "net_interface 127.0.0.1",
+                    f"module_path {MODULES}",
+                    "module g711.so",
+                    "module aufile.so",
+                    "module aubridge.so",
+                    "module sndfile.so",
+                    "module_app account.so",
+                    "module_app menu.so",
+                    "module_app ctrl_tcp.so",
+                    f"ctrl_tcp_listen 127.0.0.1:{self.control_port}",
+                    f"snd_path {self.folder}",
+                    "",
+                ]
+            )
+        )
+        (self.folder / "accounts").write_text(f"<sip:caller@127.0.0.1;transport={self.transport}>;regint=0\n")
+
+    async def __aenter__(self) -> BaresipPhone:
+        require_baresip()
+        self._write_config()
+        log = open(self.folder / "baresip.log", "wb")
+        self._process = await asyncio.create_subprocess_exec(
+            BARESIP, "-f", str(self.folder), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log
+        )
+        log.close()
+        for _ in range(100):
+            try:
+                reader, self._writer = await asyncio.open_connection("127.0.0.1", self.control_port)
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError(f"baresip did not open ctrl_tcp: {self.log()[-2000:]}")
+        self._reader_task = asyncio.ensure_future(self._read(reader))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.command("quit"), 3)
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+        if self._process is not None and self._process.returncode is None:
+            try:
+                await asyncio.wait_for(self._process.wait(), 5)
+            except TimeoutError:
+                self._process.kill()
+                await self._process.wait()
+
+    def log(self) -> str:
+        """baresip's console output so far."""
+        return (self.folder / "baresip.log").read_text(errors="replace")
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        while True:
+            length = await reader.readuntil(b":")
+            data = await reader.readexactly(int(length[:-1]) + 1)
+            message = json.loads(data[:-1])
+            if message.get("event"):
+                self.events.append(message)
+            elif message.get("response"):
+                self.responses[str(message.get("token"))] = message
+            self._changed.set()
+
+    async def command(self, command: str, params: str = "") -> dict[str, Any]:
+        """Run a baresip command; its response (``ok``, ``data``)."""
+        assert self._writer is not None
+        self._token += 1
+        token = str(self._token)
+        body = json.dumps({"command": command, "params": params, "token": token}).encode()
+        self._writer.write(str(len(body)).encode() + b":" + body + b",")
+        await self._writer.drain()
+        await self._wait(lambda: token in self.responses, 10)
+        return self.responses[token]
+
+    async def _wait(self, predicate: Any, within: float) -> None:
+        async def wait() -> None:
+            while not predicate():
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(wait(), within)
+
+    async def event(self, kind: str, within: float = 15) -> dict[str, Any]:
+        """The first event of type ``kind`` (``CALL_ESTABLISHED``, ``CALL_CLOSED``...)."""
+        await self._wait(lambda: any(e.get("type") == kind for e in self.events), within)
+        return next(e for e in self.events if e.get("type") == kind)
+
+    def recording(self) -> tuple[np.ndarray, int]:
+        """What the phone heard (sndfile's decoded-audio file), int16 mono and its rate."""
+        files = sorted(self.folder.glob("dump-*-dec.wav"))
+        assert files, f"no recording in {self.folder}: {sorted(p.name for p in self.folder.iterdir())}"
+        return read_wav(files[-1])

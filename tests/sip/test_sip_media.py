@@ -1,0 +1,118 @@
+"""The SIP call's media pieces without a call: the SDP answer to real offers, RTP packets (CSRCs,
+extension, padding, RTCP refused), symmetric latching and RFC 4733 key presses on a real UDP port,
+the RTP port range, and Standard Webhooks signing (the specification's published example)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gateway.media.g711 import encode_mulaw
+from gateway.transports.sip.rtp import RtpPacket, RtpStream, build_rtp, parse_rtp
+from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
+from gateway.transports.sip.user_agent import rtp_port_range
+from gateway.transports.sip.webhook import sign, signing_key
+from tests.sip.sip_samples import BARESIP_SDP
+
+FREESWITCH_WEBRTC = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "sdp" / "aiortc_audio_freeswitch.sdp"
+
+
+def test_baresip_offer_is_answered_pcmu_with_telephone_event():
+    offer = parse_offer(BARESIP_SDP.format(rtp_host="127.0.0.1", rtp_port=20004))
+    assert (offer.address, offer.port, offer.payload_type, offer.codec) == ("127.0.0.1", 20004, 0, "PCMU")
+    assert offer.telephone_event == 101 and offer.direction == "sendrecv"
+    answer = build_answer(offer, "203.0.113.5", 40000)
+    assert "c=IN IP4 203.0.113.5" in answer and "m=audio 40000 RTP/AVP 0 101" in answer
+    assert "a=rtpmap:101 telephone-event/8000" in answer and "a=sendrecv" in answer
+    again = parse_offer(answer)  # the answer reads as SDP itself
+    assert (again.port, again.payload_type, again.telephone_event) == (40000, 0, 101)
+
+
+def test_pcma_first_static_types_without_rtpmap_and_refusals():
+    pcma = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 5004 RTP/AVP 8 0\r\na=sendonly\r\n"
+    offer = parse_offer(pcma)
+    assert (offer.codec, offer.telephone_event) == ("PCMA", None)
+    assert "a=recvonly" in build_answer(offer, "127.0.0.1", 4000)
+    with pytest.raises(SdpError, match="RTP/SAVP"):
+        parse_offer(pcma.replace("RTP/AVP", "RTP/SAVP"))
+    with pytest.raises(SdpError, match="PCMU nor PCMA"):
+        parse_offer("v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 5004 RTP/AVP 9\r\na=rtpmap:9 G722/8000\r\n")
+    with pytest.raises(SdpError):
+        parse_offer("v=0\r\nm=audio 5004 RTP/AVP 0\r\n")  # no connection address
+    if FREESWITCH_WEBRTC.exists():  # a SIP bridge's WebRTC offer belongs at POST /v1/realtime/calls
+        with pytest.raises(SdpError, match="UDP/TLS/RTP/SAVPF"):
+            parse_offer(FREESWITCH_WEBRTC.read_text())
+
+
+def test_rtp_packets_parse_with_csrcs_extension_and_padding():
+    packet = RtpPacket(0, True, 65535, 2**32 - 1, 0xDEADBEEF, b"\x01\x02\x03")
+    assert parse_rtp(build_rtp(packet)) == packet
+    header = struct.pack("!BBHII", 0x80 | 0x20 | 0x10 | 2, 8, 7, 160, 42)
+    csrcs = b"\x00" * 8
+    extension = struct.pack("!HH", 0xBEDE, 1) + b"\x00" * 4
+    data = header + csrcs + extension + b"\xaa\xbb" + b"\x00\x00\x03"  # 3 bytes of padding
+    parsed = parse_rtp(data)
+    assert parsed is not None and parsed.payload == b"\xaa\xbb" and parsed.payload_type == 8
+    assert parse_rtp(struct.pack("!BBHII", 0x80, 200, 1, 0, 1)) is None  # RTCP SR on the RTP port
+    assert parse_rtp(b"\x80\x00") is None and parse_rtp(b"\x00" * 12) is None
+    assert parse_rtp(header[:1] + bytes([0]) + header[2:]) is None  # extension beyond the end
+
+
+async def test_rtp_latches_to_the_source_and_reports_key_presses_once():
+    stream = RtpStream(payload_type=0, telephone_event=101, remote=("192.0.2.99", 9), rate=16000)
+    heard: list[np.ndarray] = []
+    keys: list[str] = []
+    stream.on_audio = lambda samples, arrival: heard.append(samples)
+    stream.on_key = lambda press: keys.append(press.digit)
+    port = await stream.open("127.0.0.1")
+    loop = asyncio.get_running_loop()
+    sender, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0))
+    back = sender.get_extra_info("sockname")
+    try:
+        tone = (np.sin(np.arange(160) / 3) * 8000).astype(np.int16)
+        for sequence in range(5):
+            sender.sendto(
+                build_rtp(RtpPacket(0, False, sequence, sequence * 160, 7, encode_mulaw(tone))), ("127.0.0.1", port)
+            )
+        for repeat, (end, duration) in enumerate([(False, 160), (False, 320), (True, 480), (True, 480), (True, 480)]):
+            payload = struct.pack("!BBH", 5, 0x80 if end else 0, duration)
+            sender.sendto(build_rtp(RtpPacket(101, repeat == 0, 10 + repeat, 4000, 7, payload)), ("127.0.0.1", port))
+        for _ in range(100):
+            if stream.packets >= 10:
+                break
+            await asyncio.sleep(0.01)
+        assert stream.remote == ("127.0.0.1", back[1]) and stream.latched
+        assert keys == ["5"]  # one key press however many packets carry it
+        assert sum(chunk.size for chunk in heard) > 5 * 160  # 8 kHz in, 16 kHz out
+        stream.send_samples(np.zeros(160, np.int16), marker=True)
+        assert stream.sent == 1
+    finally:
+        sender.close()
+        stream.close()
+
+
+async def test_rtp_port_range_gives_even_ports_inside_it():
+    assert rtp_port_range("") is None
+    assert rtp_port_range("10000-10010") == (10000, 10010)
+    for bad in ("10000", "a-b", "20000-10000", "80-90"):
+        with pytest.raises(ValueError):
+            rtp_port_range(bad)
+    stream = RtpStream(payload_type=8, telephone_event=None, remote=("127.0.0.1", 9), rate=16000)
+    port = await stream.open("127.0.0.1", (41000, 41100))
+    stream.close()
+    assert 41000 <= port <= 41100 and port % 2 == 0
+
+
+def test_webhook_signature_matches_the_standard_webhooks_example():
+    # The example of the Standard Webhooks specification (standard-webhooks/standard-webhooks, README).
+    key = signing_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    signature = sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}')
+    assert signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    with pytest.raises(ValueError):
+        signing_key("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    with pytest.raises(ValueError):
+        signing_key("whsec_not base64!")

@@ -1,0 +1,85 @@
+"""RFC 3261 transactions on the event loop with short timers: an accepted INVITE absorbs its
+retransmissions (RFC 6026), a rejected one is retransmitted until the ACK and given up after Timer
+H, a non-INVITE answers its retransmissions, a client transaction retransmits until answered and
+times out with Timer F."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.transports.sip.message import SipRequest, make_response, parse_message
+from gateway.transports.sip.transactions import Timers, TransactionLayer
+from tests.doubles import RecordingPeerDouble
+from tests.sip import sip_samples
+
+FAST = Timers(t1=0.02, t2=0.08, t4=0.05)
+
+
+def _invite() -> SipRequest:
+    message = parse_message(sip_samples.invite(5060))
+    assert isinstance(message, SipRequest)
+    return message
+
+
+async def test_an_accepted_invite_absorbs_retransmissions_then_ends():
+    layer, peer = TransactionLayer(FAST), RecordingPeerDouble()
+    invite = _invite()
+    transaction = layer.receive_request(invite, peer)
+    assert transaction is not None
+    transaction.respond(make_response(invite, 200, to_tag="t"))
+    assert layer.receive_request(_invite(), peer) is None  # not a new call
+    assert len(peer.sent) == 1  # absorbed: the dialog's core retransmits the 2xx itself
+    await asyncio.sleep(FAST.timeout + 0.1)  # Timer L
+    assert not layer.server
+
+
+async def test_a_rejected_invite_is_retransmitted_until_timer_h():
+    layer, peer = TransactionLayer(FAST), RecordingPeerDouble()
+    invite = _invite()
+    transaction = layer.receive_request(invite, peer)
+    assert transaction is not None
+    gave_up = []
+    transaction.on_ack_timeout = lambda: gave_up.append(True)
+    transaction.respond(make_response(invite, 486, to_tag="t"))
+    await asyncio.sleep(FAST.timeout + 0.1)
+    assert len(peer.sent) >= 5 and len(set(peer.sent)) == 1  # Timer G: the same 486 again
+    assert gave_up == [True] and not layer.server
+
+
+async def test_over_tcp_nothing_is_retransmitted():
+    layer, peer = TransactionLayer(FAST), RecordingPeerDouble(reliable=True)
+    invite = _invite()
+    transaction = layer.receive_request(invite, peer)
+    assert transaction is not None
+    transaction.respond(make_response(invite, 603, to_tag="t"))
+    await asyncio.sleep(0.2)
+    assert len(peer.sent) == 1
+
+
+async def test_non_invite_answers_retransmissions_with_its_final_response():
+    layer, peer = TransactionLayer(FAST), RecordingPeerDouble()
+    bye = parse_message(sip_samples.in_dialog("BYE", 5060, "t"))
+    assert isinstance(bye, SipRequest)
+    transaction = layer.receive_request(bye, peer)
+    assert transaction is not None and layer.receive_request(bye, peer) is None  # nothing to resend yet
+    transaction.respond(make_response(bye, 200, to_tag="t"))
+    assert layer.receive_request(bye, peer) is None
+    assert len(peer.sent) == 2 and peer.sent[0] == peer.sent[1]
+    await asyncio.sleep(FAST.timeout + 0.1)  # Timer J
+    assert not layer.server
+
+
+async def test_client_transaction_retransmits_and_times_out():
+    layer, peer = TransactionLayer(FAST), RecordingPeerDouble()
+    bye = parse_message(sip_samples.in_dialog("BYE", 5060, "t"))
+    assert isinstance(bye, SipRequest)
+    transaction = layer.send_request(bye, peer)
+    with pytest.raises(TimeoutError):
+        await transaction.done
+    assert len(peer.sent) >= 5 and not layer.client
+    answered = layer.send_request(bye, peer)
+    response = make_response(bye, 200)
+    assert layer.receive_response(parse_message(response.encode()))  # type: ignore[arg-type]
+    assert (await answered.done).status == 200 and not layer.client

@@ -1,0 +1,118 @@
+"""The SIP user agent over real UDP and TCP sockets on loopback, without models (a pool that is
+always full): the answers RFC 3261 asks for (OPTIONS, 481, 483, 488, 503 with Retry-After, 400),
+the INVITE server transaction's retransmissions (Timer G until the ACK), and a fuzz of real
+messages that leaves it answering."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.server.runner import free_port
+from gateway.transports.sip.message import SipResponse, parse_message
+from gateway.transports.sip.transactions import Timers
+from gateway.transports.sip.user_agent import SipUserAgent
+from tests.doubles import FullPoolDoorDouble
+from tests.sip import sip_samples
+from tests.sip.sip_socket import SipSocket
+from tests.sip.test_sip_message import FUZZ_SEEDS, _mutations
+
+FAST = Timers(t1=0.05, t2=0.2, t4=0.2)
+
+
+@pytest.fixture
+async def user_agent():
+    config = GatewayConfig(sip_port=free_port(), sip_host="127.0.0.1", retry_after_s=7)
+    agent = SipUserAgent(config, FullPoolDoorDouble(), timers=FAST)
+    await agent.start()
+    yield agent
+    await agent.close()
+
+
+async def test_options_and_out_of_dialog_requests(user_agent: SipUserAgent):
+    async with SipSocket(user_agent.port) as peer:
+        peer.send(sip_samples.options(user_agent.port))
+        ok = await peer.response()
+        assert ok.status == 200 and "INVITE" in (ok.get("Allow") or "")
+        peer.send(sip_samples.in_dialog("BYE", user_agent.port, "nosuchtag", caller_port=peer.port))
+        assert (await peer.response()).status == 481
+        invite = sip_samples.invite(user_agent.port, caller_port=peer.port)
+        hops = invite.replace(b"Max-Forwards: 70", b"Max-Forwards: 0")
+        peer.send(hops)
+        assert (await peer.response(483)).status == 483
+        peer.send(b"NOTAMETHOD sip:x@127.0.0.1 SIP/2.0\r\n\r\n")  # unreadable: dropped
+        broken_cseq = sip_samples.options(user_agent.port).replace(b"CSeq: 1 OPTIONS", b"CSeq: 1 INVITE")
+        peer.send(broken_cseq)
+        assert (await peer.response()).status == 400
+        assert user_agent.transport.malformed == 2 and user_agent.transport.answered_400 == 1
+
+
+async def test_srtp_offer_is_not_acceptable_and_full_pool_is_503(user_agent: SipUserAgent):
+    async with SipSocket(user_agent.port) as peer:
+        srtp = sip_samples.invite(user_agent.port, caller_port=peer.port).replace(b"RTP/AVP", b"RTP/SAVP")
+        peer.send(srtp)
+        assert (await peer.response()).status == 100
+        refused = await peer.response()
+        assert refused.status == 488 and "RTP/SAVP" in (refused.get("Warning") or "")
+        peer.send(sip_samples.invite(user_agent.port, caller_port=peer.port, branch="z9hG4bKfull", call_id="c2"))
+        assert (await peer.response()).status == 100
+        busy = await peer.response()
+        assert busy.status == 503 and busy.get("Retry-After") == "7"
+
+
+async def test_a_final_response_is_retransmitted_until_the_ack(user_agent: SipUserAgent):
+    async with SipSocket(user_agent.port) as peer:
+        branch = "z9hG4bKretx"
+        peer.send(sip_samples.invite(user_agent.port, caller_port=peer.port, branch=branch))
+        await peer.response(100)
+        first = await peer.response(503)
+        again = await peer.response(503, within=2)  # Timer G: T1 = 50 ms here
+        assert again.encode() == first.encode()
+        peer.send(sip_samples.invite(user_agent.port, caller_port=peer.port, branch=branch))  # a retransmission
+        assert (await peer.response(503)).status == 503
+        to_tag = first.get("To") or ""
+        tag = to_tag.split("tag=")[1] if "tag=" in to_tag else ""
+        peer.send(sip_samples.ack(user_agent.port, tag, branch=branch, caller_port=peer.port))
+        await asyncio.sleep(0.1)
+        peer.drain()
+        await asyncio.sleep(0.6)  # > T2: nothing more comes after the ACK
+        assert peer.drain() == []
+        assert not user_agent.transactions.server or all(
+            t.state in ("confirmed", "terminated") for t in user_agent.transactions.server.values()
+        )
+
+
+async def test_fuzzed_messages_over_udp_and_tcp_leave_it_answering(user_agent: SipUserAgent):
+    rng = random.Random(7)
+    async with SipSocket(user_agent.port) as peer:
+        for i in range(1500):
+            data = _mutations(rng, rng.choice(FUZZ_SEEDS))
+            peer.send(data[:65000])
+            if i % 20 == 0:
+                await asyncio.sleep(0.005)  # let the gateway read (no datagram is lost on loopback)
+        reader, writer = await asyncio.open_connection("127.0.0.1", user_agent.port)
+        for _ in range(200):
+            writer.write(_mutations(rng, rng.choice(FUZZ_SEEDS)))
+        await writer.drain()
+        writer.close()
+        await asyncio.sleep(0.5)
+        peer.drain()
+        peer.send(sip_samples.options(user_agent.port, branch="z9hG4bKalive"))
+        assert (await peer.response(200)).status == 200
+    transport = user_agent.transport
+    assert transport.received >= 1500 and transport.malformed > 50 and transport.answered_400 > 10, (
+        transport.received,
+        transport.malformed,
+        transport.answered_400,
+    )
+    # TCP still works too: a clean OPTIONS on a new connection is answered.
+    reader, writer = await asyncio.open_connection("127.0.0.1", user_agent.port)
+    writer.write(sip_samples.options(user_agent.port, branch="z9hG4bKtcp").replace(b"SIP/2.0/UDP", b"SIP/2.0/TCP"))
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    response = parse_message(head)
+    assert isinstance(response, SipResponse) and response.status == 200
+    writer.close()
