@@ -16,6 +16,12 @@ Prints one row per prompt and a summary: call decision right (the expected tool 
 called; target >= 90%), arguments valid (JSON that validates against the tool's ``parameters``;
 target 100%), arguments right (the expected value in them), and the median latency (response.create
 sent -> response.done received; ``--direct``: the ``generate`` call), in seconds.
+
+Then "answer uses the tool output": six round trips (a question, the model's call, the tool's
+output as a ``function_call_output`` item) with outputs of different shapes (a flat object, a
+nested one, an array, a plain string, numbers with decimals), each answered as one out-of-band
+response whose ``input`` holds the three items; an answer counts when it holds every expected value
+(digits or the words a person says, e.g. "31" or "thirty-one"). Target 100%.
 """
 
 from __future__ import annotations
@@ -109,6 +115,79 @@ CASES = [
 
 
 @dataclass
+class OutputCase:
+    """A finished call and its output; the answer must hold each of ``expect`` (any alternative)."""
+
+    prompt: str
+    tool: str
+    arguments: dict[str, Any]
+    output: Any
+    expect: list[tuple[str, ...]]
+
+
+OUTPUT_CASES = [
+    OutputCase(
+        "What's the weather in Paris right now?",
+        "get_weather",
+        {"city": "Paris"},
+        {"city": "Paris", "temperature_c": 31, "sky": "sunny"},
+        [("31", "thirty one"), ("sunny", "sun")],
+    ),
+    OutputCase(
+        "How's the weather in Tokyo today?",
+        "get_weather",
+        {"city": "Tokyo"},
+        {"location": {"city": "Tokyo"}, "current": {"temp_c": 12, "condition": "light rain"}},
+        [("12", "twelve"), ("rain",)],
+    ),
+    OutputCase(
+        "Will it be cold in London this week?",
+        "get_weather",
+        {"city": "London"},
+        [{"day": "Monday", "high_c": 9, "sky": "cloudy"}, {"day": "Tuesday", "high_c": 7, "sky": "fog"}],
+        [("9", "nine"), ("7", "seven")],
+    ),
+    OutputCase(
+        "What time is it in New York?",
+        "get_time",
+        {"city": "New York"},
+        "It is 14:05 in New York.",
+        [("14:05", "2:05", "two oh five", "fourteen oh five", "five past two")],
+    ),
+    OutputCase(
+        "Convert 100 dollars to euros.",
+        "convert_currency",
+        {"amount": 100, "from_currency": "USD", "to_currency": "EUR"},
+        {"amount": 100, "from": "USD", "to": "EUR", "result": 92.37},
+        [("92", "ninety two")],
+    ),
+    OutputCase(
+        "Set a timer for ten minutes.",
+        "set_timer",
+        {"minutes": 10},
+        {"status": "started", "minutes": 10, "ends_at": "18:40"},
+        [("10", "ten")],
+    ),
+]
+
+
+def uses_output(case: OutputCase, text: str) -> bool:
+    """True when ``text`` holds every expected value (any of its alternatives, case and hyphens ignored)."""
+    said = text.lower().replace("-", " ")
+    return all(any(alt in said for alt in alternatives) for alternatives in case.expect)
+
+
+def output_items(case: OutputCase) -> list[dict[str, Any]]:
+    """The case as Realtime items: the question, the call, its output."""
+    output = case.output if isinstance(case.output, str) else json.dumps(case.output)
+    return [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": case.prompt}]},
+        {"type": "function_call", "call_id": "call_bench1", "name": case.tool, "arguments": json.dumps(case.arguments)},
+        {"type": "function_call_output", "call_id": "call_bench1", "output": output},
+    ]
+
+
+@dataclass
 class Outcome:
     called: Optional[str]
     arguments: str
@@ -169,8 +248,35 @@ def run_direct(instructions: Optional[str]) -> list[Outcome]:
     return outcomes
 
 
-async def run_gateway(url: Optional[str], instructions: Optional[str]) -> list[Outcome]:
-    """Each prompt as an out-of-band text response of one Realtime call with the toolset."""
+def run_direct_outputs(instructions: Optional[str]) -> list[Outcome]:
+    """Each tool output round trip through the configured LanguageModel, no gateway."""
+    from gateway.config import GatewayConfig
+    from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions
+    from gateway.models.loader import load_language_model
+    from gateway.realtime.conversation import chat_messages
+
+    config = GatewayConfig.from_env()
+    llm = load_language_model(config)
+    tools = [FunctionTool(t["name"], t["description"], t["parameters"]) for t in TOOLS]
+    system = ChatMessage("system", instructions if instructions is not None else config.instructions)
+    outcomes = []
+    for case in OUTPUT_CASES:
+        started = time.monotonic()
+        result = llm.generate(
+            [system, *chat_messages(output_items(case))],
+            config.max_response_tokens,
+            lambda: False,
+            lambda piece: None,
+            GenerationOptions(tools=tools, tool_choice="auto"),
+        )
+        call = result.tool_calls[0] if result.tool_calls else None
+        outcomes.append(Outcome(call.name if call else None, "", result.text, time.monotonic() - started))
+    return outcomes
+
+
+async def run_gateway(url: Optional[str], instructions: Optional[str]) -> tuple[list[Outcome], list[Outcome]]:
+    """Each prompt, then each tool output round trip, as an out-of-band text response of one
+    Realtime call with the toolset."""
     from gateway.client import RealtimeClient
     from gateway.config import GatewayConfig
     from gateway.server.runner import free_port, running_gateway
@@ -182,37 +288,38 @@ async def run_gateway(url: Optional[str], instructions: Optional[str]) -> list[O
         return await _call(RealtimeClient(base_url), instructions)
 
 
-async def _call(client: Any, instructions: Optional[str]) -> list[Outcome]:
+async def _respond(client: Any, items: list[dict[str, Any]]) -> Outcome:
+    """One out-of-band text response to ``items``: what it called or said, and how long it took."""
+    mark = len(client.events)
+    started = time.monotonic()
+    client.send({"type": "response.create", "response": {"conversation": "none", "input": items}})
+    done = (await client.wait_for("response.done", timeout=120, after=mark))["response"]
+    seconds = time.monotonic() - started
+    calls = [o for o in done["output"] if o["type"] == "function_call"]
+    texts = [part.get("text", "") for o in done["output"] if o["type"] == "message" for part in o["content"]]
+    if done["status"] != "completed":
+        errors = [e["error"]["message"] for e in client.of_type("error", after=mark)]
+        texts.append(f"[{done['status']}] {' '.join(errors)}")
+    return Outcome(
+        calls[0]["name"] if calls else None, calls[0]["arguments"] if calls else "", " ".join(texts), seconds
+    )
+
+
+async def _call(client: Any, instructions: Optional[str]) -> tuple[list[Outcome], list[Outcome]]:
     session: dict[str, Any] = {"type": "realtime", "tools": TOOLS, "tool_choice": "auto", "output_modalities": ["text"]}
     if instructions is not None:
         session["instructions"] = instructions
     if await client.connect(session=session) != 201:
         raise RuntimeError(f"the gateway refused the call: {client.error_body}")
-    outcomes = []
     try:
+        outcomes = []
         for case in CASES:
-            mark = len(client.events)
             item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": case.prompt}]}
-            started = time.monotonic()
-            client.send({"type": "response.create", "response": {"conversation": "none", "input": [item]}})
-            done = (await client.wait_for("response.done", timeout=120, after=mark))["response"]
-            seconds = time.monotonic() - started
-            calls = [o for o in done["output"] if o["type"] == "function_call"]
-            texts = [part.get("text", "") for o in done["output"] if o["type"] == "message" for part in o["content"]]
-            if done["status"] != "completed":
-                errors = [e["error"]["message"] for e in client.of_type("error", after=mark)]
-                texts.append(f"[{done['status']}] {' '.join(errors)}")
-            outcomes.append(
-                Outcome(
-                    calls[0]["name"] if calls else None,
-                    calls[0]["arguments"] if calls else "",
-                    " ".join(texts),
-                    seconds,
-                )
-            )
+            outcomes.append(await _respond(client, [item]))
+        answers = [await _respond(client, output_items(case)) for case in OUTPUT_CASES]
     finally:
         await client.hangup()
-    return outcomes
+    return outcomes, answers
 
 
 # ---------------------------------------------------------------- report
@@ -257,6 +364,25 @@ def report(outcomes: list[Outcome]) -> dict[str, float]:
     return summary
 
 
+def report_outputs(answers: list[Outcome]) -> float:
+    """Print the "answer uses the tool output" rows and summary; returns the % of answers that use it."""
+    print(f"\n{'question':<40} {'output':<40} {'used':<4} {'s':>5}  answer")
+    used = 0
+    for case, out in zip(OUTPUT_CASES, answers, strict=True):
+        ok = out.called is None and uses_output(case, out.text)
+        used += ok
+        shown = case.output if isinstance(case.output, str) else json.dumps(case.output)
+        answer = f"[called {out.called}] " if out.called else ""
+        print(
+            f"{case.prompt[:39]:<40} {shown[:39]:<40} {'yes' if ok else 'NO':<4} {out.seconds:5.2f}  "
+            f"{answer}{out.text[:70]}"
+        )
+    pct = 100.0 * used / len(OUTPUT_CASES)
+    print("\n| answer uses the tool output | median s |\n|---|---|")
+    print(f"| {pct:.0f}% ({used}/{len(OUTPUT_CASES)}) | {statistics.median(o.seconds for o in answers):.2f} |")
+    return pct
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direct", action="store_true", help="call the LanguageModel directly, no gateway")
@@ -264,11 +390,12 @@ def main() -> int:
     parser.add_argument("--instructions", help="session instructions (default: the gateway's)")
     args = parser.parse_args()
     if args.direct:
-        outcomes = run_direct(args.instructions)
+        outcomes, answers = run_direct(args.instructions), run_direct_outputs(args.instructions)
     else:
-        outcomes = asyncio.run(run_gateway(args.url, args.instructions))
+        outcomes, answers = asyncio.run(run_gateway(args.url, args.instructions))
     summary = report(outcomes)
-    return 0 if summary["decision_right_pct"] >= 90 and summary["arguments_valid_pct"] == 100 else 1
+    used = report_outputs(answers)
+    return 0 if summary["decision_right_pct"] >= 90 and summary["arguments_valid_pct"] == 100 and used == 100 else 1
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ class PipelineControlDouble:
         language: str,
         turn: TurnDetection,
         voice: Optional[str] = None,
+        noise_reduction: Optional[str] = None,
     ) -> None:
         self.session_state = dataclasses.replace(
             self.session_state,
@@ -104,6 +105,7 @@ class PipelineControlDouble:
             language=language,
             turn=dataclasses.replace(turn),
             voice=voice,
+            noise_reduction=noise_reduction,
         )
 
     def keep_alive(self) -> None:
@@ -314,6 +316,7 @@ class ContextDouble:
     turn: TurnDetection = field(default_factory=TurnDetection)
     call_id: Optional[str] = CALL
     language: str = "en"
+    noise_reduction: Optional[str] = None
     events: list[PipelineEvent] = field(default_factory=list)
 
     def is_current(self, generation: int) -> bool:

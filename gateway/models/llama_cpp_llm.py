@@ -67,6 +67,7 @@ from gateway.models.tool_calls import (
     check_tool_choice,
     classify_start,
     complete_json,
+    cue_answer,
     flatten_for_plain_template,
     new_call_id,
     parse_call,
@@ -178,6 +179,7 @@ class LlamaCppLanguageModel:
     def render(self, messages: list[ChatMessage], options: GenerationOptions) -> str:
         """The prompt text for ``messages`` (and the tools ``options`` allows) in the model's template."""
         tools = allowed_tools(options.tools, options.tool_choice)
+        messages = cue_answer(messages)
         if tools and not self._template_tools:
             messages = flatten_for_plain_template(messages)
             if messages and messages[0].role == "system":

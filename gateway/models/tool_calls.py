@@ -22,6 +22,8 @@ from typing import Any, Optional
 from gateway.models.base import TOOL_CHOICES, ChatMessage, FunctionTool, ToolCall
 
 CALL_OPENERS = ("<tool_call>", "```", "{")  # a reply starting so is a call
+# The user-side line after a tool output that ends the prompt (see :func:`cue_answer`).
+ANSWER_CUE = "Answer me from the function result above, in words."
 CALL_PREFIX = "<tool_call>\n"  # what a constrained call is generated after
 CALL_SUFFIX = "\n</tool_call>"
 
@@ -161,6 +163,21 @@ def flatten_for_plain_template(messages: list[ChatMessage]) -> list[ChatMessage]
         else:
             flat.append(ChatMessage(m.role, m.content))
     return flat
+
+
+def cue_answer(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages``, plus :data:`ANSWER_CUE` as a user message when the last one is a tool output.
+
+    Qwen2.5's chat template renders a tool output as a user turn holding only
+    ``<tool_response>...</tool_response>``; Qwen2.5-Coder, not trained on that tag, takes it for
+    pasted markup unless the instructions name the tool: it repeats the call (call probability
+    0.42-0.49 with "You are a helpful assistant.") or echoes the ``<tools>`` listing. With the cue
+    it speaks the output (measured: 8 of 8 prompts, call probability <= 0.01; ``scripts/bench_tools.py``
+    "answer uses the tool output"). Only the prompt's tail changes: the next turn's prompt, which
+    has the answer after the output instead, keeps the cached prefix up to the output."""
+    if messages and messages[-1].role == "tool":
+        return [*messages, ChatMessage("user", ANSWER_CUE)]
+    return messages
 
 
 def answered_already(messages: list[ChatMessage], call: ToolCall) -> bool:

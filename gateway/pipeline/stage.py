@@ -33,6 +33,11 @@ class StageContext(Protocol):
     def language(self) -> str:
         """ISO 639-1 code for STT."""
 
+    @property
+    def noise_reduction(self) -> Optional[str]:
+        """The session's ``audio.input.noise_reduction`` type ("near_field", "far_field"; None: off),
+        read by the VAD stage per audio message."""
+
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is the unit's live (not cancelled) response."""
 

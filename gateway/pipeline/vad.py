@@ -9,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
 from gateway.pipeline.events import InputCommitted, InputRejected, SpeechStarted, SpeechStopped
 from gateway.pipeline.latency import TurnLatency
@@ -29,7 +30,9 @@ _SPECULATION_VOID_ABOVE = 0.1
 
 
 class VadStage(Stage):
-    """Consumes :class:`AudioIn` (int16, 16 kHz); emits :class:`Utterance` to STT.
+    """Consumes :class:`AudioIn` (int16, 16 kHz); emits :class:`Utterance` to STT. With the session's
+    ``noise_reduction`` set, the audio is noise-suppressed first (``gateway.media.noise_suppression``,
+    one suppressor per session, made anew when the type changes), so VAD and STT both get it.
 
     Server VAD: a turn starts after ``min_speech_ms`` of speech (``ctx.on_speech_started`` barges
     in and reports SpeechStarted) and keeps ``prefix_padding_ms`` of audio before it. It ends at a
@@ -70,6 +73,7 @@ class VadStage(Stage):
 
     def reset(self) -> None:
         self._vad.reset()
+        self._suppressor: Optional[NoiseSuppressor] = None  # the session's, while noise_reduction is set
         self._pending = np.zeros(0, np.float32)  # < one chunk not yet run through the VAD
         self._position = 0  # samples of input seen this session
         self._prefix: deque[np.ndarray] = deque()
@@ -103,7 +107,11 @@ class VadStage(Stage):
             self._speculation_stands = False
 
     def _on_audio(self, message: AudioIn) -> None:
-        audio = message.samples.astype(np.float32) / 32768.0
+        samples = message.samples
+        self._suppressor = suppressor_for(self.ctx.noise_reduction, self._suppressor, self._rate)
+        if self._suppressor is not None:
+            samples = self._suppressor.process(samples)  # before VAD, so STT hears it too
+        audio = samples.astype(np.float32) / 32768.0
         self._pending = np.concatenate([self._pending, audio])
         turn: TurnDetection = self.ctx.turn
         while len(self._pending) >= self._chunk:

@@ -108,11 +108,18 @@ class UnitLease:
         language: str,
         turn: TurnDetection,
         voice: Optional[str] = None,
+        noise_reduction: Optional[str] = None,
     ) -> None:
         """See ``PipelineControl.update_settings``; ignored once released."""
         if self.live:
             self._unit.update_settings(
-                instructions=instructions, max_tokens=max_tokens, speed=speed, language=language, turn=turn, voice=voice
+                instructions=instructions,
+                max_tokens=max_tokens,
+                speed=speed,
+                language=language,
+                turn=turn,
+                voice=voice,
+                noise_reduction=noise_reduction,
             )
 
     def keep_alive(self) -> None:

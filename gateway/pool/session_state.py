@@ -13,7 +13,7 @@ from gateway.pipeline.turn import TurnDetection
 class SessionState:
     """What belongs to one caller and is reset when the unit is released.
 
-    ``turn``, ``language``, ``speed``, ``max_tokens``, ``instructions`` follow ``session.update``
+    ``turn``, ``language``, ``speed``, ``max_tokens``, ``instructions``, ``noise_reduction`` follow ``session.update``
     (the Realtime session sets them through ``PipelineUnit.update_settings``; this is the
     ``CallSettings`` the unit's ``current_settings`` hands it); the clocks are ``time.monotonic()``
     seconds.
@@ -26,6 +26,7 @@ class SessionState:
     speed: float = 1.0
     voice: str | None = None  # audio.output.voice as the client sent it; None: the TTS default
     audio_output: bool = True
+    noise_reduction: str | None = None  # audio.input.noise_reduction type; None: off
     max_tokens: int = config_default("max_response_tokens")
     claimed_at: float = field(default_factory=time.monotonic)
     claimed_at_epoch: float = field(default_factory=time.time)  # for /v1/pool (Unix seconds)

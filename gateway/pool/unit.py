@@ -92,6 +92,11 @@ class PipelineUnit(UnitLifecycle):
         """ISO 639-1 code for STT (``audio.input.transcription.language``; "en" by default)."""
         return self.session_state.language
 
+    @property
+    def noise_reduction(self) -> Optional[str]:
+        """``audio.input.noise_reduction`` type of the call (None: off); the VAD thread reads it per chunk."""
+        return self.session_state.noise_reduction
+
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is neither cancelled nor superseded (see CancelScope); stage
         threads call it to drop a cancelled reply's tokens and audio."""
@@ -205,6 +210,7 @@ class PipelineUnit(UnitLifecycle):
         language: str,
         turn: TurnDetection,
         voice: Optional[str] = None,
+        noise_reduction: Optional[str] = None,
     ) -> None:
         """A ``session.update`` of the call: the VAD thread reads the new ``turn`` from its next
         audio chunk (the object is replaced, never changed under it), STT the new ``language``,
@@ -218,6 +224,7 @@ class PipelineUnit(UnitLifecycle):
         state.voice = voice
         state.language = language
         state.turn = dataclasses.replace(turn)
+        state.noise_reduction = noise_reduction
 
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""

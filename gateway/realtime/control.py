@@ -59,10 +59,12 @@ class PipelineControl(Protocol):
         language: str,
         turn: TurnDetection,
         voice: Optional[str] = None,
+        noise_reduction: Optional[str] = None,
     ) -> None:
         """Apply a ``session.update`` (the whole effective set, already validated): VAD follows
         ``turn`` from its next audio chunk, STT ``language``, later responses ``max_tokens``/``speed``/
-        ``voice`` (the client's voice name; None: the TTS default)."""
+        ``voice`` (the client's voice name; None: the TTS default); the caller's audio is
+        suppressed by ``noise_reduction`` ("near_field", "far_field"; None: off) from its next chunk."""
 
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart the call's own idle

@@ -207,6 +207,7 @@ class RealtimeSession:
             language=settings.language,
             turn=settings.turn,
             voice=settings.voice,
+            noise_reduction=settings.noise_reduction,
         )
         if "turn_detection" in changes:
             self.idle.disarm()

@@ -28,6 +28,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gateway.media import noise_suppression
 from gateway.models.base import FunctionTool
 from gateway.pipeline.turn import TurnDetection
 from gateway.realtime.control import CallSettings
@@ -96,7 +97,8 @@ class Transcription(_Open):
 
 
 class NoiseReduction(_Open):
-    """Accepted for compatibility; the gateway applies no noise reduction (reported as null)."""
+    """``audio.input.noise_reduction`` (beta ``input_audio_noise_reduction``): the caller's audio is
+    noise-suppressed before VAD and STT (``gateway.media.noise_suppression``); null turns it off."""
 
     type: Literal["near_field", "far_field"]
 
@@ -231,7 +233,8 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     Normalised keys: instructions, modalities (list), voice, speed, max_tokens (int or "inf"),
     turn_detection (dict, or None for manual turns; key absent = unchanged), language, model,
     transcription_model, input_format, output_format (GA format dicts), tools (FunctionTool list),
-    tool_choice (a ``tools.ToolChoice``). ``limits`` (default: ``SessionLimits()``) bound the sizes.
+    tool_choice (a ``tools.ToolChoice``), noise_reduction ("near_field", "far_field" or None = off;
+    key absent = unchanged). ``limits`` (default: ``SessionLimits()``) bound the sizes.
     Raises ClientError (``param`` the dotted path of the bad field; ``code`` ``invalid_value``,
     ``invalid_type``, or a limit's such as ``string_above_max_length``) on a structurally invalid
     value or one over a limit.
@@ -249,6 +252,13 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
         key = "max_response_output_tokens" if beta else "max_output_tokens"
         raise ClientError(
             f"Invalid value for 'session.{key}': must be 1..{MAX_OUTPUT_TOKENS} or 'inf'",
+            "invalid_value",
+            f"session.{key}",
+        )
+    if changes.get("noise_reduction") and not noise_suppression.available():
+        key = "input_audio_noise_reduction" if beta else "audio.input.noise_reduction"
+        raise ClientError(
+            f"Invalid value for 'session.{key}': noise reduction is not installed on this gateway (pywebrtc-audio)",
             "invalid_value",
             f"session.{key}",
         )
@@ -295,6 +305,8 @@ def _beta_changes(session: dict) -> dict:
         changes["output_format"] = dict(BETA_FORMATS[parsed.output_audio_format])
     if "turn_detection" in session:
         changes["turn_detection"] = _turn(parsed.turn_detection)
+    if "input_audio_noise_reduction" in session:
+        changes["noise_reduction"] = _noise_reduction(parsed.input_audio_noise_reduction)
     return _common(parsed, changes)
 
 
@@ -320,6 +332,8 @@ def _ga_changes(session: dict) -> dict:
             changes["input_format"] = _format(audio.input.format)
         if "turn_detection" in (session.get("audio", {}).get("input") or {}):
             changes["turn_detection"] = _turn(audio.input.turn_detection)
+        if "noise_reduction" in (session.get("audio", {}).get("input") or {}):
+            changes["noise_reduction"] = _noise_reduction(audio.input.noise_reduction)
     return _common(parsed, changes)
 
 
@@ -332,6 +346,11 @@ def _transcription(transcription: Transcription, changes: dict) -> None:
     changes["transcription_model"] = transcription.model
     if transcription.language:
         changes["language"] = transcription.language
+
+
+def _noise_reduction(model: Optional[NoiseReduction]) -> Optional[str]:
+    """The noise reduction type ("near_field", "far_field"), or None for off."""
+    return None if model is None else model.type
 
 
 def _turn(model: Optional[TurnDetectionModel]) -> Optional[dict]:
@@ -360,6 +379,7 @@ class SessionSettings:
     ``token_cap`` is the configured per-response cap: what ``"inf"`` means, and what no client may
     exceed. ``turn_defaults`` fill the fields a new ``turn_detection`` object leaves out.
     ``tools`` / ``tool_choice`` are what responses may call (``gateway.realtime.tools``).
+    ``noise_reduction`` is the caller audio's suppression type (pushed to the pipeline too).
     """
 
     instructions: str
@@ -377,6 +397,7 @@ class SessionSettings:
     output_format: dict = field(default_factory=lambda: dict(PCM_24K))
     tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: ToolChoice = "auto"
+    noise_reduction: Optional[str] = None  # "near_field" / "far_field"; None: off
 
     @classmethod
     def from_pipeline(cls, current: CallSettings) -> SessionSettings:
@@ -407,7 +428,16 @@ class SessionSettings:
             self.instructions = changes["instructions"]
         if "modalities" in changes:
             self.modalities = ["audio"] if "audio" in changes["modalities"] else ["text"]
-        for name in ("voice", "model", "transcription_model", "input_format", "output_format", "tools", "tool_choice"):
+        for name in (
+            "voice",
+            "model",
+            "transcription_model",
+            "input_format",
+            "output_format",
+            "tools",
+            "tool_choice",
+            "noise_reduction",
+        ):
             if name in changes:
                 setattr(self, name, changes[name])
         if "speed" in changes:

@@ -49,7 +49,7 @@ def _ga_view(settings: SessionSettings, session_id: str, local: dict[str, str], 
             "input": {
                 "format": dict(settings.input_format),
                 "transcription": {"model": local["stt"], "language": settings.language},
-                "noise_reduction": None,
+                "noise_reduction": noise_reduction_view(settings.noise_reduction),
                 "turn_detection": turn_view(settings.turn),
             },
             "output": {
@@ -73,7 +73,7 @@ def _beta_view(settings: SessionSettings, session_id: str, local: dict[str, str]
         "input_audio_format": beta_format(settings.input_format),
         "output_audio_format": beta_format(settings.output_format),
         "input_audio_transcription": {"model": local["stt"], "language": settings.language},
-        "input_audio_noise_reduction": None,
+        "input_audio_noise_reduction": noise_reduction_view(settings.noise_reduction),
         "turn_detection": turn_view(settings.turn),
         "tools": tools_view(settings.tools),
         "tool_choice": tool_choice_view(settings.tool_choice),
@@ -82,6 +82,11 @@ def _beta_view(settings: SessionSettings, session_id: str, local: dict[str, str]
         "tracing": None,
         "expires_at": expires_at,
     }
+
+
+def noise_reduction_view(kind: Optional[str]) -> Optional[dict]:
+    """``noise_reduction`` as the client sees it: ``{"type": ...}``, or None when off."""
+    return None if kind is None else {"type": kind}
 
 
 def turn_view(turn: TurnDetection) -> Optional[dict]:

@@ -37,6 +37,7 @@ SESSION = {
     "tool_choice": "auto",
     "max_output_tokens": 40,
 }
+PARIS = {"city": "Paris", "temperature_c": 31, "sky": "sunny"}  # the output of issue 20
 CALL_ORDER = [
     "response.created",
     "response.output_item.added",
@@ -96,6 +97,32 @@ async def test_tool_round_trip_over_webrtc(models, gateway_config):
         print(f"\ncall: {call['name']}({call['arguments']}); answer: {said!r}")
         await client.wait_for("output_audio_buffer.stopped", timeout=30, after=mark)
         assert not client.of_type("error"), client.of_type("error")
+        await client.hangup()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("instructions", ["You are a helpful assistant.", ""])
+async def test_the_answer_speaks_the_tool_output(models, gateway_config, instructions):
+    """Issue 20: with plain instructions that do not name the tool, the answer after a
+    ``function_call_output`` must say what the output holds (it used to repeat the call or dump
+    tool markup: Qwen2.5's template shows the output as a bare ``<tool_response>`` user turn)."""
+    async with serve(gateway_config(), models) as (url, _app):
+        client = RealtimeClient(url)
+        session = {**SESSION, "instructions": instructions, "max_output_tokens": 60}
+        assert await client.connect(session=session) == 201
+        mark = client.ask("What's the weather in Paris right now?", response={"tool_choice": "required"})
+        done = (await client.wait_for("response.done", timeout=60, after=mark))["response"]
+        call = done["output"][-1]
+        assert call["type"] == "function_call" and call["name"] == "get_weather", done
+        mark = len(client.events)
+        output = {"type": "function_call_output", "call_id": call["call_id"], "output": json.dumps(PARIS)}
+        client.send({"type": "conversation.item.create", "item": output})
+        client.send({"type": "response.create"})
+        answer = (await client.wait_for("response.done", timeout=60, after=mark))["response"]
+        assert answer["status"] == "completed", answer
+        assert answer["output"][0]["type"] == "message", answer
+        said = answer["output"][0]["content"][0]["transcript"].lower()
+        assert re.search(r"\b31\b|thirty-one|thirty one", said) and re.search(r"sunny|paris", said), said
         await client.hangup()
 
 

@@ -116,3 +116,22 @@ def test_a_call_whose_output_came_back_is_recognised_as_answered() -> None:
     assert answered_already(history, ToolCall("call_2", "get_weather", '{ "city":"Paris" }'))
     assert not answered_already(history, ToolCall("call_2", "get_weather", '{"city": "Rome"}'))
     assert not answered_already(history[:2], ToolCall("call_2", "get_weather", '{"city": "Paris"}')), "no output yet"
+
+
+def test_a_prompt_ending_in_a_tool_output_asks_for_the_answer(models: ModelSet) -> None:
+    from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+    from gateway.models.tool_calls import ANSWER_CUE
+
+    assert isinstance(models.llm, LlamaCppLanguageModel)
+    call = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
+    history = [
+        SYSTEM,
+        ChatMessage("user", "Weather in Paris?"),
+        ChatMessage("assistant", "", tool_calls=[call]),
+        ChatMessage("tool", '{"temperature_c": 31}', tool_call_id="call_1"),
+    ]
+    options = GenerationOptions(tools=TOOLS)
+    prompt = models.llm.render(history, options)
+    assert prompt.index("</tool_response>") < prompt.index(ANSWER_CUE), prompt
+    later = models.llm.render([*history, ChatMessage("assistant", "It is 31 degrees.")], options)
+    assert ANSWER_CUE not in later and later.startswith(prompt[: prompt.index(ANSWER_CUE) - 30])
