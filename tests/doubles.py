@@ -18,7 +18,7 @@ from gateway.models.base import ChatMessage, FunctionTool, Generation, Generatio
 from gateway.pipeline import events as pe
 from gateway.pipeline.events import PipelineEvent, TranscriptionCompleted
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.messages import AudioIn, Message, Utterance
+from gateway.pipeline.messages import AudioIn, BargeInHeard, Message, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stt import SttStage
 from gateway.pipeline.turn import TurnDetection
@@ -292,6 +292,20 @@ class EndOfTurnDouble:
         return self.probability
 
 
+class ScriptedSttDouble:
+    """Answers ``text`` for any audio; records how many samples it was given."""
+
+    sample_rate = RATE
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.calls: list[int] = []
+
+    def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
+        self.calls.append(audio.size)
+        return self.text
+
+
 class SttDouble:
     """Names the voiced segments of the audio it is given, in order: two segments -> "one two"."""
 
@@ -328,6 +342,25 @@ class ContextDouble:
     def on_speech_started(self, event: PipelineEvent) -> None:
         self.events.append(event)
 
+    # barge-in hooks: ``playing`` says whether reply audio plays; ``echo`` is every echo_share answer
+    playing: bool = False
+    paused: bool = False
+    echo: float = 0.0
+    heard: list[BargeInHeard] = field(default_factory=list)
+
+    def pause_reply(self) -> bool:
+        self.paused = self.playing
+        return self.playing
+
+    def resume_reply(self) -> None:
+        self.paused = False
+
+    def barge_in_heard(self, call_id: str, speculation: int, transcript: str) -> None:
+        self.heard.append(BargeInHeard(call_id, speculation=speculation, transcript=transcript))
+
+    def echo_share(self, audio: np.ndarray, end_time: float) -> float:
+        return self.echo
+
     def of(self, kind: type) -> list:
         return [e for e in self.events if isinstance(e, kind)]
 
@@ -360,6 +393,8 @@ class Chain:
             assert isinstance(queued, Utterance)
             self.sent.append(queued)
             self.stt.handle(queued)
+            while self.ctx.heard:  # a barge-in probe's text goes back to the VAD, as the unit routes it
+                self.vad.handle(self.ctx.heard.pop(0))
 
     def transcripts(self) -> list[str]:
         return [e.transcript for e in self.ctx.of(TranscriptionCompleted)]

@@ -12,6 +12,7 @@ import av
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from gateway.media.echo_reference import EchoReference
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
 
 FRAME_MS = 20
@@ -86,7 +87,8 @@ class OutputAudioTrack(PacedAudioTrack):
     """The unit's outbound track: plays a :class:`PlayoutBuffer`, silence when it is empty.
 
     ``on_events`` is called on the event loop with what each frame started or finished (first
-    audio of a response, end of a response).
+    audio of a response, end of a response). ``echo_reference``, if given, records every frame as
+    it leaves (what the caller's side may echo back).
     """
 
     def __init__(
@@ -94,9 +96,11 @@ class OutputAudioTrack(PacedAudioTrack):
         buffer: PlayoutBuffer,
         on_events: Callable[[PlayoutEvents], None] = lambda e: None,
         on_frame: Optional[FrameHook] = None,
+        echo_reference: Optional[EchoReference] = None,
     ) -> None:
         super().__init__(on_frame)
         self._buffer = buffer
+        self._echo_reference = echo_reference
         self._on_events = on_events
         self._carried_audio = False
 
@@ -110,6 +114,8 @@ class OutputAudioTrack(PacedAudioTrack):
         self._carried_audio = samples is not None
         if samples is None:
             samples = np.zeros(FRAME_SAMPLES, np.int16)
+        if self._echo_reference is not None:
+            self._echo_reference.record(samples, audible=self._carried_audio)
         if events.started is not None or events.stopped is not None:
             self._on_events(events)
         return samples

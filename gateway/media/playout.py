@@ -63,6 +63,7 @@ class PlayoutBuffer:
         self._played: dict[int, int] = {}  # samples played per generation
         self._heard: dict[int, list[str]] = {}
         self._closed = False
+        self._paused = False  # barge-in under decision: the reader gets silence, nothing is dropped
         # The reader, when it reads ahead of what the caller hears; None: what was read was heard
         # (the WebRTC track reads in real time).
         self.read_ahead: Optional[ReadAhead] = None
@@ -105,7 +106,7 @@ class PlayoutBuffer:
         out: list[np.ndarray] = []
         need = samples
         with self._cond:
-            while self._entries and need > 0:
+            while self._entries and need > 0 and not self._paused:
                 entry = self._entries[0]
                 if not self._is_current(entry.generation):
                     self._pop()
@@ -136,6 +137,28 @@ class PlayoutBuffer:
             frame = np.concatenate([frame, np.zeros(samples - frame.size, np.int16)])
         return frame, events
 
+    def pause(self) -> bool:
+        """Hold playback where it is (barge-in being decided): reads return silence, the queued
+        audio and what was heard stay. True when a current response's audio was playing (or is
+        paused already); False, and nothing paused, when none was (between responses)."""
+        with self._cond:
+            playing = self._playing is not None and self._is_current(self._playing)
+            if playing:
+                self._paused = True
+            return playing
+
+    def resume(self) -> None:
+        """Play on from where :meth:`pause` held it (nothing if not paused)."""
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
+    @property
+    def paused(self) -> bool:
+        """True while :meth:`pause` holds playback."""
+        with self._cond:
+            return self._paused
+
     def holds(self, generation: int) -> bool:
         """True while audio of ``generation`` waits to be read and it is current."""
         with self._cond:
@@ -155,6 +178,7 @@ class PlayoutBuffer:
             if partial is not None and not partial.end:
                 heard += partial.heard_words
             had_audio = any(not e.end for e in self._entries)
+            self._paused = False
             self._entries.clear()
             self._buffered = 0
             self._cond.notify_all()
@@ -171,6 +195,7 @@ class PlayoutBuffer:
         """Wake and refuse any writer (the unit is being rebuilt)."""
         with self._cond:
             self._closed = True
+            self._paused = False
             self._entries.clear()
             self._buffered = 0
             self._cond.notify_all()

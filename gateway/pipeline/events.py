@@ -158,3 +158,18 @@ class ResponseInterrupted(PipelineEvent):
     """Barge-in: caller speech cancelled the response (server VAD with ``interrupt_response``)."""
 
     interruption: Optional[Interruption] = None
+
+
+@dataclass
+class BargeInDecided(PipelineEvent):
+    """Caller speech under the reply's audio was judged by its words (``gateway.pipeline.bargein``):
+    ``decision`` "interrupted" (the reply is cancelled, as the usual events say) or "resumed" (it
+    plays on; the speech was a backchannel or a noise and is no turn). ``transcript``: what was
+    heard ("" when no words came in time); ``audio_start_ms`` where the speech began in the input
+    stream, ``decided_ms`` how far into the input stream the decision came. Becomes
+    ``gateway.barge_in``, a gateway extension absent from the Realtime API."""
+
+    decision: str = ""
+    transcript: str = ""
+    audio_start_ms: int = 0
+    decided_ms: int = 0

@@ -69,12 +69,23 @@ class Utterance(Message):
     start early; its text is never reported, only kept for the finished turn. ``speculation``: on a
     speculative utterance, its number (1, 2... per session); on a finished one, the number of the
     speculation whose text may stand for it (the caller said nothing more after it), else 0.
+    ``probe``: a speculative utterance of speech under the reply's audio, whose text STT hands
+    back at once (``StageContext.barge_in_heard``) to decide the barge-in.
     """
 
     audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     latency: TurnLatency = field(default_factory=TurnLatency)
     speculative: bool = False
     speculation: int = 0
+    probe: bool = False  # a speculative utterance whose text decides a barge-in (STT reports it back)
+
+
+@dataclass
+class BargeInHeard(Message):
+    """The text of barge-in probe ``speculation`` (STT -> the unit -> the VAD stage)."""
+
+    speculation: int = 0
+    transcript: str = ""
 
 
 @dataclass

@@ -13,6 +13,8 @@ from gateway.pipeline.messages import Message, SessionEnd
 from gateway.pipeline.queues import StageQueue
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from gateway.media.playout import PlayoutBuffer
     from gateway.pipeline.turn import TurnDetection
 
@@ -46,6 +48,19 @@ class StageContext(Protocol):
 
     def on_speech_started(self, event: SpeechStarted) -> None:
         """Caller speech confirmed: barge in if a reply is going, then report ``event``."""
+
+    def pause_reply(self) -> bool:
+        """Hold the reply's audio where it is (barge-in being decided); False when none plays."""
+
+    def resume_reply(self) -> None:
+        """Play the held reply on."""
+
+    def barge_in_heard(self, call_id: str, speculation: int, transcript: str) -> None:
+        """STT: the text of barge-in probe ``speculation``, for the VAD stage; thread-safe."""
+
+    def echo_share(self, audio: np.ndarray, end_time: float) -> float:
+        """0..1: how much of ``audio`` (float32 16 kHz, last sample heard at ``end_time``,
+        monotonic s) is the reply's own echo (``gateway.media.echo_reference``)."""
 
 
 class Stage:

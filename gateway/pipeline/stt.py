@@ -98,6 +98,8 @@ class SttStage(Stage):
         text = self._stt.transcribe(message.audio, language=self.ctx.language)
         self._kept = _Speculation(message.speculation, text, time.monotonic() - started)
         self.speculation.add(started=1)
+        if message.probe:
+            self.ctx.barge_in_heard(message.call_id, message.speculation, text)
 
     def _take_kept(self, number: int) -> Optional[str]:
         """The kept text if it is speculation ``number`` (> 0); any other kept text is discarded."""

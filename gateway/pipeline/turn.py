@@ -34,6 +34,15 @@ DEFAULT_COMPLETE_ABOVE = 0.5
 DEFAULT_MID_THOUGHT_EXTRA_MS = 300
 
 
+# Gateway extensions of ``turn_detection`` (see TurnDetection), set like OpenAI's own fields.
+BARGE_IN_FIELDS = (
+    "min_interruption_words",
+    "max_backchannel_ms",
+    "false_interruption_timeout_ms",
+    "echo_guard",
+)
+
+
 @dataclass
 class TurnDetection:
     """``mode``: "server_vad" (the VAD ends turns) or "manual" (only ``input_audio_buffer.commit`` does).
@@ -46,6 +55,14 @@ class TurnDetection:
     speech probability; durations in ms. ``min_speech_ms`` is the echo guard: speech shorter than
     this neither starts a turn nor interrupts a reply. ``speculative_stt``: start STT at the first
     short pause (its result is used only if the caller says nothing more).
+
+    Barge-in (``gateway.pipeline.bargein``; gateway extensions of ``turn_detection``): speech under
+    the reply's audio pauses it and is decided by its words. ``min_interruption_words``: words,
+    backchannels left out, that cancel the reply (0: any speech cancels it at once, no pause);
+    ``max_backchannel_ms``: speech this long cancels it whatever its words;
+    ``false_interruption_timeout_ms``: with no words known this long after the speech began, the
+    reply plays on. ``echo_guard``: speech that is mostly a delayed copy of the reply's own audio
+    (``echo_guard_correlation`` or more, see ``gateway.media.echo_reference``) starts no turn.
     """
 
     mode: str = "server_vad"
@@ -61,6 +78,11 @@ class TurnDetection:
     idle_timeout_ms: Optional[int] = None
     max_utterance_s: float = config_default("max_utterance_s")
     speculative_stt: bool = True
+    min_interruption_words: int = 1
+    max_backchannel_ms: int = 600
+    false_interruption_timeout_ms: int = 1000
+    echo_guard: bool = True
+    echo_guard_correlation: float = 0.6
 
     def apply(self, settings: Optional[dict]) -> None:
         """Apply a validated ``turn_detection`` object; None switches to manual turns. A client's
@@ -80,6 +102,7 @@ class TurnDetection:
             "create_response",
             "interrupt_response",
             "idle_timeout_ms",
+            *BARGE_IN_FIELDS,
         ):
             value = settings.get(name)
             if value is not None:

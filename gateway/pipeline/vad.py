@@ -11,9 +11,10 @@ import numpy as np
 
 from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
-from gateway.pipeline.events import InputCommitted, InputRejected, SpeechStarted, SpeechStopped
+from gateway.pipeline.bargein import Action, BargeInDecider, BargeInRules
+from gateway.pipeline.events import BargeInDecided, InputCommitted, InputRejected, SpeechStarted, SpeechStopped
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.messages import AudioIn, ClearInput, CommitInput, Message, Utterance
+from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, Message, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stage import Stage, StageContext
 from gateway.pipeline.turn import PauseRules, TurnDetection, pause_rules
@@ -27,6 +28,8 @@ _HYSTERESIS = 0.15
 # be speech (the quiet end of a word, a fricative like the "s" of "France", below the turn's
 # threshold but not silence) voids it, so the finished turn is transcribed whole instead.
 _SPECULATION_VOID_ABOVE = 0.1
+# Caller audio the echo guard compares with the reply's, ms (the turn's first chunks and before).
+_ECHO_WINDOW_MS = 256
 
 
 class VadStage(Stage):
@@ -46,6 +49,13 @@ class VadStage(Stage):
     :class:`Utterance` (never reported by itself); the finished turn names it in ``speculation``
     only when no voiced chunk came after it, so STT may use its text. Counters (read by metrics):
     ``speculations`` sent, ``semantic_checks`` made, ``semantic_complete`` (checks that ended the turn).
+
+    Barge-in under the reply's audio (``gateway.pipeline.bargein``): a turn that starts while reply
+    audio plays pauses it (``ctx.pause_reply``) and is held (no SpeechStarted) until the
+    :class:`BargeInDecider` says interrupt (the held events go out as they happened, the unit
+    cancels the reply) or resume (the reply plays on and the turn is dropped). The echo guard
+    (``turn.echo_guard``) keeps speech that is mostly the reply's own echo from starting a turn.
+    Counters: ``echo_rejections`` (turn starts refused as echo), ``backchannels`` (turns dropped).
     """
 
     name = "vad"
@@ -69,6 +79,9 @@ class VadStage(Stage):
         self.speculations = 0
         self.semantic_checks = 0
         self.semantic_complete = 0
+        self.echo_rejections = 0
+        self.backchannels = 0
+        self._barge = BargeInDecider(self._rate)
         self.reset()
 
     def reset(self) -> None:
@@ -88,6 +101,10 @@ class VadStage(Stage):
         self._reset_pause()
         self._speculation = 0  # number of the last speculative utterance sent this session
         self._speculation_stands = False  # True while nothing voiced came after it
+        self._barge.clear()
+        self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
+        self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
+        self._resume_reported = False
 
     def _reset_pause(self) -> None:
         self._pause_probability: Optional[float] = None  # the semantic model's answer for this pause
@@ -105,6 +122,10 @@ class VadStage(Stage):
             self._utterance, self._candidate, self._in_speech, self._silence = [], [], False, 0
             self._reset_pause()
             self._speculation_stands = False
+            if self._barge.held:
+                self._drop_held()
+        elif isinstance(message, BargeInHeard):
+            self._act(self._barge.heard(message.speculation, message.transcript))
 
     def _on_audio(self, message: AudioIn) -> None:
         samples = message.samples
@@ -124,6 +145,9 @@ class VadStage(Stage):
                 continue
             probability = self._vad.speech_probability(chunk)
             self._step(chunk, probability, message.received_at, turn)
+            if self._barge.held:
+                voiced = self._in_speech and self._silence == 0
+                self._act(self._barge.on_chunk(self._position, voiced, self._silence if self._in_speech else 0))
 
     def _step(self, chunk: np.ndarray, probability: float, received_at: float, turn: TurnDetection) -> None:
         chunk_ms = self._chunk * 1000 / self._rate
@@ -133,7 +157,7 @@ class VadStage(Stage):
                     self._candidate_start = self._position - self._chunk
                 self._candidate.append(chunk)
                 self._last_voiced_at = received_at
-                if len(self._candidate) * chunk_ms >= turn.min_speech_ms:
+                if len(self._candidate) * chunk_ms >= turn.min_speech_ms and not self._is_echo(turn, received_at):
                     self._start_turn(turn)
             else:
                 # A short blip is not a turn; it becomes prefix audio.
@@ -158,7 +182,11 @@ class VadStage(Stage):
             self._judge_pause(rules, silence_ms)
         utterance_s = len(self._utterance) * self._chunk / self._rate
         if silence_ms >= rules.wait_ms(self._pause_probability) or utterance_s >= turn.max_utterance_s:
-            self.ctx.notify(SpeechStopped(self._session, audio_end_ms=self._ms(self._position - self._silence)))
+            stopped = SpeechStopped(self._session, audio_end_ms=self._ms(self._position - self._silence))
+            if self._barge.held and not self._barge.ended:
+                self._hold_end(stopped)
+                return
+            self.ctx.notify(stopped)
             self._commit(manual=False)
 
     def _judge_pause(self, rules: PauseRules, silence_ms: float) -> None:
@@ -199,6 +227,8 @@ class VadStage(Stage):
             return None
 
     def _start_turn(self, turn: TurnDetection) -> None:
+        if self._barge.held:
+            self._release_held()  # a second turn under the reply: the caller is taking the turn
         self._in_speech = True
         self._silence = 0
         self._reset_pause()
@@ -207,8 +237,102 @@ class VadStage(Stage):
         self._utterance = list(self._prefix) + self._candidate
         self._prefix.clear()
         self._candidate = []
+        event = SpeechStarted(self._session, audio_start_ms=self._ms(self._speech_start))
+        rules = BargeInRules(turn.min_interruption_words, turn.max_backchannel_ms, turn.false_interruption_timeout_ms)
+        if turn.interrupt_response and rules.enabled and self.ctx.pause_reply():
+            self._barge.begin(self._speech_start, rules)  # words decide: see _act
+            self._held_start = event
+            self._resume_reported = False
+            return
         # The unit cancels any reply first and then reports the event: barge-in is not delayed by it.
-        self.ctx.on_speech_started(SpeechStarted(self._session, audio_start_ms=self._ms(self._speech_start)))
+        self.ctx.on_speech_started(event)
+
+    # --- barge-in under the reply's audio ---
+    def _is_echo(self, turn: TurnDetection, received_at: float) -> bool:
+        """True when the speech about to start a turn is mostly the reply's own echo."""
+        if not turn.echo_guard:
+            return False
+        window = int(_ECHO_WINDOW_MS * self._rate / 1000 / self._chunk)
+        recent = (list(self._prefix) + self._candidate)[-window:]
+        if self.ctx.echo_share(np.concatenate(recent), received_at) < turn.echo_guard_correlation:
+            return False
+        self.echo_rejections += 1
+        for held in self._candidate:
+            self._remember_prefix(held, turn)
+        self._candidate = []
+        return True
+
+    def _act(self, action: Action) -> None:
+        """Carry out what the decider said for the held turn."""
+        if action is Action.PROBE:
+            self._probe()
+        elif action is Action.INTERRUPT:
+            self._release_held()
+        elif action is Action.RESUME:
+            self.ctx.resume_reply()
+            if not self._resume_reported:  # once per pause
+                self._resume_reported = True
+                self._report("resumed")
+            if self._barge.ended:
+                self.backchannels += 1
+                self._held_start, self._held_end = None, None
+                self._barge.clear()
+        elif action is Action.REPAUSE:
+            self._resume_reported = False
+            if not self.ctx.pause_reply():
+                self._release_held()  # the reply ended meanwhile: this is an ordinary turn
+
+    def _probe(self) -> None:
+        """Transcribe the held speech so far (the turn's speculative STT, its text handed back)."""
+        self._speculation += 1
+        self.speculations += 1
+        self._speculated_in_pause = True
+        if self._held_end is not None:
+            audio = self._held_end[2].audio
+            self._held_end[2].speculation = self._speculation  # the probe covers the whole turn
+        else:
+            audio = np.concatenate(self._utterance)
+            self._speculation_stands = True
+        self._barge.probe_sent(self._speculation, self._position)
+        self.emit(Utterance(self._session, audio=audio, speculative=True, speculation=self._speculation, probe=True))
+
+    def _hold_end(self, stopped: SpeechStopped) -> None:
+        """The held turn ended: keep its events and utterance until the decision."""
+        taken = self._take_turn(manual=False)
+        if taken is not None:
+            self._held_end = (stopped, *taken)
+        self._act(self._barge.turn_ended())
+
+    def _release_held(self) -> None:
+        """Interrupt: report the held turn as it happened; the unit cancels the reply."""
+        start, end, transcript = self._held_start, self._held_end, self._barge.transcript
+        self._held_start, self._held_end = None, None
+        self._barge.clear()
+        if start is None:
+            return
+        self.ctx.on_speech_started(start)
+        self._report("interrupted", transcript, start.audio_start_ms)
+        if end is not None:
+            self.ctx.notify(end[0])
+            self.ctx.notify(end[1])
+            self.emit(end[2])
+
+    def _drop_held(self) -> None:
+        """The input was cleared under a held turn: forget it and play the reply on."""
+        self._held_start, self._held_end = None, None
+        self._barge.clear()
+        self.ctx.resume_reply()
+
+    def _report(self, decision: str, transcript: Optional[str] = None, start_ms: Optional[int] = None) -> None:
+        self.ctx.notify(
+            BargeInDecided(
+                self._session,
+                decision=decision,
+                transcript=self._barge.transcript if transcript is None else transcript,
+                audio_start_ms=self._ms(self._barge.start) if start_ms is None else start_ms,
+                decided_ms=self._ms(self._position),
+            )
+        )
 
     def _remember_prefix(self, chunk: np.ndarray, turn: TurnDetection) -> None:
         self._prefix.append(chunk)
@@ -222,6 +346,14 @@ class VadStage(Stage):
             del self._utterance[: len(self._utterance) - limit]
 
     def _commit(self, manual: bool) -> None:
+        taken = self._take_turn(manual)
+        if taken is not None:
+            self.ctx.notify(taken[0])
+            self.emit(taken[1])
+
+    def _take_turn(self, manual: bool) -> Optional[tuple[InputCommitted, Utterance]]:
+        """End the turn: its InputCommitted and Utterance (None, after an InputRejected for a
+        manual commit, when there was no audio)."""
         if manual and self._pending.size:
             self._utterance.append(self._pending)
             self._pending = np.zeros(0, np.float32)
@@ -237,7 +369,7 @@ class VadStage(Stage):
                         message="Error committing input audio buffer: the buffer is empty.",
                     )
                 )
-            return
+            return None
         audio = np.concatenate(self._utterance)
         now = time.monotonic()
         latency = TurnLatency(speech_end=self._last_voiced_at or now, end_of_turn=now)
@@ -245,8 +377,8 @@ class VadStage(Stage):
         self._utterance, self._in_speech, self._silence = [], False, 0
         self._reset_pause()
         self._speculation_stands = False
-        self.ctx.notify(InputCommitted(self._session, audio_ms=self._ms(len(audio))))
-        self.emit(Utterance(self._session, audio=audio, latency=latency, speculation=speculation))
+        committed = InputCommitted(self._session, audio_ms=self._ms(len(audio)))
+        return committed, Utterance(self._session, audio=audio, latency=latency, speculation=speculation)
 
     def _ms(self, samples: int) -> int:
         return int(samples * 1000 / self._rate)

@@ -13,6 +13,7 @@ import numpy as np
 
 from gateway.config import GatewayConfig
 from gateway.media.audio_pacer import PlayoutPacer
+from gateway.media.echo_reference import EchoReference
 from gateway.media.outbound import FrameHook, OutputAudioTrack
 from gateway.media.playout import PlayoutBuffer, PlayoutEvents
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet
@@ -29,7 +30,7 @@ from gateway.pipeline.events import (
     TurnLatencyMeasured,
 )
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.messages import AudioIn, ClearInput, CommitInput, ResponseRequest
+from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, ResponseRequest
 from gateway.pipeline.turn import TurnDetection
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
 from gateway.pool.session_state import SessionState
@@ -50,7 +51,8 @@ class PipelineUnit(UnitLifecycle):
     :class:`~gateway.pool.lease.UnitLease` (``UnitPool.claim``), never the unit itself.
 
     Thread use: ``claim``, ``begin_drain`` and the control methods run on the event loop; stage
-    threads call ``notify``, ``is_current``, ``on_speech_started`` and ``playout``. The control
+    threads call ``notify``, ``is_current``, ``on_speech_started``, ``playout`` and the barge-in
+    hooks (``pause_reply``, ``resume_reply``, ``barge_in_heard``, ``echo_share``). The control
     methods are ``gateway.realtime.control.PipelineControl``, what the call's Realtime session asks.
     """
 
@@ -77,6 +79,7 @@ class PipelineUnit(UnitLifecycle):
     # ----- construction -----
     def _build(self) -> None:
         self.playout = PlayoutBuffer(self.scope.is_current, self.config.playout_buffer_ms)
+        self.echo_reference = EchoReference()
         self.chain = StageChain.build(self, self.models, self._marker_out, self._factories)
         self.chain.start(f"unit{self.index}")
 
@@ -129,6 +132,23 @@ class PipelineUnit(UnitLifecycle):
         if interruption is not None:
             self.notify(ResponseInterrupted(event.call_id, interruption=interruption))
 
+    # ----- barge-in hooks (stage threads; the decision is the VAD's, gateway.pipeline.bargein) -----
+    def pause_reply(self) -> bool:
+        """Hold the reply's audio where it is while speech under it is judged; False when none plays."""
+        return self._active_session() is not None and self.playout.pause()
+
+    def resume_reply(self) -> None:
+        """Play the held reply on (the speech under it was a backchannel or a noise)."""
+        self.playout.resume()
+
+    def barge_in_heard(self, call_id: str, speculation: int, transcript: str) -> None:
+        """STT's text of a barge-in probe, handed to the VAD stage (thread-safe)."""
+        self.chain.vad_in.put(BargeInHeard(call_id, speculation=speculation, transcript=transcript))
+
+    def echo_share(self, audio: np.ndarray, end_time: float) -> float:
+        """How much of the caller ``audio`` is the reply's own echo (see EchoReference.echo_share)."""
+        return self.echo_reference.echo_share(audio, end_time)
+
     # ----- lifecycle: the stage side (gateway.pool.lifecycle) -----
     def _on_claim(self, call_id: str, sink: EventSink) -> None:
         self.session_state = SessionState.for_call(call_id, self.config)
@@ -169,6 +189,7 @@ class PipelineUnit(UnitLifecycle):
             self.playout,
             on_events=self._on_playout_events,
             on_frame=lambda audio, late: self.on_output_frame(audio, late),
+            echo_reference=self.echo_reference,
         )
 
     def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:

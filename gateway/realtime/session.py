@@ -128,6 +128,7 @@ class RealtimeSession:
             pe.PlaybackStarted: self.responses.on_playback_started,
             pe.PlaybackStopped: self.responses.on_playback_stopped,
             pe.TurnLatencyMeasured: self._on_turn_latency_measured,
+            pe.BargeInDecided: self._on_barge_in_decided,
             pe.StageFailed: self._on_stage_failed,
         }
 
@@ -412,6 +413,19 @@ class RealtimeSession:
             response_id=response.id if response else None,
             latency_ms=event.latency_ms,
             stages=[{"name": key, "label": label} for key, label in STAGES],
+        )
+
+    def _on_barge_in_decided(self, event: pe.BargeInDecided) -> None:
+        # Gateway extension: how speech under the reply's audio was judged ("resumed": it was a
+        # backchannel or a noise, no turn; "interrupted": the usual speech_started and cancel came).
+        playing = self.responses.playing()
+        self.send(
+            "gateway.barge_in",
+            decision=event.decision,
+            transcript=event.transcript,
+            audio_start_ms=event.audio_start_ms,
+            decided_ms=event.decided_ms,
+            response_id=playing.id if playing is not None else None,
         )
 
     def _on_stage_failed(self, event: pe.StageFailed) -> None:

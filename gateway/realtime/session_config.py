@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.media import noise_suppression
 from gateway.models.base import FunctionTool
-from gateway.pipeline.turn import TurnDetection
+from gateway.pipeline.turn import BARGE_IN_FIELDS, TurnDetection
 from gateway.realtime.control import CallSettings
 from gateway.realtime.items import ClientError
 from gateway.realtime.limits import SessionLimits
@@ -48,7 +48,14 @@ BETA_FORMATS: dict[str, dict[str, Any]] = {
 }
 PCM_24K = BETA_FORMATS["pcm16"]
 # The fields of a TurnDetection that a new ``turn_detection`` object resets when it leaves them out.
-TURN_RESET_FIELDS = ("threshold", "prefix_padding_ms", "silence_duration_ms", "create_response", "interrupt_response")
+TURN_RESET_FIELDS = (
+    "threshold",
+    "prefix_padding_ms",
+    "silence_duration_ms",
+    "create_response",
+    "interrupt_response",
+    *BARGE_IN_FIELDS,
+)
 
 
 class _Open(BaseModel):
@@ -57,7 +64,17 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class ServerVad(_Open):
+class BargeInKnobs(_Open):
+    """Gateway extensions of ``turn_detection`` (both types): how speech under the reply's audio is
+    judged (``gateway.pipeline.bargein``) and the echo guard. Durations in ms."""
+
+    min_interruption_words: Optional[int] = Field(default=None, ge=0, le=20)
+    max_backchannel_ms: Optional[int] = Field(default=None, ge=100, le=5000)
+    false_interruption_timeout_ms: Optional[int] = Field(default=None, ge=100, le=10000)
+    echo_guard: Optional[bool] = None
+
+
+class ServerVad(BargeInKnobs):
     """``turn_detection`` of type ``server_vad`` (durations in ms)."""
 
     type: Literal["server_vad"]
@@ -69,7 +86,7 @@ class ServerVad(_Open):
     idle_timeout_ms: Optional[int] = Field(default=None, ge=5000, le=30000)
 
 
-class SemanticVad(_Open):
+class SemanticVad(BargeInKnobs):
     """``turn_detection`` of type ``semantic_vad``: served by server VAD, silence from ``eagerness``."""
 
     type: Literal["semantic_vad"]
@@ -360,7 +377,7 @@ def _turn(model: Optional[TurnDetectionModel]) -> Optional[dict]:
     if isinstance(model, SemanticVad):
         eagerness = model.eagerness or "auto"
         turn = {"type": "semantic_vad", "eagerness": eagerness, "silence_duration_ms": EAGERNESS_SILENCE_MS[eagerness]}
-        for name in ("create_response", "interrupt_response"):
+        for name in ("create_response", "interrupt_response", *BARGE_IN_FIELDS):
             if getattr(model, name) is not None:
                 turn[name] = getattr(model, name)
         return turn

@@ -1,0 +1,140 @@
+"""Barge-in decided by words (gateway.pipeline.bargein), on the VAD and STT stages run by hand with
+doubles: a backchannel under the reply's audio pauses it and is dropped; other words interrupt."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gateway.pipeline.bargein import PROBE_PAUSE_MS, Action, BargeInDecider, BargeInRules, interrupting_words
+from gateway.pipeline.events import BargeInDecided, InputCommitted, SpeechStarted, TranscriptionCompleted
+from gateway.pipeline.turn import TurnDetection
+from tests.doubles import RATE, Chain, ScriptedSttDouble
+
+
+def tone(seconds: float) -> np.ndarray:
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def quiet(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), np.float32)
+
+
+def chain_under_reply(text: str, **turn: object) -> Chain:
+    chain = Chain(TurnDetection(detector="silence", **turn), None, stt=ScriptedSttDouble(text))  # type: ignore[arg-type]
+    chain.ctx.playing = True
+    return chain
+
+
+def test_backchannel_words_are_not_interrupting() -> None:
+    assert interrupting_words("Yeah.") == []
+    assert interrupting_words("Mm-hmm, okay, I see.") == []
+    assert interrupting_words("(coughs)") == []
+    assert interrupting_words("[Music]") == []
+    assert interrupting_words("") == []
+    assert interrupting_words("Uh huh, got it.") == []
+    assert interrupting_words("Wait, stop.") == ["wait", "stop"]
+    assert interrupting_words("Yeah, but what about Paris?") == ["but", "what", "about", "paris"]
+    assert interrupting_words("No.") == ["no"]
+
+
+def test_backchannel_under_the_reply_pauses_it_then_resumes_and_is_no_turn() -> None:
+    chain = chain_under_reply("Yeah.")
+    chain.play(quiet(0.3))
+    chain.play(tone(0.3)[: int(0.15 * RATE)])
+    assert chain.ctx.paused, "speech under the reply did not pause it"
+    chain.play(tone(0.3)[int(0.15 * RATE) :])
+    chain.play(quiet(1.0))
+    assert not chain.ctx.paused
+    assert not chain.ctx.of(SpeechStarted)
+    assert not chain.ctx.of(InputCommitted)
+    assert not chain.ctx.of(TranscriptionCompleted)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "resumed" and decided.transcript == "Yeah."
+    assert chain.vad.backchannels == 1
+
+
+def test_words_under_the_reply_interrupt_it_and_the_turn_is_reported_whole() -> None:
+    chain = chain_under_reply("Wait, stop.")
+    chain.play(quiet(0.3))
+    chain.play(tone(0.4))
+    chain.play(quiet(1.0))
+    [started] = chain.ctx.of(SpeechStarted)
+    assert 250 <= started.audio_start_ms <= 320  # where the speech began, not when it was decided
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "interrupted"
+    assert chain.ctx.events.index(started) < chain.ctx.events.index(decided)
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["Wait, stop."]
+    assert len(chain.stt_model.calls) == 1, "the probe's text should stand for the turn"
+
+
+def test_long_speech_interrupts_without_waiting_for_its_words() -> None:
+    chain = chain_under_reply("Yeah.")  # whatever STT says, speech this long is no backchannel
+    chain.play(quiet(0.3))
+    chain.play(tone(1.5))
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "interrupted"
+    assert decided.decided_ms - decided.audio_start_ms < 600 + 64
+    assert chain.ctx.of(SpeechStarted)
+
+
+def test_zero_words_setting_interrupts_at_once_without_pausing() -> None:
+    chain = chain_under_reply("Yeah.", min_interruption_words=0)
+    chain.play(quiet(0.3))
+    chain.play(tone(0.15))
+    assert chain.ctx.of(SpeechStarted) and not chain.ctx.paused and not chain.ctx.of(BargeInDecided)
+
+
+def test_speech_with_no_reply_playing_is_an_ordinary_turn() -> None:
+    chain = chain_under_reply("Yeah.")
+    chain.ctx.playing = False
+    chain.play(quiet(0.3))
+    chain.play(tone(0.3))
+    chain.play(quiet(1.0))
+    assert chain.ctx.of(SpeechStarted) and not chain.ctx.of(BargeInDecided)
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["Yeah."]
+
+
+def test_echo_of_the_reply_starts_no_turn_but_a_voice_does() -> None:
+    chain = chain_under_reply("Wait, stop.")
+    chain.ctx.echo = 0.9
+    chain.play(quiet(0.3))
+    chain.play(tone(1.0))
+    chain.play(quiet(1.0))
+    assert not chain.ctx.of(SpeechStarted) and not chain.ctx.paused and chain.vad.echo_rejections > 0
+    chain.ctx.echo = 0.2
+    chain.play(tone(0.4))
+    chain.play(quiet(1.0))
+    assert chain.ctx.of(SpeechStarted)
+
+
+def chunks(decider: BargeInDecider, start: int, voiced: list[bool]) -> list[Action]:
+    """Feed 32 ms chunks after ``start``; the silence count restarts at each voiced chunk."""
+    actions, silence, position = [], 0, start
+    for is_voiced in voiced:
+        position += 512
+        silence = 0 if is_voiced else silence + 512
+        actions.append(decider.on_chunk(position, is_voiced, silence))
+    return actions
+
+
+def test_no_words_in_time_resumes_and_late_words_still_interrupt() -> None:
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules(false_interruption_timeout_ms=500))
+    actions = chunks(decider, 0, [True] * 6 + [False] * 20)
+    probe_at = actions.index(Action.PROBE)
+    assert (probe_at - 5) * 32 >= PROBE_PAUSE_MS
+    decider.probe_sent(1, 512 * (probe_at + 1))
+    assert Action.RESUME in actions[probe_at:]  # STT never answered by 500 ms
+    assert decider.heard(1, "No.") is Action.INTERRUPT
+
+
+def test_speech_again_after_a_resume_pauses_the_reply_again() -> None:
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules())
+    actions = chunks(decider, 0, [True] * 5 + [False] * 3)
+    assert actions[-1] is Action.PROBE
+    decider.probe_sent(1, 512 * 8)
+    assert decider.heard(1, "Okay") is Action.RESUME
+    assert chunks(decider, 512 * 8, [True])[0] is Action.REPAUSE
+    assert decider.heard(1, "Okay") is Action.NONE  # an old probe's answer
