@@ -46,6 +46,30 @@ def speech() -> Callable[[str], np.ndarray]:
     return make
 
 
+@pytest.fixture(scope="session")
+def caller_speech() -> Callable[[str], np.ndarray]:
+    """``caller_speech(text)`` -> int16 mono 48 kHz: a second speaker, not the assistant's voice.
+
+    The bundled voice is the only one, so the caller is the test voice (deterministic, as for
+    ``speech``) played 12 % fast, which raises its pitch by about two semitones: a different,
+    higher voice speaking a little quicker.
+    """
+    from tests.models.speech_fixtures import load_tts
+
+    tts = load_tts()
+    cache: dict[str, np.ndarray] = {}
+
+    def make(text: str) -> np.ndarray:
+        if text not in cache:
+            audio = np.concatenate(list(tts.synthesize(text)))
+            resampler = Resampler(48000)
+            rate = int(tts.sample_rate * 1.12)  # read faster than it was made: higher, quicker
+            cache[text] = np.concatenate([resampler.resample_array(audio, rate), resampler.flush()])
+        return cache[text]
+
+    return make
+
+
 @pytest.fixture
 def gateway_config() -> Callable[..., GatewayConfig]:
     def make(**overrides) -> GatewayConfig:

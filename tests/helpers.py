@@ -16,9 +16,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
+import numpy as np
 import pytest
 from aiohttp import web
 
+from gateway.client import MicrophoneTrack, ReceivedAudio
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
 from gateway.server.runner import free_port, running_gateway
@@ -130,3 +132,27 @@ def require_module(name: str, install: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         unavailable(f"{name} is not installed ({exc}): {install}")
         raise  # unreachable: unavailable raises
+
+
+class EchoingMicrophone(MicrophoneTrack):
+    """A caller's microphone on a leg without echo cancellation (a speakerphone, a SIP bridge):
+    it sends what :meth:`say` queued plus everything the client heard (``heard``), ``delay_ms``
+    later and ``gain_db`` quieter, as a loudspeaker next to the microphone would."""
+
+    def __init__(self, heard: ReceivedAudio, delay_ms: int = 150, gain_db: float = -12.0) -> None:
+        super().__init__()
+        self._heard = heard
+        self._taken = 0
+        self._line = np.zeros(delay_ms * 48, np.float32)  # 48 samples a ms
+        self._gain = 10 ** (gain_db / 20)
+
+    def next_samples(self) -> np.ndarray:
+        own = super().next_samples().astype(np.float32)
+        new = self._heard.frames[self._taken :]
+        self._taken += len(new)
+        if new:
+            self._line = np.concatenate([self._line, *(frame.astype(np.float32) for frame in new)])
+        echo, self._line = self._line[: own.size], self._line[own.size :]
+        if echo.size < own.size:
+            echo = np.concatenate([echo, np.zeros(own.size - echo.size, np.float32)])
+        return np.clip(own + self._gain * echo, -32768, 32767).astype(np.int16)
