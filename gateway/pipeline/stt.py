@@ -66,7 +66,9 @@ class SttStage(Stage):
     caller said nothing more after it) is reported with that text at once; any other finished turn
     is transcribed whole, and the kept text is discarded. So a caller who pauses and goes on gets
     one transcript of the whole turn, never the part before the pause. ``speculation`` holds the
-    counters (:class:`SpeculationStats`).
+    counters (:class:`SpeculationStats`). A speculative utterance marked ``probe`` (speech under
+    the reply's audio, ``gateway.pipeline.bargein``) also has its text handed back at once
+    (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in.
     """
 
     name = "stt"

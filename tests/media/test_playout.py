@@ -63,3 +63,29 @@ def test_clear_reports_what_was_heard():
     assert heard == "one two three four five"
     assert buffer.read_frame(960)[0] is None
     assert buffer.clear() is None
+
+
+def test_pause_holds_playback_where_it_is_and_resume_goes_on_from_there():
+    buffer = PlayoutBuffer(lambda g: True, capacity_ms=1000)
+    assert not buffer.pause()  # nothing playing: nothing to hold
+    ramp = np.arange(4800, dtype=np.int16)  # 100 ms, every sample different
+    buffer.write(1, ramp, "one two")
+    first, _ = buffer.read_frame(960)
+    assert first is not None and first[0] == 0
+    assert buffer.pause() and buffer.paused
+    for _ in range(10):
+        frame, events = buffer.read_frame(960)
+        assert frame is None and events.started is None and events.stopped is None  # silence
+    buffer.resume()
+    second, _ = buffer.read_frame(960)
+    assert second is not None and second[0] == 960  # exactly where it paused
+
+
+def test_clear_ends_a_pause():
+    buffer = PlayoutBuffer(lambda g: True, capacity_ms=1000)
+    buffer.write(1, np.ones(4800, np.int16), "one")
+    buffer.read_frame(960)
+    assert buffer.pause()
+    cleared = buffer.clear()
+    assert cleared is not None and cleared[1] == 20  # 20 ms heard before the pause
+    assert not buffer.paused
