@@ -98,6 +98,12 @@ class GatewayMetrics:
         )
         self.inbound_audio = Counter("vg_inbound_audio_seconds_total", "Caller audio received, s", registry=registry)
         self.barge_ins = Counter("vg_barge_ins_total", "Responses cancelled by caller speech", registry=registry)
+        self.barge_in_decisions = Counter(
+            "vg_barge_in_decisions_total",
+            "Caller speech under reply audio judged by its words: resumed (a backchannel) or interrupted",
+            ["decision"],
+            registry=registry,
+        )
         self.errors = Counter(
             "vg_errors_total", "Realtime 'error' events sent to clients, by code", ["code"], registry=registry
         )
@@ -164,12 +170,14 @@ class GatewayMetrics:
 
     def observe_pipeline_event(self, event: Any) -> None:
         """A pipeline event of any call (``gateway.pipeline.events``): a ``TurnLatencyMeasured``
-        adds its latency, a ``ResponseInterrupted`` counts a barge-in."""
+        adds its latency, a ``ResponseInterrupted`` counts a barge-in, a ``BargeInDecided`` its decision."""
         kind = type(event).__name__
         if kind == "TurnLatencyMeasured":
             self.observe_latency(event.latency_ms)
         elif kind == "ResponseInterrupted":
             self.barge_ins.inc()
+        elif kind == "BargeInDecided":
+            self.barge_in_decisions.labels(decision=event.decision).inc()
 
     def observe_server_event(self, event: dict[str, Any]) -> None:
         """A Realtime server event sent to a client (any transport): ``error`` counts by its code

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.client import RealtimeClient
 from gateway.media.outbound import PacedAudioTrack
 from gateway.metrics import GatewayMetrics
-from gateway.pipeline.events import Interruption, ResponseInterrupted, TurnLatencyMeasured
+from gateway.pipeline.events import BargeInDecided, Interruption, ResponseInterrupted, TurnLatencyMeasured
 from tests.helpers import serve
 
 
@@ -95,11 +95,13 @@ def test_barge_ins_and_latency_from_pipeline_events():
     metrics = GatewayMetrics()
     metrics.observe_pipeline_event(ResponseInterrupted("rtc_x", interruption=Interruption(3, True)))
     metrics.observe_pipeline_event(TurnLatencyMeasured("rtc_x", generation=3, latency_ms={"stt": 200.0, "tts": None}))
+    metrics.observe_pipeline_event(BargeInDecided("rtc_x", decision="resumed", transcript="Yeah."))
     metrics.observe_server_event(
         {"type": "response.done", "response": {"status": "cancelled", "usage": {"input_tokens": 0, "output_tokens": 7}}}
     )
     parsed = samples(metrics.render().decode())
     assert value(parsed, "vg_barge_ins_total") == 1
+    assert value(parsed, "vg_barge_in_decisions_total", decision="resumed") == 1
     assert value(parsed, "vg_turn_latency_ms_count", stage="stt") == 1
     assert value(parsed, "vg_turn_latency_ms_count", stage="tts") is None
     assert value(parsed, "vg_responses_total", status="cancelled") == 1
