@@ -195,6 +195,13 @@ async def test_barge_in_keeps_the_words_the_caller_heard(models, speech, gateway
     async with serve(config, models) as (url, app):
         async with EventClient(url) as client:
             await client.wait_for("session.created", within=10)
+            # Barge-in at once (no pause to judge the words): what was read ahead but not heard is
+            # what this test is about, and a ~600 ms pause would let the client play all of it.
+            turn = {"type": "server_vad", "min_interruption_words": 0}
+            await client.send(
+                "session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turn}}}
+            )
+            await client.wait_for("session.updated", within=10)
             mark = await client.ask("Tell me a long story about a brave little dragon who learns to fly.")
             first = await client.wait_for("response.output_audio.delta", after=mark, within=90)
             started = client.times[client.events.index(first)]
