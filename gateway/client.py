@@ -94,12 +94,13 @@ class RealtimeClient:
         codec: Optional[str] = None,
         low_latency: bool = True,
         configuration: Optional[RTCConfiguration] = None,
-        gateway_events: tuple[str, ...] = ("gateway.latency",),
+        gateway_events: tuple[str, ...] = ("gateway.latency", "gateway.barge_in"),
     ) -> None:
         """``configuration``: the peer connection's ICE servers and policy (e.g. a TURN server with
         ``iceTransportPolicy`` RELAY: relay candidates only); None: aiortc's default.
         ``gateway_events``: the gateway's own server events to ask for (``?gateway_events=``; this
-        client reads ``gateway.latency``); () for only OpenAI's events, as a stock client gets."""
+        client reads ``gateway.latency`` and ``gateway.barge_in``); () for only OpenAI's events, as
+        a stock client gets."""
         self.base_url = base_url.rstrip("/")
         self.gateway_events = gateway_events
         # True: hear each frame as it arrives (no 80 ms receive prefetch), so that timings measure

@@ -24,8 +24,9 @@ GA_TO_BETA = {
 GA_ONLY = {"conversation.item.done"}
 # The gateway's own server events (no OpenAI event): sent only to a client that names them, with
 # ``gateway_events=gateway.latency`` in the query of its offer or WebSocket URL. ``gateway.latency``:
-# per-turn latency by stage (ms), for the demo page and the benchmarks.
-GATEWAY_EVENTS = frozenset({"gateway.latency"})
+# per-turn latency by stage (ms), for the demo page and the benchmarks; ``gateway.barge_in``: how
+# caller speech under the reply's audio was judged (``gateway.pipeline.bargein``).
+GATEWAY_EVENTS = frozenset({"gateway.latency", "gateway.barge_in"})
 
 # Content part types of assistant items: GA name -> beta name.
 _BETA_CONTENT = {"output_audio": "audio", "output_text": "text"}

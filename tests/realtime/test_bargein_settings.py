@@ -43,11 +43,13 @@ def test_a_bad_knob_is_an_error_naming_it() -> None:
     assert error["error"]["param"] == "session.audio.input.turn_detection.max_backchannel_ms"
 
 
-def test_barge_in_decision_becomes_a_gateway_event() -> None:
-    h = Harness()
-    h.rt.on_pipeline_event(
-        pe.BargeInDecided(SID, decision="resumed", transcript="Yeah.", audio_start_ms=2000, decided_ms=2600)
-    )
+def test_barge_in_decision_becomes_a_gateway_event_for_a_client_that_asks() -> None:
+    decision = pe.BargeInDecided(SID, decision="resumed", transcript="Yeah.", audio_start_ms=2000, decided_ms=2600)
+    stock = Harness()
+    stock.rt.on_pipeline_event(decision)
+    assert not [e for e in stock.sent if e["type"] == "gateway.barge_in"]  # OpenAI's events only
+    h = Harness(extensions=frozenset({"gateway.barge_in"}))
+    h.rt.on_pipeline_event(decision)
     event = h.last("gateway.barge_in")
     assert (event["decision"], event["transcript"], event["audio_start_ms"], event["decided_ms"]) == (
         "resumed",
