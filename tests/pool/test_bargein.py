@@ -10,11 +10,18 @@ from tests.helpers import serve
 LONG_ANSWER = "Tell me a long story about a brave little dragon."
 
 
-async def speak_over_the_answer(client: RealtimeClient, speech) -> tuple[float, int]:
-    """Ask for a long answer, talk over it once it plays; returns (speech_started time, its index)."""
+async def speak_over_the_answer(client: RealtimeClient, speech, after_clauses: int = 0) -> tuple[float, int]:
+    """Ask for a long answer, talk over it once it plays; returns (speech_started time, its index).
+
+    ``after_clauses`` > 0: talk as soon as that many clauses of the answer are queued for playout
+    (their transcript deltas arrived), so part of the answer's words is surely still unheard;
+    else 1 s into its audio."""
     client.say(speech(LONG_ANSWER))
     await client.wait_for("output_audio_buffer.started", timeout=90)
-    await asyncio.sleep(1.0)
+    if after_clauses:
+        await client.wait_for("response.output_audio_transcript.delta", timeout=90, count=after_clauses)
+    else:
+        await asyncio.sleep(1.0)
     mark = len(client.events)
     client.say(speech("Stop. What time is it?"))
     started = await client.wait_for("input_audio_buffer.speech_started", timeout=10, after=mark)
@@ -55,7 +62,8 @@ async def test_interrupted_answer_is_truncated_to_what_was_heard(models, speech,
     async with serve(gateway_config(max_response_tokens=80), models) as (url, _app):
         client = RealtimeClient(url)
         await client.connect()
-        _, index = await speak_over_the_answer(client, speech)
+        # A fixed 1 s could fall when only the first clause was queued, all of it heard (heard == deltas).
+        _, index = await speak_over_the_answer(client, speech, after_clauses=2)
         done = await client.wait_for("response.done", timeout=5, after=index)
         item = done["response"]["output"][0]
         heard = item["content"][0]["transcript"]
