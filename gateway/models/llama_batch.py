@@ -41,6 +41,9 @@ from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
 
+# Longer instructions and tools are not read ahead (a warm runs in every step until it is done).
+MAX_WARM_TOKENS = 1024
+
 
 @dataclass
 class _Evaluation:
@@ -141,8 +144,9 @@ class BatchDecoder:
 
     def warm(self, tokens: list[int]) -> None:
         """Read ``tokens`` (a session's instructions and tools) into a prefix sequence in the
-        background, unless some sequence already holds them; later turns copy its cells."""
-        if len(tokens) < 2:
+        background, unless some sequence already holds them or they are over ``MAX_WARM_TOKENS``;
+        later turns copy its cells. Turns' own prompts are read first in each step."""
+        if len(tokens) < 2 or len(tokens) > MAX_WARM_TOKENS:
             return
         want = np.asarray(tokens, dtype=np.intc)
         with self._cond:
@@ -289,9 +293,11 @@ class BatchDecoder:
         reading = [e for e in pending if len(e.tokens) > 1]
         plan = [(e, 1) for e in decoding]
         room = self._capacity - len(plan)
+        # Turns' prompts before background warms; the room is split between the prompts read now.
+        reading.sort(key=lambda e: not self._seqs[e.seq].leased)
         for e in reading:
             share = self.chunk if not decoding else self.shared_chunk
-            take = min(len(e.tokens), share, room)
+            take = min(len(e.tokens), share, room, max(4, (self._capacity - len(plan)) // len(reading)))
             if take <= 0:
                 break
             plan.append((e, take))
