@@ -115,6 +115,11 @@ class UnitLease:
                 instructions=instructions, max_tokens=max_tokens, speed=speed, language=language, turn=turn, voice=voice
             )
 
+    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
+        """See ``PipelineControl.prepare_prompt``; ignored once released."""
+        if self.live:
+            self._unit.prepare_prompt(instructions, tools, tool_choice)
+
     def keep_alive(self) -> None:
         """See ``PipelineControl.keep_alive``; ignored once released."""
         if self.live:
