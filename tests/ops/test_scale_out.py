@@ -106,7 +106,7 @@ async def test_two_calls_on_two_processes_a_third_refused_hang_ups_reach_their_o
                         await asyncio.sleep(0.1)
         access = (tmp_path / "access.log").read_text()
         assert first.call_id and first.call_id not in access, "nginx logged a full call id"
-        refused = [line for line in access.splitlines() if '"POST /v1/realtime/calls" 503' in line]
+        refused = [line for line in access.splitlines() if '"POST /v1/realtime/calls' in line and '" 503 ' in line]
         assert refused and "upstream_status=503, 503" in refused[-1], access  # both processes were asked
     finally:
         for client in clients:
