@@ -113,6 +113,18 @@ class GatewayConfig:
         metadata={"help": "llama.cpp decode threads (1 holds its speed when the other core is busy)"},
     )
     llm_batch_threads: int = field(default=1, metadata={"help": "llama.cpp prompt-processing threads"})
+    admit_by_compute: bool = field(
+        default=True,
+        metadata={"help": "refuse new calls (503 compute_busy) while the LLM has no free batch slot"},
+    )
+    llm_sequences: int = field(
+        default=4,
+        metadata={"help": "llama.cpp turns decoded together in one batch (continuous batching); more wait"},
+    )
+    llm_busy_threads: int = field(
+        default=1,
+        metadata={"help": "llama.cpp threads for a step that advances several turns (the others run STT/TTS)"},
+    )
     llm_context_tokens: int = field(
         default=4096,
         metadata={"help": "llama.cpp context (n_ctx); older turns are dropped to fit"},

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS_MS = (25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 8000, 13000, 20000)
@@ -216,10 +216,12 @@ class GatewayMetrics:
     # ----- collectors read at scrape time -----
     def watch_llm_queue(self, llm: Any) -> None:
         """Export the shared LLM engine's queue waits as ``vg_llm_queue_wait_ms`` (a histogram read
-        from ``llm.queue.stats`` at each scrape; engines without a queue are skipped)."""
+        from ``llm.queue.stats`` at each scrape; engines without a queue are skipped) and its
+        queue now as ``vg_llm_turns{state="running"|"waiting"}``."""
         stats = getattr(getattr(llm, "queue", None), "stats", None)
         if stats is not None and not self._llm_queue_watched:
             self.registry.register(_QueueWaitCollector(stats))
+            self.registry.register(_ComputeQueueCollector(llm.queue))
             self._llm_queue_watched = True
 
     def watch_speculation(self, units: list[Any]) -> None:
@@ -255,6 +257,20 @@ class _QueueWaitCollector(Collector):
             buckets=buckets,
             sum_value=snapshot.sum_ms,
         )
+
+
+class _ComputeQueueCollector(Collector):
+    """``vg_llm_turns{state}``: generations running and waiting on the shared engine now."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        load = self._queue.load()
+        family = GaugeMetricFamily("vg_llm_turns", "LLM generations now, by state", labels=["state"])
+        family.add_metric(["running"], float(load.running))
+        family.add_metric(["waiting"], float(load.waiting))
+        yield family
 
 
 class _SpeculationCollector(Collector):

@@ -82,9 +82,13 @@ class PipelineControlDouble:
         self.live = False
         self.audio: Optional[tuple[int, int, str]] = None  # (generation, played_ms, heard text)
         self.touches = 0
+        self.prepared: list[tuple[str, list, str]] = []
 
     def current_settings(self) -> SessionState:
         return dataclasses.replace(self.session_state, turn=dataclasses.replace(self.session_state.turn))
+
+    def prepare_prompt(self, instructions: str, tools: list, tool_choice: str) -> None:
+        self.prepared.append((instructions, list(tools), tool_choice))
 
     def update_settings(
         self,

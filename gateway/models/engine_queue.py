@@ -39,6 +39,25 @@ class QueueWaitSnapshot:
     count: int
 
 
+@dataclass
+class ComputeLoad:
+    """The shared engine's queue at one moment: ``running`` generations (at most ``slots``; 0 slots:
+    no limit), ``waiting`` ones queued behind them."""
+
+    running: int
+    waiting: int
+    slots: int
+
+    @property
+    def saturated(self) -> bool:
+        """True when one more talking caller would have to wait for the engine: someone waits
+        already, or every slot runs."""
+        return self.waiting > 0 or (self.slots > 0 and self.running >= self.slots)
+
+    def as_json(self) -> dict[str, int | bool]:
+        return {"running": self.running, "waiting": self.waiting, "slots": self.slots, "saturated": self.saturated}
+
+
 class QueueWaitStats:
     """Thread-safe histogram of queue waits; one per engine (so per process, like the engine)."""
 
@@ -83,6 +102,11 @@ class EngineQueue:
         """How many callers are queued behind the running ones."""
         with self._cond:
             return len(self._waiting)
+
+    def load(self) -> ComputeLoad:
+        """The compute queue now: generations running and waiting, and the slots."""
+        with self._cond:
+            return ComputeLoad(self._running, len(self._waiting), self.slots)
 
     @contextmanager
     def turn(self, should_stop: Callable[[], bool]) -> Iterator[Optional[Turn]]:

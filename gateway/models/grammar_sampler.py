@@ -8,7 +8,7 @@ vocabulary when none of them is allowed: same result as sampling under the gramm
 of plain decoding. The grammar state advances with :meth:`accept`.
 
 Uses the llama.cpp C API through ``llama_cpp`` (``llama_sampler_init_grammar``,
-``llama_sampler_apply``, ``llama_sampler_accept``); not thread-safe (the engine holds its turn).
+``llama_sampler_apply``, ``llama_sampler_accept``); one per generation, used by its thread only.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ import numpy as np
 
 
 class GrammarSampler:
-    """Grammar-constrained choice of the next token of ``llm`` (a ``llama_cpp.Llama``)."""
+    """Grammar-constrained choice of the next token for ``llm`` (a ``llama_cpp.Llama``: its vocabulary)."""
 
     def __init__(self, llm: Any, grammar: Any, top_k: int = 40) -> None:
         import llama_cpp
 
         self._lib = llama_cpp
-        self._llm = llm
         self._n_vocab = int(llm.n_vocab())
         self._top_k = min(top_k, self._n_vocab)
         vocab = llm._model.vocab
@@ -52,11 +51,9 @@ class GrammarSampler:
         lib.llama_sampler_apply(self._sampler, ctypes.byref(array))
         return np.array([data[i].logit for i in range(len(ids))], dtype=np.float64)
 
-    def pick(self, temperature: float, rng: np.random.Generator) -> int:
-        """The next token from the logits of the last evaluated position: the likeliest allowed
-        one at temperature 0, else one sampled from the allowed top candidates."""
-        pointer = self._lib.llama_get_logits_ith(self._llm.ctx, -1)
-        logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
+    def pick(self, logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+        """The next token from ``logits`` (float32, shape (n_vocab,)): the likeliest allowed one at
+        temperature 0, else one sampled from the allowed top candidates."""
         ids = np.argpartition(logits, -self._top_k)[-self._top_k :]
         allowed = self._allowed(ids, logits[ids])
         if not np.isfinite(allowed).any():  # none of the likeliest fits: check the whole vocabulary
@@ -74,3 +71,27 @@ class GrammarSampler:
     def accept(self, token: int) -> None:
         """Advance the grammar past ``token``."""
         self._lib.llama_sampler_accept(self._sampler, token)
+
+
+def sample_token(
+    logits: np.ndarray,
+    temperature: float,
+    rng: np.random.Generator,
+    top_p: float = 0.95,
+    top_k: int = 40,
+    min_p: float = 0.05,
+) -> int:
+    """The next token from ``logits`` (shape (n_vocab,)): argmax at temperature 0, else sampled
+    after top-k, top-p (nucleus) and min-p filtering (llama.cpp's default chain order)."""
+    if temperature <= 0:
+        return int(np.argmax(logits))
+    k = min(top_k, logits.shape[0])
+    ids = np.argpartition(logits, -k)[-k:]
+    ids = ids[np.argsort(-logits[ids], kind="stable")]
+    scaled = logits[ids].astype(np.float64) / temperature
+    probs = np.exp(scaled - scaled[0])
+    probs /= probs.sum()
+    keep = int(np.searchsorted(np.cumsum(probs), top_p) + 1)
+    keep = max(1, min(keep, k, int((probs >= min_p * probs[0]).sum())))
+    ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
+    return int(rng.choice(ids, p=probs))

@@ -2,21 +2,24 @@
 
 The default model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined once from its packages (see
 ``gateway.models.gguf_bundles``); ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or any ``.gguf`` path
-may be configured instead. One instance per process serves every unit through an
-:class:`~gateway.models.engine_queue.EngineQueue` with one slot (FIFO turns).
+may be configured instead. One instance per process serves every unit: up to ``sequences`` turns
+run at once on one context (continuous batching, ``gateway.models.llama_batch``: one decode step
+advances every active turn, new turns join at the next step); more wait in an
+:class:`~gateway.models.engine_queue.EngineQueue` in arrival order.
 
-One generation, while it holds the engine:
+One generation, on its leased KV sequence:
 
 1. The prompt is rendered with the model's own chat template (GGUF ``tokenizer.chat_template``;
    tools are listed through it when it supports them) and fitted into ``n_ctx`` by dropping the
    oldest turns (``gateway.models.prompt_fit``).
-2. The longest prefix already in the KV cache is kept; a saved state of this conversation
-   (``gateway.models.llama_state_cache``) is put back when it shares more. The rest of the prompt
-   is evaluated in chunks of ``prefill_chunk`` tokens: between chunks the engine checks
-   ``should_stop`` and the compute budget, and a prompt that has held the engine longer than
-   ``prefill_quantum_s`` while others wait saves its progress and queues again behind them.
-3. Tokens are decoded one at a time (greedy at temperature 0, else sampled); ``should_stop`` and
-   the budget are checked after every token, so a cancel stops the engine within one token.
+2. The longest prefix already held is kept: the sequence's own cells, another sequence's (a
+   session's instructions and tools read by :meth:`LlamaCppLanguageModel.prepare`, or another
+   caller with the same ones: copied cell references, no compute), or a saved state of this
+   conversation (``gateway.models.llama_state_cache``). The rest is read in chunks between other
+   turns' decode steps; ``should_stop`` and the compute budget are checked at every step.
+3. Tokens are chosen one at a time in the caller's thread (greedy at temperature 0, else sampled
+   with the request's seed); ``should_stop`` and the budget are checked after every token and
+   while waiting for a step, so a cancel stops the turn within one token.
 4. With tools (``tool_choice`` not "none"): when the model gives at least ``CALL_THRESHOLD`` of
    probability to opening a call (``<tool_call>``, a code fence or ``{``) as its first token, or
    samples such an opener, the reply is generated as a bare call object under a grammar made from
@@ -24,13 +27,13 @@ One generation, while it holds the engine:
    so its name and arguments are valid; "required" or a tool name go to the constrained call at
    once. Call text is never streamed.
 
-Threads: ``threads`` for decoding, ``batch_threads`` for prompt evaluation. Measured on the 2-core
-machine this was written on: 2 decode threads give ~34 tokens/s idle but ~5 tokens/s when the other
-core is busy (STT, TTS or another process; ~1 token/s with several), 1 thread holds ~21-23 tokens/s
-idle and 8-21 busy; prompts run at ~90 tokens/s on 2 threads idle, ~45 on 1, but 2 fall to ~25 when
-the other core is busy. The defaults are 1 and 1 (see README). Memory: the 1.5B instance adds
-~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of KV cache per context token (~115 MB at
-n_ctx 4096) and compute buffers; plus the saved states (``state_cache_mb``).
+Threads, per step: ``threads`` (the larger of ``threads`` and ``batch_threads``) while one turn is
+evaluated, ``busy_threads`` when several are (then STT and TTS of the other callers want the
+other core). Measured on the 2-core machine this was written on: 2 decode threads give ~34
+tokens/s idle but ~5 tokens/s when the other core is busy, 1 thread holds ~21-23 tokens/s idle and
+8-21 busy. Memory: the 1.5B instance adds ~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of
+KV cache per cell (``kv_cells``, by default ``n_ctx`` per two sequences, shared by all sequences)
+and compute buffers; plus the saved states (``state_cache_mb``).
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ from gateway.models.base import (
 )
 from gateway.models.engine_queue import EngineQueue, Turn
 from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
-from gateway.models.grammar_sampler import GrammarSampler
+from gateway.models.grammar_sampler import GrammarSampler, sample_token
+from gateway.models.llama_batch import BatchDecoder, SequenceLease
 from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
 from gateway.models.prompt_fit import fit_messages
 from gateway.models.tool_calls import (
@@ -124,7 +128,9 @@ class LlamaCppLanguageModel:
         budget_s: float = 30.0,
         state_cache_mb: int = 128,
         prefill_chunk: int = 32,
-        prefill_quantum_s: float = 1.0,
+        sequences: int = 4,
+        busy_threads: int = 1,
+        kv_cells: int = 0,
     ) -> None:
         try:
             from llama_cpp import Llama
@@ -132,15 +138,8 @@ class LlamaCppLanguageModel:
         except ImportError as exc:
             raise ModelNotFoundError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from exc
         path = resolve_gguf(model, cache_dir)
-        try:
-            self._llm = Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_batch=max(prefill_chunk, 64),
-                n_threads=threads,
-                n_threads_batch=batch_threads,
-                verbose=False,
-            )
+        try:  # weights, vocabulary and metadata; turns run on the BatchDecoder's own context
+            self._llm = Llama(model_path=str(path), n_ctx=64, n_batch=64, n_threads=1, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelNotFoundError(f"{path} could not be loaded by llama.cpp ({exc})") from exc
         import llama_cpp
@@ -149,11 +148,19 @@ class LlamaCppLanguageModel:
         self.name = model
         self.path = path
         self.n_ctx = n_ctx
-        self.queue = EngineQueue(slots=1)
+        self.queue = EngineQueue(slots=sequences)
         self.state_cache = LlamaStateCache(state_cache_mb * 1024 * 1024)
+        self.decoder = BatchDecoder(
+            self._llm,
+            n_ctx=kv_cells or n_ctx * max(1, (sequences + 1) // 2),
+            sequences=sequences,
+            threads=max(threads, batch_threads),
+            threads_busy=busy_threads,
+            chunk=max(prefill_chunk, 8),
+            shared_chunk=max(prefill_chunk // 2, 4),
+            state_cache=self.state_cache,
+        )
         self._defaults = GenerationOptions(temperature=temperature, top_p=top_p, budget_s=budget_s)
-        self._chunk = prefill_chunk
-        self._quantum = prefill_quantum_s
         metadata = self._llm.metadata
         template = metadata.get("tokenizer.chat_template") or _CHATML
         self._template_tools = "tools" in template
@@ -208,6 +215,25 @@ class LlamaCppLanguageModel:
         fitted = fit_messages(messages, count, self.n_ctx - reserve)
         return self.tokenize(self.render(fitted, options))
 
+    def prefix_tokens(self, messages: list[ChatMessage], options: GenerationOptions) -> list[int]:
+        """The tokens every prompt of a session with these instructions and tools starts with: the
+        common head of the prompt rendered with two different user messages."""
+        head = [m for m in messages if m.role == "system"][:1]
+        one = self.tokenize(self.render([*head, ChatMessage("user", "a")], options))
+        two = self.tokenize(self.render([*head, ChatMessage("user", "b")], options))
+        return one[: common_prefix(np.asarray(one), np.asarray(two))]
+
+    def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> None:
+        """Read a session's instructions and tools (the system message of ``messages``, the tools
+        of ``options``) into the KV cache in the background, so its first turn does not have to;
+        sessions with the same ones share those cells. Returns at once."""
+        options = options or GenerationOptions()
+        try:
+            check_tool_choice(options.tools, options.tool_choice)
+        except ValueError:
+            return
+        self.decoder.warm(self.prefix_tokens(messages, options))
+
     # ----- generation -----
 
     def generate(
@@ -220,7 +246,7 @@ class LlamaCppLanguageModel:
     ) -> Generation:
         """Reply to ``messages``; see the module docstring for the steps. Text pieces go to
         ``on_text`` from this thread as they are decoded. Raises LanguageModelError for a bad
-        ``tool_choice``."""
+        ``tool_choice`` or a failed llama.cpp step."""
         options = options or GenerationOptions()
         try:
             check_tool_choice(options.tools, options.tool_choice)
@@ -229,12 +255,11 @@ class LlamaCppLanguageModel:
         with self.queue.turn(should_stop) as turn:
             if turn is None:
                 return Generation("", 0, "cancelled")
-            run = _Run(self, turn, options, should_stop, max_tokens)
+            lease = self.decoder.lease()
             try:
-                result = run.execute(messages, on_text)
+                result = _Run(self, turn, lease, options, should_stop, max_tokens).execute(messages, on_text)
             finally:
-                if turn.holding:  # a run cancelled while re-queued no longer owns the context
-                    self.state_cache.save(self._llm)
+                lease.release()
             result.queue_wait_s = turn.waited_s
             return result
 
@@ -252,31 +277,18 @@ class LlamaCppLanguageModel:
             self._grammars[key] = grammar
         return self._grammars[key]
 
-    def call_probability(self) -> float:
-        """Probability, from the logits of the last evaluated position, that the next token opens a
-        tool call (``<tool_call>``, or a piece starting with a code fence or ``{``)."""
+    def call_probability(self, logits: np.ndarray) -> float:
+        """Probability, from ``logits`` of one position, that the next token opens a tool call
+        (``<tool_call>``, or a piece starting with a code fence or ``{``)."""
+        openers = self._opener_array()
+        shifted = logits.astype(np.float64) - float(logits.max())
+        weights = np.exp(shifted)
+        return float(weights[openers].sum() / weights.sum())
+
+    def _opener_array(self) -> np.ndarray:
         if self._openers is None:
             self._openers = np.array(self._opener_tokens(), dtype=np.intp)
-        pointer = self._lib.llama_get_logits_ith(self._llm.ctx, -1)
-        logits = np.ctypeslib.as_array(pointer, shape=(self._llm.n_vocab(),)).astype(np.float64)
-        logits -= logits.max()
-        weights = np.exp(logits)
-        return float(weights[self._openers].sum() / weights.sum())
-
-    def call_openers_banned(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-        """A llama.cpp logits processor that forbids the tokens opening a tool call at the first
-        generated position (later ones are free: a reply may quote braces)."""
-        if self._openers is None:
-            self._openers = np.array(self._opener_tokens(), dtype=np.intp)
-        openers, first = self._openers, [True]
-
-        def ban(_input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
-            if first[0]:
-                first[0] = False
-                scores[openers] = -np.inf
-            return scores
-
-        return ban
+        return self._openers
 
     def _opener_tokens(self) -> list[int]:
         found = [] if self._call_token is None else [self._call_token]
@@ -291,12 +303,13 @@ class LlamaCppLanguageModel:
 
 
 class _Run:
-    """One generation while it holds the engine: prefill, decode, maybe a constrained call."""
+    """One generation on its leased KV sequence: prompt, decode, maybe a constrained call."""
 
     def __init__(
         self,
         engine: LlamaCppLanguageModel,
         turn: Turn,
+        lease: SequenceLease,
         requested: GenerationOptions,
         should_stop: Callable[[], bool],
         max_tokens: int,
@@ -304,7 +317,7 @@ class _Run:
         defaults = engine._defaults
         self.engine = engine
         self.llm = engine._llm
-        self.turn = turn
+        self.lease = lease
         self.options = requested
         self.temperature = requested.temperature if requested.temperature is not None else defaults.temperature or 0.0
         self.top_p = requested.top_p if requested.top_p is not None else defaults.top_p or 0.95
@@ -314,167 +327,151 @@ class _Run:
         self.max_tokens = max(1, max_tokens)
         self.cached = 0
         self.call_probability: Optional[float] = None
-        self.seed = requested.seed if requested.seed is not None else random.randrange(2**31)
-        if self.temperature > 0:
-            self.llm.set_seed(self.seed)
+        seed = requested.seed if requested.seed is not None else random.randrange(2**31)
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
 
     def over_budget(self) -> bool:
         return time.monotonic() > self.deadline
 
+    def interrupted(self) -> bool:
+        """``should_stop`` or the budget: polled while the sequence waits for its step."""
+        return self.should_stop() or self.over_budget()
+
+    def stop_reason(self) -> Optional[str]:
+        if self.should_stop():
+            return "cancelled"
+        return "budget" if self.over_budget() else None
+
+    def evaluate(self, tokens: list[int]) -> Optional[np.ndarray]:
+        logits, _ = self.lease.evaluate(tokens, self.interrupted)
+        return logits
+
     def execute(self, messages: list[ChatMessage], on_text: Callable[[str], None]) -> Generation:
         prompt = self.engine.prompt_tokens(messages, self.max_tokens, self.options)
         tools = allowed_tools(self.options.tools, self.options.tool_choice)
-        stopped = self.prefill(prompt)
-        if stopped:
-            return Generation("", 0, stopped, prompt_tokens=len(prompt), cached_tokens=self.cached)
+        logits, self.cached = self.lease.evaluate(prompt, self.interrupted)
+        if logits is None:
+            return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
         if tools and self.options.tool_choice != "auto":
-            return self.call(prompt, [], "", 0, tools, len(prompt))
-        result = self.decode(prompt, tools, on_text)
+            return self.call(prompt, logits, "", 0, tools)
+        result = self.decode(prompt, logits, tools, on_text)
         if result.tool_calls and all(answered_already(messages, call) for call in result.tool_calls):
             # Small models ask again for what the last tool output already told them (a loop no
             # client can break): answer in words from that output instead.
             log.info("tool call %s repeats an answered call: answering in words", result.tool_calls[0].name)
-            result = self.decode(prompt, [], on_text, words_only=True)
+            logits = self.evaluate(prompt)
+            if logits is None:
+                return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
+            result = self.decode(prompt, logits, [], on_text, words_only=True)
         result.prompt_tokens, result.cached_tokens = len(prompt), self.cached
         return result
 
-    def prefill(self, prompt: list[int]) -> Optional[str]:
-        """Evaluate all but the last prompt token; a finish reason if stopped first, else None."""
-        llm, cache = self.llm, self.engine.state_cache
-        end = len(prompt) - 1  # the last token is evaluated by Llama.generate, which then samples
-        target = np.array(prompt[:end], dtype=np.intc)
-        position = self._resume(target, min_gain=8)
-        self.cached = position
-        while position < end:
-            if self.should_stop():
-                return "cancelled"
-            if self.over_budget():
-                return "budget"
-            if self.turn.others_waiting and time.monotonic() - self.turn.started > self.engine._quantum:
-                cache.save(llm)
-                started = time.monotonic()
-                if not self.turn.requeue(self.should_stop):
-                    return "cancelled"
-                self.deadline += time.monotonic() - started  # the wait is not compute
-                position = self._resume(target, min_gain=1)
-                continue
-            chunk = prompt[position : min(position + self.engine._chunk, end)]
-            llm.eval(chunk)
-            position += len(chunk)
-        return None
-
-    def _resume(self, target: np.ndarray, min_gain: int) -> int:
-        """Keep the live KV prefix of ``target`` or put back a longer saved one; the tokens now held."""
-        llm = self.llm
-        live = common_prefix(np.asarray(llm.input_ids[: llm.n_tokens]), target)
-        position = self.engine.state_cache.restore_best(llm, target, live, min_gain=min_gain)
-        llm.n_tokens = position
-        return position
-
-    def _sampler_args(self) -> dict[str, Any]:
-        return {"temp": self.temperature, "top_p": self.top_p, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.0}
-
     def decode(
-        self, prompt: list[int], tools: list, on_text: Callable[[str], None], words_only: bool = False
+        self,
+        prompt: list[int],
+        logits: np.ndarray,
+        tools: list,
+        on_text: Callable[[str], None],
+        words_only: bool = False,
     ) -> Generation:
-        """Stream a reply to ``prompt``; with ``tools``, switch to :meth:`call` when one opens.
-        ``words_only``: the first token may not open a call (the prompt still lists the tools)."""
-        llm, engine = self.llm, self.engine
+        """Stream a reply after ``prompt`` (``logits``: those of its last token); with ``tools``,
+        switch to :meth:`call` when one opens. ``words_only``: the first token may not open a call
+        (the prompt still lists the tools)."""
+        engine = self.engine
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         deciding = bool(tools)  # hold text back until it is clear whether a call opens
         held, text = "", ""
         accepted: list[int] = []  # tokens of the text reply
         finish = "stop"
-        args = self._sampler_args()
-        if words_only:
-            args["logits_processor"] = [engine.call_openers_banned()]
-        stream = llm.generate(prompt, **args)
-        try:
-            for token in stream:
-                if deciding and not accepted:
-                    # The model's own odds of opening a call at the first position decide, not the
-                    # one token sampled there (greedy argmax flips on near ties).
-                    self.call_probability = engine.call_probability()
-                    log.debug("tool call probability %.3f", self.call_probability)
-                    if self.call_probability >= CALL_THRESHOLD:
-                        return self.call(prompt, accepted, text, 0, tools, len(prompt))
-                if engine._is_eog(token):
-                    break
-                if tools and token == engine._call_token:
-                    return self.call(prompt, accepted, text, len(accepted), tools, len(prompt))
-                piece = decoder.decode(llm.detokenize([token]))
-                if deciding:
-                    held += piece
-                    opens = classify_start(held)
-                    if opens:
-                        return self.call(prompt, accepted, text, len(accepted), tools, len(prompt))
-                    if opens is False:
-                        deciding, piece, held = False, held, ""
-                accepted.append(token)
-                if piece and not deciding:
-                    text += piece
-                    on_text(piece)
-                if len(accepted) >= self.max_tokens or llm.n_tokens >= engine.n_ctx - 1:
-                    finish = "length"
-                    break
-                if self.should_stop():
-                    finish = "cancelled"
-                    break
-                if self.over_budget():
-                    finish = "budget"
-                    break
-        finally:
-            stream.close()
+        while True:
+            if words_only and not accepted:
+                logits = logits.copy()
+                logits[engine._opener_array()] = -np.inf
+            if deciding and not accepted:
+                # The model's own odds of opening a call at the first position decide, not the
+                # one token sampled there (greedy argmax flips on near ties).
+                self.call_probability = engine.call_probability(logits)
+                log.debug("tool call probability %.3f", self.call_probability)
+                if self.call_probability >= CALL_THRESHOLD:
+                    return self.call(prompt, logits, text, 0, tools)
+            token = sample_token(logits, self.temperature, self.rng, top_p=self.top_p)
+            if engine._is_eog(token):
+                break
+            if tools and token == engine._call_token:
+                return self.call(prompt + accepted, logits, text, len(accepted), tools)
+            piece = decoder.decode(self.llm.detokenize([token]))
+            if deciding:
+                held += piece
+                opens = classify_start(held)
+                if opens:
+                    return self.call(prompt + accepted, logits, text, len(accepted), tools)
+                if opens is False:
+                    deciding, piece, held = False, held, ""
+            accepted.append(token)
+            if piece and not deciding:
+                text += piece
+                on_text(piece)
+            if len(accepted) >= self.max_tokens or len(prompt) + len(accepted) >= engine.n_ctx - 1:
+                finish = "length"
+                break
+            stopped = self.stop_reason()
+            if stopped:
+                finish = stopped
+                break
+            next_logits = self.evaluate(prompt + accepted)
+            if next_logits is None:
+                finish = self.stop_reason() or "cancelled"
+                break
+            logits = next_logits
         tail = decoder.decode(b"", final=True) + held
         if tail and finish != "cancelled":
             text += tail
             on_text(tail)
         return Generation(text, len(accepted), finish)
 
-    def call(
-        self, prompt: list[int], accepted: list[int], text: str, spent: int, tools: list, prompt_len: int
-    ) -> Generation:
-        """Generate one call under the tools' grammar right after ``prompt + accepted``.
+    def call(self, tokens: list[int], logits: np.ndarray, text: str, spent: int, tools: list) -> Generation:
+        """Generate one call under the tools' grammar right after ``tokens`` (``logits``: those of
+        its last token).
 
         The call object is generated bare, without a ``<tool_call>`` opener: models not trained on
         that tag (Qwen2.5-Coder) predict the end of text after it, while every model given tools
         opens a bare call with ``{"`` readily; the grammar then holds it to the schema."""
-        llm, engine = self.llm, self.engine
-        tokens = prompt + accepted
-        held = common_prefix(np.asarray(llm.input_ids[: llm.n_tokens]), np.array(tokens, dtype=np.intc))
-        llm.n_tokens = min(held, len(tokens) - 1)  # evaluate at least the last token: fresh logits
-        llm.eval(tokens[llm.n_tokens :])
-        sampler = GrammarSampler(llm, engine._grammar(call_schema(tools)))
-        rng = np.random.default_rng(self.seed)
+        engine = self.engine
+        sampler = GrammarSampler(self.llm, engine._grammar(call_schema(tools)))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         body, count, finish = "", 0, "length"
         cap = max(_CALL_TOKENS, self.max_tokens - spent)
+        generated = list(tokens)
         try:
             while True:
-                token = sampler.pick(self.temperature, rng)
+                token = sampler.pick(logits, self.temperature, self.rng)
                 if engine._is_eog(token):
                     finish = "stop"
                     break
                 sampler.accept(token)
-                body += decoder.decode(llm.detokenize([token]))
+                body += decoder.decode(self.llm.detokenize([token]))
                 count += 1
+                generated.append(token)
                 if body.rstrip().endswith("}") and complete_json(body):
                     finish = "stop"
                     break
-                if self.should_stop():
-                    finish = "cancelled"
+                stopped = self.stop_reason()
+                if stopped:
+                    finish = stopped
                     break
-                if self.over_budget():
-                    finish = "budget"
+                if count >= cap or len(generated) >= engine.n_ctx - 1:
                     break
-                if count >= cap or llm.n_tokens >= engine.n_ctx - 1:
+                next_logits = self.evaluate(generated)
+                if next_logits is None:
+                    finish = self.stop_reason() or "cancelled"
                     break
-                llm.eval([token])
+                logits = next_logits
         except ValueError as exc:
             raise LanguageModelError(f"tool call grammar: {exc}") from None
         finally:
             sampler.close()
-        used = spent + count
+        used, prompt_len = spent + count, len(tokens) - spent
         if finish != "stop":
             return Generation(text, used, finish, prompt_tokens=prompt_len, cached_tokens=self.cached)
         try:

@@ -37,6 +37,8 @@ def load_language_model(config: GatewayConfig) -> LanguageModel:
             top_p=config.llm_top_p,
             budget_s=config.llm_turn_budget_s,
             state_cache_mb=config.llm_state_cache_mb,
+            sequences=config.llm_sequences,
+            busy_threads=config.llm_busy_threads,
         )
     if config.llm_backend == "openai_http":
         from gateway.models.openai_http_llm import OpenAIHttpLanguageModel

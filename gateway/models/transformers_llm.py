@@ -164,7 +164,7 @@ class TransformersLanguageModel:
         ``on_text`` gets decoded text as the streamer finalizes it; ``should_stop`` and the compute
         budget are checked per token. A call cancelled while queued returns ("", 0, "cancelled").
         """
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextStreamer
+        from transformers import StoppingCriteriaList
 
         options = options or GenerationOptions()
         try:
@@ -174,46 +174,10 @@ class TransformersLanguageModel:
         tools = allowed_tools(options.tools, options.tool_choice)
         temperature = options.temperature if options.temperature is not None else self._defaults.temperature or 0.0
         budget = options.budget_s if options.budget_s is not None else self._defaults.budget_s
-        state: dict[str, Any] = {
-            "stopped": "",
-            "deadline": float("inf"),
-            "deciding": bool(tools),
-            "call": bool(tools) and options.tool_choice != "auto",
-        }
-        pieces: list[str] = []
-        held: list[str] = []
-
-        class _Cancelled(StoppingCriteria):
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:  # transformers' signature
-                if should_stop():
-                    state["stopped"] = "cancelled"
-                elif time.monotonic() > state["deadline"]:
-                    state["stopped"] = "budget"
-                return bool(state["stopped"])
-
-        class _Streamer(TextStreamer):
-            def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
-                if not text:
-                    return
-                if state["call"]:
-                    held.append(text)
-                    return
-                if state["deciding"]:
-                    held.append(text)
-                    opens = classify_start("".join(held))
-                    if opens is None:
-                        return
-                    state["deciding"] = False
-                    if opens:
-                        state["call"] = True
-                        return
-                    text = "".join(held)
-                    held.clear()
-                pieces.append(text)
-                on_text(text)
-
+        stream = _ReplyStream(
+            should_stop, on_text, deciding=bool(tools), call=bool(tools) and options.tool_choice != "auto"
+        )
         inputs = self._inputs(messages, tools)
-        streamer = _Streamer(self._tokenizer, skip_prompt=True, skip_special_tokens=True)
         sampling: dict[str, Any] = {"do_sample": False}
         if temperature > 0:
             sampling = {"do_sample": True, "temperature": temperature, "top_p": options.top_p or 0.95}
@@ -221,22 +185,97 @@ class TransformersLanguageModel:
             if turn is None:
                 return Generation("", 0, "cancelled")
             if budget and budget > 0:
-                state["deadline"] = turn.started + budget
+                stream.deadline = turn.started + budget
             with self._torch.inference_mode():
                 output = self._model.generate(
                     **inputs,
                     max_new_tokens=max_tokens,
-                    streamer=streamer,
-                    stopping_criteria=StoppingCriteriaList([_Cancelled()]),
+                    streamer=stream.streamer(self._tokenizer),
+                    stopping_criteria=StoppingCriteriaList([stream.stopping_criteria()]),
                     pad_token_id=self._tokenizer.eos_token_id,
                     **sampling,
                 )
             waited = turn.waited_s
-        generated = int(output.shape[1] - inputs["input_ids"].shape[1])
-        finish = str(state["stopped"]) or ("length" if generated >= max_tokens else "stop")
-        text = "".join(pieces)
-        if state["call"] and finish == "stop":
-            body = "".join(held).strip().removeprefix("<tool_call>").split("</tool_call>")[0].strip()
+        prompt_len = int(inputs["input_ids"].shape[1])
+        result = stream.result(int(output.shape[1]) - prompt_len, max_tokens, tools)
+        result.prompt_tokens, result.queue_wait_s = prompt_len, waited
+        return result
+
+
+class _ReplyStream:
+    """What one generation has streamed: text passed on, text held back while a tool call may be
+    opening (or is being generated), and why it stopped ("cancelled", "budget" or "")."""
+
+    def __init__(
+        self, should_stop: Callable[[], bool], on_text: Callable[[str], None], deciding: bool, call: bool
+    ) -> None:
+        self.should_stop = should_stop
+        self.on_text = on_text
+        self.deciding = deciding
+        self.call = call
+        self.stopped = ""
+        self.deadline = float("inf")
+        self.pieces: list[str] = []
+        self.held: list[str] = []
+
+    def check_stop(self) -> bool:
+        if self.should_stop():
+            self.stopped = "cancelled"
+        elif time.monotonic() > self.deadline:
+            self.stopped = "budget"
+        return bool(self.stopped)
+
+    def add(self, text: str) -> None:
+        """A piece of decoded text: held while a call may open (or once it has), else passed on."""
+        if not text:
+            return
+        if self.call:
+            self.held.append(text)
+            return
+        if self.deciding:
+            self.held.append(text)
+            opens = classify_start("".join(self.held))
+            if opens is None:
+                return
+            self.deciding = False
+            if opens:
+                self.call = True
+                return
+            text = "".join(self.held)
+            self.held.clear()
+        self.pieces.append(text)
+        self.on_text(text)
+
+    def stopping_criteria(self) -> Any:
+        """A transformers StoppingCriteria polling :meth:`check_stop` per token."""
+        from transformers import StoppingCriteria
+
+        stream = self
+
+        class _Stop(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:  # transformers' signature
+                return stream.check_stop()
+
+        return _Stop()
+
+    def streamer(self, tokenizer: Any) -> Any:
+        """A transformers TextStreamer feeding :meth:`add`."""
+        from transformers import TextStreamer
+
+        stream = self
+
+        class _Streamer(TextStreamer):
+            def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+                stream.add(text)
+
+        return _Streamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
+
+    def result(self, generated: int, max_tokens: int, tools: list[FunctionTool]) -> Generation:
+        """The Generation for ``generated`` new tokens: a parsed tool call, or the text."""
+        finish = self.stopped or ("length" if generated >= max_tokens else "stop")
+        text = "".join(self.pieces)
+        if self.call and finish == "stop":
+            body = "".join(self.held).strip().removeprefix("<tool_call>").split("</tool_call>")[0].strip()
             body = body.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
             try:
                 name, arguments = parse_call(body)
@@ -245,15 +284,8 @@ class TransformersLanguageModel:
             if name not in {t.name for t in tools}:
                 raise LanguageModelError(f"the model called {name!r}, which is not one of the tools")
             call = ToolCall(new_call_id(), name, json.dumps(arguments, ensure_ascii=False))
-            return Generation(
-                text,
-                generated,
-                "tool_calls",
-                [call],
-                prompt_tokens=int(inputs["input_ids"].shape[1]),
-                queue_wait_s=waited,
-            )
-        if held and not state["call"]:
-            text += "".join(held)
-            on_text("".join(held))
-        return Generation(text, generated, finish, prompt_tokens=int(inputs["input_ids"].shape[1]), queue_wait_s=waited)
+            return Generation(text, generated, "tool_calls", [call])
+        if self.held and not self.call:
+            text += "".join(self.held)
+            self.on_text("".join(self.held))
+        return Generation(text, generated, finish)

@@ -122,6 +122,11 @@ class UnitLease:
                 noise_reduction=noise_reduction,
             )
 
+    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
+        """See ``PipelineControl.prepare_prompt``; ignored once released."""
+        if self.live:
+            self._unit.prepare_prompt(instructions, tools, tool_choice)
+
     def keep_alive(self) -> None:
         """See ``PipelineControl.keep_alive``; ignored once released."""
         if self.live:

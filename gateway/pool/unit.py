@@ -247,6 +247,15 @@ class PipelineUnit(UnitLifecycle):
         state.turn = dataclasses.replace(turn)
         state.noise_reduction = noise_reduction
 
+    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
+        """Let the shared LLM read the call's instructions and tools ahead of its first turn (an
+        engine with a ``prepare`` method: llama.cpp; others ignore it). Ignored unless a call is served."""
+        prepare = getattr(self.models.llm, "prepare", None)
+        if self._active_session() is None or prepare is None:
+            return
+        options = GenerationOptions(tools=list(tools), tool_choice=tool_choice)
+        prepare([ChatMessage("system", instructions)], options)
+
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""
         if self._active_session() is not None:

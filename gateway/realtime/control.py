@@ -66,6 +66,11 @@ class PipelineControl(Protocol):
         ``voice`` (the client's voice name; None: the TTS default); the caller's audio is
         suppressed by ``noise_reduction`` ("near_field", "far_field"; None: off) from its next chunk."""
 
+    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
+        """A hint, at call start and after each ``session.update``: the LLM may read these
+        instructions and tools (``tool_choice`` as ``GenerationOptions`` takes it) into its cache
+        now, before the caller's first question. Returns at once; nothing is sent."""
+
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart the call's own idle
         watchdog, which counts from the last activity."""

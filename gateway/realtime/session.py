@@ -37,6 +37,7 @@ from gateway.realtime.sender import EventSender
 from gateway.realtime.session_config import SessionSettings
 from gateway.realtime.session_update import SessionUpdate
 from gateway.realtime.session_views import describe_session, local_voice
+from gateway.realtime.tools import engine_tool_choice
 
 __all__ = ["MAX_CLIENT_MESSAGE_BYTES", "RealtimeSession"]
 
@@ -167,6 +168,7 @@ class RealtimeSession:
         """Send ``session.created`` (when the data channel opens)."""
         self.idle.restart_stream()
         self.send("session.created", session=self.describe())
+        self._prepare_prompt()
         self.idle.maybe_arm()
 
     def close(self, reason: Optional[str] = None, message: Optional[str] = None) -> None:
@@ -186,6 +188,13 @@ class RealtimeSession:
         """Parse a session config object against this session's limits and apply it
         (:meth:`apply_update`). Raises ClientError when it is invalid; nothing is applied then."""
         self.apply_update(SessionUpdate.parse(session, self.limits, beta_default=self.beta))
+
+    def _prepare_prompt(self) -> None:
+        """Let the LLM read the session's instructions and tools before the first question."""
+        settings = self.settings
+        self.control.prepare_prompt(
+            settings.instructions, settings.tools, engine_tool_choice(settings.tool_choice, settings.tools)
+        )
 
     def apply_update(self, update: SessionUpdate) -> None:
         """Apply a parsed session config (a ``session.update``'s, or one sent with an offer or an
@@ -210,6 +219,7 @@ class RealtimeSession:
             voice=settings.voice,
             noise_reduction=settings.noise_reduction,
         )
+        self._prepare_prompt()
         if "turn_detection" in changes:
             self.idle.disarm()
             self.idle.maybe_arm()

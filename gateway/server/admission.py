@@ -15,9 +15,10 @@ from typing import Optional
 
 from aiohttp import web
 
+from gateway.models.engine_queue import ComputeLoad, EngineQueue
 from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate, merged_updates
-from gateway.server.app_keys import CONFIG, KEYS, METRICS, SESSIONS, SHUTDOWN
+from gateway.server.app_keys import CONFIG, KEYS, METRICS, MODELS, SESSIONS, SHUTDOWN
 from gateway.server.auth import Grant, bearer, same_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import Offer, requested_extensions
@@ -26,6 +27,16 @@ from gateway.transports.door import LiveSession
 from gateway.transports.webrtc.call import open_call as open_webrtc_call
 
 OfferReader = Callable[[web.Request], Awaitable[Offer]]
+
+
+def key_prefix(instance: str) -> str:
+    """The start of this process's ephemeral keys: ``ek_<instance>_`` (then random URL-safe text).
+
+    Keys live in the memory of the process that minted them; behind several processes the
+    instance in the key lets a proxy route the call to that process, as it routes a call id
+    ``rtc_<instance>_<hex>`` (``deploy/nginx.conf`` reads it from ``Authorization: Bearer`` and the
+    ``openai-insecure-api-key.`` WebSocket subprotocol)."""
+    return f"ek_{instance}_"
 
 
 @dataclass
@@ -53,8 +64,10 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     ``Authorization: Bearer`` header (a WebSocket passes the one it found). An ephemeral key is honoured
     (its session config applies) even when no API key is configured. Raises ApiError (401
     ``invalid_api_key``); 503 ``server_shutdown`` once the gateway is draining (checked first: no
-    key is used up)."""
+    key is used up), then 503 ``compute_busy`` when the LLM cannot take one more talking caller
+    (:func:`refuse_if_compute_saturated`)."""
     request.app[SHUTDOWN].refuse_if_draining()
+    refuse_if_compute_saturated(request)
     config = request.app[CONFIG]
     if token is None:
         token = bearer(request.headers.get("Authorization"))
@@ -71,6 +84,33 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
         f"{reason}: send 'Authorization: Bearer <API key or ephemeral key>'.",
         "invalid_api_key",
         "authentication_error",
+    )
+
+
+def compute_load(app: web.Application) -> Optional[ComputeLoad]:
+    """The shared LLM engine's queue now (None for an engine without one, or before the models)."""
+    models = app.get(MODELS)
+    queue = getattr(getattr(models, "llm", None), "queue", None)
+    return queue.load() if isinstance(queue, EngineQueue) else None
+
+
+def refuse_if_compute_saturated(request: web.Request) -> None:
+    """Admission by capacity: with ``admit_by_compute`` on, a new call or session is refused at
+    once (503 ``compute_busy``, ``Retry-After``; counted as ``calls{result="compute_busy"}``) while
+    the LLM engine could not answer one more talking caller without queueing it (every batch
+    slot busy, or turns waiting already): behind nginx the offer then goes to the next process."""
+    config = request.app[CONFIG]
+    load = compute_load(request.app) if config.admit_by_compute else None
+    if load is None or not load.saturated:
+        return
+    retry = config.retry_after_s
+    request.app[METRICS].calls.labels(result="compute_busy").inc()
+    raise ApiError(
+        503,
+        f"The model is busy answering {load.running} callers ({load.waiting} waiting); retry in {retry} s.",
+        "compute_busy",
+        "server_busy",
+        headers={"Retry-After": str(retry)},
     )
 
 

@@ -23,6 +23,7 @@ from gateway.pool.pool import UnitPool
 from gateway.pool.unit import PipelineUnit
 from gateway.realtime.limits import SessionLimits
 from gateway.server import routes
+from gateway.server.admission import key_prefix
 from gateway.server.app_keys import CONFIG, KEYS, LIMITS, METRICS, MODELS, POOL, SESSIONS, SHUTDOWN, local_model_names
 from gateway.server.auth import EphemeralKeys
 from gateway.server.middleware import cors_middleware, error_middleware
@@ -56,7 +57,7 @@ def create_app(
     app[CONFIG] = config
     app[LIMITS] = SessionLimits.from_config(config)
     app[METRICS] = GatewayMetrics()
-    app[KEYS] = EphemeralKeys()
+    app[KEYS] = EphemeralKeys(prefix=key_prefix(config.instance))
     app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.retry_after_s, config.drain_timeout_s)
     shutdown.on_begin = lambda: app[METRICS].draining.set(1)
     app.cleanup_ctx.append(_models_and_pool(models, stage_factories))

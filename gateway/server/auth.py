@@ -40,11 +40,14 @@ class EphemeralKeys:
     """Short-lived, single-use keys a backend mints for a browser (``POST /v1/realtime/client_secrets``).
 
     A key is valid until ``expires_at`` (Unix seconds) and is consumed by the first call it opens.
+    Keys are ``prefix`` + random URL-safe text (``gateway.server.admission.key_prefix``: the
+    process's instance, so a proxy routes a key to the one process holding it).
     ``clock`` returns Unix seconds (a test may replace it).
     """
 
-    def __init__(self, clock: Callable[[], float] = time.time, max_keys: int = MAX_KEYS) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, max_keys: int = MAX_KEYS, prefix: str = "ek_") -> None:
         self.clock = clock
+        self.prefix = prefix
         self.max_keys = max_keys
         self._keys: dict[str, Grant] = {}
 
@@ -56,7 +59,7 @@ class EphemeralKeys:
         if len(self._keys) >= self.max_keys:
             first = min(grant.expires_at for grant in self._keys.values())
             raise KeyLimitError(max(1, int(first - self.clock()) + 1))
-        key = "ek_" + secrets.token_urlsafe(24)
+        key = self.prefix + secrets.token_urlsafe(24)
         expires_at = int(self.clock()) + ttl_s
         self._keys[key] = Grant(expires_at, session_config)
         return key, expires_at

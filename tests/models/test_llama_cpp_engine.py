@@ -138,7 +138,7 @@ def test_sessions_taking_turns_keep_their_prompt_state(llm: LlamaCppLanguageMode
 
     capacity = llm.state_cache.capacity_bytes
     llm.state_cache.capacity_bytes = 0  # no saved states: as plain llama.cpp prefix reuse would do
-    llm.state_cache.clear()
+    llm.decoder.forget()  # nor what idle sequences still hold
     try:
         ask(llm, "Thanks.", history=b, max_tokens=4)
         cold, _ = ask(llm, "How far away is it?", history=a_next, max_tokens=4)

@@ -1,7 +1,8 @@
 """Scale-out behind nginx, with the repository's deploy/nginx.conf: two gateway processes (pool of 1
 each) on loopback. Two calls succeed on different processes (a full process's 503 makes nginx try
 the next), a third gets 503, and each hang-up, routed by the instance in its call id, reaches the
-process that owns the call."""
+process that owns the call. An ephemeral ``ek_`` key minted through nginx opens a call through nginx
+(it names the process that minted it, and nginx routes by it: that process alone holds the key)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tests.ops.services import start_gateway, start_nginx, wait_for_log, wait_he
 pytestmark = pytest.mark.slow
 
 INSTANCES = ("gateway-a", "gateway-b")  # the instance ids deploy/nginx.conf routes by
+API_KEY = "sk-scale-out-test"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
 def instance_of(call_id: str) -> str:
@@ -40,7 +43,7 @@ async def test_two_calls_on_two_processes_a_third_refused_hang_ups_reach_their_o
         for instance in INSTANCES:
             port = free_port()
             gateway, url = start_gateway(
-                tmp_path, "--pool-size", "1", "--instance-id", instance, name=instance, port=port
+                tmp_path, "--pool-size", "1", "--instance-id", instance, "--api-key", API_KEY, name=instance, port=port
             )
             services.append(gateway)
             direct[instance], ports[instance] = url, port
@@ -54,17 +57,17 @@ async def test_two_calls_on_two_processes_a_third_refused_hang_ups_reach_their_o
         for _ in range(2):
             client = RealtimeClient(front)
             clients.append(client)
-            assert await client.connect() == 201, client.error_body
+            assert await client.connect(headers=AUTH) == 201, client.error_body
         owners = [instance_of(client.call_id or "") for client in clients]
         assert sorted(owners) == sorted(INSTANCES), owners
 
         third = RealtimeClient(front)
         clients.append(third)
-        assert await third.connect() == 503
+        assert await third.connect(headers=AUTH) == 503
         assert '"pool_full"' in (third.error_body or ""), third.error_body
         assert third.retry_after
 
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(headers=AUTH) as http:
             for owner in owners:
                 pool = await pool_of(http, direct[owner])
                 assert pool["instance"] == owner and pool["in_use"] == 1, pool
@@ -84,9 +87,26 @@ async def test_two_calls_on_two_processes_a_third_refused_hang_ups_reach_their_o
                 unit = pool["units"][0]
                 assert unit["state"] == "idle" and unit["sessions_served"] == 1, pool
                 assert unit["close_reason"] == "client_hangup", pool
+            # Client secrets: minted through nginx (round robin: each on some process), used through
+            # nginx by a browser. Each must reach the process that holds it, never the other (401).
+            for _ in range(2 * len(INSTANCES)):
+                async with http.post(f"{front}/v1/realtime/client_secrets", json={}) as response:
+                    assert response.status == 200, await response.text()
+                    key = (await response.json())["value"]
+                keyed = RealtimeClient(front)
+                clients.append(keyed)
+                assert await keyed.connect(headers={"Authorization": f"Bearer {key}"}) == 201, keyed.error_body
+                async with http.delete(f"{front}/v1/realtime/calls/{keyed.call_id}") as response:
+                    assert response.status == 200, await response.text()
+                await keyed.close()
+                for owner in INSTANCES:
+                    for _ in range(100):
+                        if (await pool_of(http, direct[owner]))["totals"]["idle"] == 1:
+                            break
+                        await asyncio.sleep(0.1)
         access = (tmp_path / "access.log").read_text()
         assert first.call_id and first.call_id not in access, "nginx logged a full call id"
-        refused = [line for line in access.splitlines() if '"POST /v1/realtime/calls" 503' in line]
+        refused = [line for line in access.splitlines() if '"POST /v1/realtime/calls' in line and '" 503 ' in line]
         assert refused and "upstream_status=503, 503" in refused[-1], access  # both processes were asked
     finally:
         for client in clients:

@@ -451,3 +451,14 @@ def test_the_session_view_lists_no_tools_by_default_in_beta() -> None:
     h = Harness()
     view: Optional[dict] = h.run(client("session.update", session={"modalities": ["text"]}))[-1]["session"]
     assert view is not None and view["tools"] == [] and view["tool_choice"] == "auto"
+
+
+def test_instructions_and_tools_are_handed_to_the_engine_when_set_not_at_the_first_question() -> None:
+    """At call start and at each ``session.update`` the pipeline may read the prompt's head ahead
+    of the first turn (so a session with tools answers its first question as fast as a plain one)."""
+    h = Harness()
+    assert [p[1] for p in h.pipeline.prepared] == [[]], "the call's default instructions, at start"
+    h.run(client("session.update", session={"type": "realtime", "instructions": "Be a weather line."}))
+    with_tools(h, WEATHER)
+    instructions, tools, choice = h.pipeline.prepared[-1]
+    assert instructions == "Be a weather line." and [t.name for t in tools] == ["get_weather"] and choice == "auto"

@@ -1,0 +1,417 @@
+"""Continuous batching on one llama.cpp context: several conversations advance in one forward pass.
+
+On a CPU, decoding is bound by reading the weights, so one ``llama_decode`` over N sequences costs far
+less than N single ones (measured on a slow 2-core box, Qwen2.5-1.5B Q4_K_M, 2 threads: 101 / 144 /
+227 ms per step for 1 / 2 / 4 sequences; ``scripts/bench_batch_decode.py``). A :class:`BatchDecoder`
+owns one context with ``sequences + prefixes`` KV sequences in a unified cache (``kv_unified``: cells
+are shared, so a prefix copied with ``llama_memory_seq_cp`` costs no memory or compute) and one
+thread that runs the steps. Callers (LLM stage threads of several units) each hold a
+:class:`SequenceLease` and call :meth:`SequenceLease.evaluate` with the whole token list their
+sequence should hold; the decoder keeps the longest prefix it already has (its own cells, another
+sequence's cells, a prefix warmed by :meth:`BatchDecoder.warm` or a saved state from
+:class:`~gateway.models.llama_state_cache.LlamaStateCache`), evaluates the rest and returns the
+logits of the last position. Sampling stays in the caller's thread.
+
+One step: every pending evaluation contributes its next tokens (one for a decoding turn, up to
+``chunk`` prompt tokens for one being read; a prompt read while others decode gets ``shared_chunk``
+per step so their tokens are not held back); new turns join at the next step (continuous batching).
+Threads by load: ``threads`` while one sequence is evaluated, ``threads_busy`` (1) when several are,
+decided per step (two threads collapse when the other core is busy with STT/TTS of other callers).
+A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
+in flight still completes, and its tokens stay valid KV for a later turn.
+
+Positions: a sequence holding tokens ``t[0..n)`` has them at positions ``0..n-1``. Errors: a step
+that finds no free KV cell first frees idle sequences, then fails the evaluations in that step with
+:class:`~gateway.models.base.LanguageModelError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from gateway.models.base import LanguageModelError
+from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
+
+log = logging.getLogger(__name__)
+
+# Longer instructions and tools are not read ahead (a warm runs in every step until it is done).
+MAX_WARM_TOKENS = 1024
+
+
+@dataclass
+class _Evaluation:
+    """Tokens a sequence must still read; ``logits`` set (a copy) when the last one has been read."""
+
+    seq: int
+    wanted: list[int]  # every token the sequence must hold when done
+    reuse_others: bool = False  # may copy a prefix from another sequence or a saved state
+    resolved: bool = False  # the prefix kept has been settled; ``tokens`` are the ones left to read
+    tokens: list[int] = field(default_factory=list)
+    kept: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+    logits: Optional[np.ndarray] = None
+    error: Optional[str] = None
+    abandoned: bool = False  # the caller stopped waiting: read no more of it
+
+
+class _Sequence:
+    """What one KV sequence holds: its tokens (at positions 0..n-1) and when it was last used."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.tokens: list[int] = []
+        self.leased = False
+        self.used = 0.0
+        self.waiting = False  # a lease that evaluates between its samples (gather it into the step)
+
+
+class BatchDecoder:
+    """One llama.cpp context shared by up to ``sequences`` concurrent turns, stepped by one thread.
+
+    ``model`` is a ``llama_cpp.Llama`` (its weights and vocabulary are used; its own context is not).
+    ``n_ctx`` is the total of KV cells across all sequences (a conversation is fitted to less).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        n_ctx: int,
+        sequences: int = 4,
+        prefixes: int = 2,
+        threads: int = 2,
+        threads_busy: int = 1,
+        chunk: int = 64,
+        shared_chunk: int = 16,
+        state_cache: Optional[LlamaStateCache] = None,
+        poll_s: float = 0.02,
+        gather_s: float = 0.01,
+    ) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self.model = model
+        self.n_vocab = int(model.n_vocab())
+        self.sequences = sequences
+        self.threads, self.threads_busy = threads, threads_busy
+        self.chunk, self.shared_chunk = chunk, min(shared_chunk, chunk)
+        self.state_cache = state_cache or LlamaStateCache(0)
+        self._poll_s, self._gather_s = poll_s, gather_s
+        self._capacity = chunk + sequences + prefixes
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = params.n_ubatch = self._capacity
+        params.n_seq_max = sequences + prefixes
+        params.kv_unified = True
+        params.n_threads = params.n_threads_batch = threads
+        params.no_perf = True
+        self.ctx = llama_cpp.llama_init_from_model(model._model.model, params)
+        if not self.ctx:
+            raise LanguageModelError("llama.cpp could not create the batched context")
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self.ctx))
+        self._memory = llama_cpp.llama_get_memory(self.ctx)
+        self._batch = llama_cpp.llama_batch_init(self._capacity, 0, 1)
+        self._seqs = [_Sequence(i) for i in range(sequences + prefixes)]
+        self._prefix_ids = list(range(sequences, sequences + prefixes))
+        self._pending: list[_Evaluation] = []
+        self._controls: list[Callable[[], None]] = []
+        self._cond = threading.Condition()
+        self._threads_now = threads
+        self.steps = 0
+        self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
+        self._thread.start()
+
+    # ----- callers -----
+
+    def lease(self) -> SequenceLease:
+        """A free sequence for one turn (the caller's engine queue bounds how many are out at once),
+        the least recently used one. Raises LanguageModelError if none is free."""
+        with self._cond:
+            free = [s for s in self._seqs[: self.sequences] if not s.leased]
+            if not free:
+                raise LanguageModelError("no free llama.cpp sequence (more turns than sequences)")
+            chosen = min(free, key=lambda s: s.used)
+            chosen.leased, chosen.used = True, time.monotonic()
+            return SequenceLease(self, chosen)
+
+    def warm(self, tokens: list[int]) -> None:
+        """Read ``tokens`` (a session's instructions and tools) into a prefix sequence in the
+        background, unless some sequence already holds them or they are over ``MAX_WARM_TOKENS``;
+        later turns copy its cells. Turns' own prompts are read first in each step."""
+        if len(tokens) < 2 or len(tokens) > MAX_WARM_TOKENS:
+            return
+        want = np.asarray(tokens, dtype=np.intc)
+        with self._cond:
+            held = (common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs)
+            if any(length >= len(tokens) - 1 for length in held):
+                return
+            if any(e.wanted == tokens for e in self._pending):
+                return
+            busy = {e.seq for e in self._pending}
+            free = [self._seqs[i] for i in self._prefix_ids if i not in busy]
+            if not free:
+                return
+            target = min(free, key=lambda s: s.used)
+            target.used = time.monotonic()
+            self._pending.append(_Evaluation(target.seq, list(tokens), reuse_others=True))
+            self._cond.notify_all()
+
+    def forget(self) -> None:
+        """Drop what idle sequences hold and every saved state (tests of the state cache)."""
+        self._control(self._forget_now)
+
+    def close(self) -> None:
+        """Stop the step thread and free the context."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(5)
+        self._lib.llama_batch_free(self._batch)
+        self._lib.llama_free(self.ctx)
+
+    def _control(self, action: Callable[[], None], wait: bool = True) -> None:
+        """Run ``action`` on the step thread between two steps (only that thread touches the context)."""
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                action()
+            finally:
+                done.set()
+
+        with self._cond:
+            self._controls.append(run)
+            self._cond.notify_all()
+        if wait:
+            done.wait()
+
+    # ----- on the step thread, under the condition -----
+
+    def _forget_now(self) -> None:
+        busy = {e.seq for e in self._pending}
+        for s in self._seqs:
+            if not s.leased and s.seq not in busy:
+                self._lib.llama_memory_seq_rm(self._memory, s.seq, -1, -1)
+                s.tokens = []
+        self.state_cache.clear()
+
+    def _warming_for(self, evaluation: _Evaluation) -> bool:
+        """True while a prefix being warmed covers more of this new turn than anything held now:
+        the turn waits for it rather than reading the same tokens a second time."""
+        if not evaluation.reuse_others:
+            return False
+        want = np.asarray(evaluation.wanted[:-1], dtype=np.intc)
+        held = max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs)
+        for warm in self._pending:
+            if warm is not evaluation and not self._seqs[warm.seq].leased:
+                if common_prefix(np.asarray(warm.wanted, dtype=np.intc), want) > held + 8:
+                    return True
+        return False
+
+    def _resolve(self, evaluation: _Evaluation) -> None:
+        """Make the sequence hold the longest available prefix of ``wanted[:-1]``; queue the rest."""
+        target = self._seqs[evaluation.seq]
+        tokens = evaluation.wanted
+        want = np.asarray(tokens[:-1], dtype=np.intc)
+        kept = common_prefix(np.asarray(target.tokens, dtype=np.intc), want)
+        self._lib.llama_memory_seq_rm(self._memory, target.seq, kept, -1)
+        target.tokens = target.tokens[:kept]
+        if evaluation.reuse_others:
+            kept = self._copy_best(target, want, kept)
+        evaluation.tokens, evaluation.kept, evaluation.resolved = list(tokens[kept:]), kept, True
+
+    def _copy_best(self, target: _Sequence, want: np.ndarray, kept: int) -> int:
+        """Copy a longer prefix from another sequence's cells or a saved state; the tokens held."""
+        best, best_len = None, kept
+        for other in self._seqs:
+            if other is not target:
+                length = common_prefix(np.asarray(other.tokens, dtype=np.intc), want)
+                if length > best_len:
+                    best, best_len = other, length
+        if self.state_cache.best_prefix(want) > best_len + 8:
+            restored = self.state_cache.restore_into(self.ctx, target.seq, want)
+            if restored:
+                target.tokens = [int(t) for t in want[:restored]]
+                return restored
+        if best is None:
+            return kept
+        self._lib.llama_memory_seq_rm(self._memory, target.seq, -1, -1)
+        self._lib.llama_memory_seq_cp(self._memory, best.seq, target.seq, 0, best_len)
+        target.tokens = list(best.tokens[:best_len])
+        return best_len
+
+    def _save(self, seq: _Sequence) -> None:
+        if seq.tokens and not seq.leased:
+            self.state_cache.save_seq(self.ctx, seq.seq, seq.tokens)
+
+    # ----- the step thread -----
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._controls and not self._live_pending():
+                    self._cond.wait()
+                if self._closed:
+                    return
+                while self._controls:
+                    self._controls.pop(0)()
+                self._gather()
+                for evaluation in self._live_pending():
+                    if not evaluation.resolved and not self._warming_for(evaluation):
+                        self._resolve(evaluation)
+                plan = self._plan()
+            if plan:
+                self._step(plan)
+
+    def _live_pending(self) -> list[_Evaluation]:
+        self._pending = [e for e in self._pending if not e.abandoned]
+        return self._pending
+
+    def _gather(self) -> None:
+        """Wait (``gather_s`` at most) for leased sequences between two samples to send their next token."""
+        deadline = time.monotonic() + self._gather_s
+        while True:
+            pending = {e.seq for e in self._pending}
+            late = [s for s in self._seqs if s.waiting and s.seq not in pending]
+            remaining = deadline - time.monotonic()
+            if not late or remaining <= 0:
+                return
+            self._cond.wait(remaining)
+
+    def _plan(self) -> list[tuple[_Evaluation, int]]:
+        """(evaluation, how many of its tokens) for this step: single tokens first, then prompt chunks."""
+        pending = [e for e in self._live_pending() if e.resolved]
+        decoding = [e for e in pending if len(e.tokens) == 1]
+        reading = [e for e in pending if len(e.tokens) > 1]
+        plan = [(e, 1) for e in decoding]
+        room = self._capacity - len(plan)
+        # Turns' prompts before background warms; the room is split between the prompts read now.
+        reading.sort(key=lambda e: not self._seqs[e.seq].leased)
+        for e in reading:
+            share = self.chunk if not decoding else self.shared_chunk
+            take = min(len(e.tokens), share, room, max(4, (self._capacity - len(plan)) // len(reading)))
+            if take <= 0:
+                break
+            plan.append((e, take))
+            room -= take
+        return plan
+
+    def _step(self, plan: list[tuple[_Evaluation, int]]) -> None:
+        lib, batch = self._lib, self._batch
+        threads = self.threads if len(plan) == 1 else self.threads_busy
+        if threads != self._threads_now:
+            lib.llama_set_n_threads(self.ctx, threads, threads)
+            self._threads_now = threads
+        n, outputs = 0, []
+        for evaluation, take in plan:
+            seq = self._seqs[evaluation.seq]
+            last = take == len(evaluation.tokens)
+            for i, token in enumerate(evaluation.tokens[:take]):
+                batch.token[n], batch.pos[n] = token, len(seq.tokens) + i
+                batch.n_seq_id[n], batch.seq_id[n][0] = 1, seq.seq
+                batch.logits[n] = 1 if last and i == take - 1 else 0
+                n += 1
+            if last:
+                outputs.append((evaluation, n - 1))
+        batch.n_tokens = n
+        status = lib.llama_decode(self.ctx, batch)
+        with self._cond:
+            if status == 1 and self._free_idle():
+                status = lib.llama_decode(self.ctx, batch)
+            self.steps += 1
+            self.step_sizes = [*self.step_sizes[-999:], len(plan)]
+            if status != 0:
+                self._fail(plan, f"llama_decode failed ({status}: the KV cache is full or the batch invalid)")
+                return
+            for evaluation, take in plan:
+                seq = self._seqs[evaluation.seq]
+                seq.tokens.extend(evaluation.tokens[:take])
+                seq.used = time.monotonic()
+                evaluation.tokens = evaluation.tokens[take:]
+            for evaluation, index in outputs:
+                pointer = lib.llama_get_logits_ith(self.ctx, index)
+                evaluation.logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).copy()
+                self._finish(evaluation)
+            self._cond.notify_all()
+
+    def _finish(self, evaluation: _Evaluation) -> None:
+        if evaluation in self._pending:
+            self._pending.remove(evaluation)
+        seq = self._seqs[evaluation.seq]
+        seq.waiting = seq.leased and not evaluation.abandoned  # its next token is gathered into the step
+        evaluation.done.set()
+
+    def _fail(self, plan: list[tuple[_Evaluation, int]], reason: str) -> None:
+        for evaluation, _ in plan:
+            seq = self._seqs[evaluation.seq]
+            self._lib.llama_memory_seq_rm(self._memory, seq.seq, len(seq.tokens), -1)
+            evaluation.error = reason
+            self._finish(evaluation)
+        self._cond.notify_all()
+
+    def _free_idle(self) -> bool:
+        """Drop the cells of idle sequences (least recently used first); True if any were dropped."""
+        busy = {e.seq for e in self._pending}
+        idle = [s for s in self._seqs if not s.leased and s.seq not in busy and s.tokens]
+        for s in idle:
+            self._lib.llama_memory_seq_rm(self._memory, s.seq, -1, -1)
+            s.tokens = []
+        return bool(idle)
+
+
+class SequenceLease:
+    """One turn's hold on a KV sequence of a :class:`BatchDecoder`; :meth:`release` when done."""
+
+    def __init__(self, decoder: BatchDecoder, seq: _Sequence) -> None:
+        self._decoder = decoder
+        self._seq = seq
+        self.seq_id = seq.seq
+        self._first = True
+
+    @property
+    def tokens(self) -> list[int]:
+        """The tokens the sequence holds now (a copy)."""
+        with self._decoder._cond:
+            return list(self._seq.tokens)
+
+    def evaluate(self, tokens: list[int], should_stop: Callable[[], bool]) -> tuple[Optional[np.ndarray], int]:
+        """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
+        (n_vocab,); how many tokens were reused rather than read). Logits are None when
+        ``should_stop`` became True first (the read stops at the next step). Raises
+        LanguageModelError when llama.cpp fails the step."""
+        decoder = self._decoder
+        evaluation = _Evaluation(self.seq_id, list(tokens), reuse_others=self._first)
+        self._first = False
+        with decoder._cond:
+            self._seq.waiting = False
+            decoder._pending.append(evaluation)
+            decoder._cond.notify_all()
+        while not evaluation.done.wait(decoder._poll_s):
+            if should_stop():
+                with decoder._cond:
+                    evaluation.abandoned = True
+                    decoder._cond.notify_all()
+                return None, evaluation.kept
+        if evaluation.error:
+            raise LanguageModelError(evaluation.error)
+        return evaluation.logits, evaluation.kept
+
+    def release(self) -> None:
+        """Give the sequence back; its cells stay for a later turn (and are saved to the state cache)."""
+        decoder = self._decoder
+        with decoder._cond:
+            for evaluation in decoder._pending:
+                if evaluation.seq == self.seq_id:
+                    evaluation.abandoned = True
+            self._seq.waiting = False
+            self._seq.leased = False
+        seq = self._seq
+        decoder._control(lambda: decoder._save(seq), wait=False)

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Decode speed of the llama.cpp engine: one sequence on 1 and 2 threads, and batched steps.
+
+    .venv/bin/python scripts/bench_batch_decode.py [--model qwen2.5-coder-1.5b] [--tokens 32]
+
+First the machine's plain decode speed (tokens/s of one sequence, 1 and 2 threads: quote it beside
+any latency figure), then the cost of one ``BatchDecoder`` step advancing 1, 2, 4 and 8 sequences
+at once (ms per step, aggregate tokens/s), on 1 and 2 threads. This is the measurement behind
+continuous batching in process (``gateway.models.llama_batch``): on a CPU one step over N sequences
+costs far less than N steps over one. (llama.cpp's own server with parallel slots runs the same
+kernels behind HTTP; it is not installed with the gateway: ``llama_cpp.server``, the Python one,
+serves one request at a time.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.config import GatewayConfig
+from gateway.models.base import ChatMessage, GenerationOptions
+from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+
+
+def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
+    """Tokens/s of one sequence decoding ``tokens`` tokens alone on ``threads`` threads (llama.cpp
+    context of ``engine``'s BatchDecoder, greedy on a short prompt)."""
+    decoder = engine.decoder
+    saved = decoder.threads, decoder.threads_busy
+    decoder.threads = decoder.threads_busy = threads
+    try:
+        prompt = engine.prompt_tokens([ChatMessage("user", "Count from one to fifty.")], tokens, GenerationOptions())
+        lease = decoder.lease()
+        try:
+            logits, _ = lease.evaluate(prompt, lambda: False)
+            held = list(prompt)
+            started = time.monotonic()
+            for _ in range(tokens):
+                assert logits is not None
+                held.append(int(logits.argmax()))
+                logits, _ = lease.evaluate(held, lambda: False)
+            return tokens / (time.monotonic() - started)
+        finally:
+            lease.release()
+    finally:
+        decoder.threads, decoder.threads_busy = saved
+
+
+def batched_step_ms(engine: Any, sequences: int, threads: int, tokens: int = 16) -> float:
+    """Mean ms per decode step with ``sequences`` sequences decoding together on ``threads`` threads."""
+    decoder = engine.decoder
+    saved = decoder.threads, decoder.threads_busy
+    decoder.threads = decoder.threads_busy = threads
+    prompts = [
+        engine.prompt_tokens([ChatMessage("user", f"Count from {i} to {i + 40}.")], tokens, GenerationOptions())
+        for i in range(sequences)
+    ]
+    leases = [decoder.lease() for _ in range(sequences)]
+    ready = threading.Barrier(sequences + 1)
+    try:
+
+        def run(lease: Any, prompt: list[int]) -> None:
+            logits, _ = lease.evaluate(prompt, lambda: False)
+            held = list(prompt)
+            ready.wait()
+            for _ in range(tokens):
+                held.append(int(logits.argmax()))
+                logits, _ = lease.evaluate(held, lambda: False)
+
+        workers = [threading.Thread(target=run, args=pair) for pair in zip(leases, prompts, strict=True)]
+        for worker in workers:
+            worker.start()
+        ready.wait()
+        steps_before, started = decoder.steps, time.monotonic()
+        for worker in workers:
+            worker.join()
+        return (time.monotonic() - started) * 1000 / max(1, decoder.steps - steps_before)
+    finally:
+        for lease in leases:
+            lease.release()
+        decoder.threads, decoder.threads_busy = saved
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=GatewayConfig().llm_model)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--sequences", default="1,2,4,8")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.sequences.split(",")]
+    engine = LlamaCppLanguageModel(args.model, Path(GatewayConfig().model_cache_dir), sequences=max(counts))
+    print(f"{args.model}: decode {decode_speed(engine, 1, args.tokens):.1f} tok/s on 1 thread, ", end="")
+    print(f"{decode_speed(engine, 2, args.tokens):.1f} on 2\n")
+    print("| sequences | threads | ms per step | aggregate tok/s |")
+    print("|---|---|---|---|")
+    for threads in (1, 2):
+        for n in counts:
+            ms = batched_step_ms(engine, n, threads, args.tokens // 2)
+            print(f"| {n} | {threads} | {ms:.0f} | {n * 1000 / ms:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

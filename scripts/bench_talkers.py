@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Many callers talking at once: voice-to-voice per caller for 1, 2, 4 and 8 simultaneous calls.
+
+    .venv/bin/python scripts/bench_talkers.py [--callers 1,2,4,8] [--stagger-s 0.7] [--rounds 1]
+
+Starts a gateway in this process on the offline default models (pool of the largest N), and for each
+N opens N real WebRTC calls on loopback, starting 0.7 s apart; each caller speaks one real recording
+(``../shared/fixtures/speech``, listed in its ``transcripts.tsv``; callers take them in turn) and
+waits for the spoken answer. Voice-to-voice is the client's own: its last voiced frame sent -> the
+first voiced reply frame heard (``scripts/bench_turn.py``). A call refused with 503 (``compute_busy``
+or ``pool_full``: admission by capacity) is counted with the time its refusal took.
+
+Prints, per N: p50 / p95 / max voice-to-voice of the answered callers, refusals, aggregate LLM
+tokens/s over the round (output tokens of all responses / wall time), and this process's CPU
+(user+sys seconds / wall, 2.0 = both cores of a 2-core box: gateway and callers together); then
+one row per caller, beside its voice-to-voice alone (N=1 of the same recording, when measured).
+The machine's single- and two-thread decode speed is printed first (``bench_batch_decode.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from bench_batch_decode import decode_speed
+from bench_turn import event_for, final_turn_response, percentile, trailing_silence_s, voiced_since
+
+from gateway.client import RealtimeClient
+from gateway.config import GatewayConfig
+from gateway.media.audio_file import read_audio_file
+from gateway.server.app import METRICS, MODELS
+from gateway.server.runner import free_port, running_gateway
+
+SPEECH = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "speech"
+
+
+@dataclass
+class Caller:
+    """One caller's outcome: ``v2v_ms`` when answered, ``refused_ms`` (HTTP status) when not."""
+
+    recording: str
+    status: int = 0
+    v2v_ms: Optional[float] = None
+    refused_ms: Optional[float] = None
+    heard: str = ""
+    said: str = ""
+
+
+def recordings(folder: Path) -> dict[str, np.ndarray]:
+    """The speech recordings of ``transcripts.tsv`` (WAV files with a transcript), int16 48 kHz."""
+    found = {}
+    for line in (folder / "transcripts.tsv").read_text().splitlines()[1:]:
+        name, _, text = line.partition("\t")
+        if name.endswith(".wav") and text and not text.startswith("("):
+            found[name] = read_audio_file(str(folder / name))
+    return found
+
+
+async def talk(url: str, name: str, audio: np.ndarray, tail_s: float) -> Caller:
+    """One call: connect, speak ``audio``, wait for the answer's first voiced frame, hang up."""
+    caller = Caller(name)
+    client = RealtimeClient(url)
+    started = time.monotonic()
+    caller.status = await client.connect()
+    if caller.status != 201:
+        caller.refused_ms = (time.monotonic() - started) * 1000
+        await client.close()
+        return caller
+    try:
+        await asyncio.sleep(0.3)
+        client.say(audio)
+        done = await final_turn_response(client, tail_s)
+        response_id = done["response"]["id"]
+        begun = await event_for(client, "output_audio_buffer.started", response_id)
+        spoke_until = client.mic.finished_at - tail_s if client.mic.finished_at else None
+        voiced = await voiced_since(client, client.time_of(begun) - 0.5)
+        if voiced and spoke_until:
+            caller.v2v_ms = (voiced[0] - spoke_until) * 1000
+        heard = client.of_type("conversation.item.input_audio_transcription.completed")
+        caller.heard = " ".join(t["transcript"].strip() for t in heard)
+        caller.said = done["response"]["output"][0]["content"][0].get("transcript", "")
+        return caller
+    finally:
+        await client.hangup()
+
+
+async def one_round(url: str, app: Any, n: int, audio: dict[str, np.ndarray], stagger_s: float) -> dict[str, Any]:
+    """N callers, started ``stagger_s`` apart; their outcomes, tokens/s and CPU share of the round."""
+    names = list(audio)
+    tails = {name: trailing_silence_s(samples) for name, samples in audio.items()}
+    tokens_before = app[METRICS].usage().output_tokens
+    cpu_before, wall_before = os.times(), time.monotonic()
+
+    async def start(i: int) -> Caller:
+        await asyncio.sleep(i * stagger_s)
+        name = names[i % len(names)]
+        return await talk(url, name, audio[name], tails[name])
+
+    callers = await asyncio.gather(*(start(i) for i in range(n)))
+    wall = time.monotonic() - wall_before
+    cpu_after = os.times()
+    cpu = (cpu_after.user - cpu_before.user + cpu_after.system - cpu_before.system) / wall
+    tokens = app[METRICS].usage().output_tokens - tokens_before
+    return {"n": n, "callers": callers, "tok_s": tokens / wall, "cpu": cpu}
+
+
+def print_round(result: dict[str, Any], alone: dict[str, float]) -> None:
+    answered = [c.v2v_ms for c in result["callers"] if c.v2v_ms is not None]
+    refused = [c for c in result["callers"] if c.refused_ms is not None]
+    print(f"\n### {result['n']} callers\n")
+    if answered:
+        p50, p95 = percentile(answered, 0.5), percentile(answered, 0.95)
+        print(f"voice-to-voice p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {max(answered):.0f} ms; ", end="")
+    refusals = ", ".join(f"{c.status} in {c.refused_ms:.0f} ms" for c in refused) or "none"
+    print(f"refused: {refusals}; LLM {result['tok_s']:.1f} tok/s; CPU {result['cpu']:.2f} cores\n")
+    print("| caller | recording | voice-to-voice ms | × alone | heard -> said |")
+    print("|---|---|---|---|---|")
+    for i, c in enumerate(result["callers"]):
+        v2v = f"{c.v2v_ms:.0f}" if c.v2v_ms is not None else f"HTTP {c.status}"
+        ratio = f"{c.v2v_ms / alone[c.recording]:.2f}" if c.v2v_ms and alone.get(c.recording) else ""
+        print(f"| {i + 1} | {c.recording} | {v2v} | {ratio} | {c.heard[:40]!r} -> {c.said[:40]!r} |")
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--callers", default="1,2,4,8", help="comma-separated N")
+    parser.add_argument("--stagger-s", type=float, default=0.7)
+    parser.add_argument("--speech", type=Path, default=SPEECH)
+    args = parser.parse_args()
+    counts = [int(n) for n in args.callers.split(",")]
+    audio = recordings(args.speech)
+    async with contextlib.AsyncExitStack() as stack:
+        config = GatewayConfig.from_env(port=free_port(), pool_size=max(counts), max_response_tokens=40)
+        url, app = await stack.enter_async_context(running_gateway(config))
+        llm = app[MODELS].llm
+        if hasattr(llm, "decoder"):
+            one, two = decode_speed(llm, 1), decode_speed(llm, 2)
+            print(f"machine: decode {one:.1f} tok/s on 1 thread, {two:.1f} on 2 ({config.llm_model})")
+        print(
+            f"LLM {config.llm_backend}, {config.llm_sequences} sequences, threads {config.llm_threads}/busy "
+            f"{config.llm_busy_threads}; admit_by_compute {config.admit_by_compute}; {os.cpu_count()} CPUs; "
+            f"load {os.getloadavg()[0]:.2f}"
+        )
+        alone: dict[str, float] = {}
+        for name, samples in audio.items():  # every recording alone first: the × alone baseline
+            if 1 in counts:
+                caller = await talk(url, name, samples, trailing_silence_s(samples))
+                if caller.v2v_ms is not None:
+                    alone[name] = caller.v2v_ms
+        if alone:
+            print("\nalone: " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in alone.items()))
+        for n in counts:
+            print_round(await one_round(url, app, n, audio, args.stagger_s), alone)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,116 @@
+"""Continuous batching in the llama.cpp engine (real default model, shared instance): turns that run
+at the same time advance in the same decode steps, and each gets exactly what it would get alone."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.models.base import ChatMessage, FunctionTool, Generation, GenerationOptions, ModelSet
+from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+
+SYSTEM = ChatMessage("system", GatewayConfig().instructions)
+
+
+@pytest.fixture(scope="module")
+def llm(models: ModelSet) -> LlamaCppLanguageModel:
+    assert isinstance(models.llm, LlamaCppLanguageModel), "the default engine is llama.cpp"
+    return models.llm
+
+
+def turn(question: str, history: list[ChatMessage] | None = None) -> list[ChatMessage]:
+    return [SYSTEM, *(history or []), ChatMessage("user", question)]
+
+
+def together(llm: Any, runs: dict[str, dict[str, Any]]) -> dict[str, Generation]:
+    """Start every run (generate keyword arguments) in its own thread at once; their results."""
+    results: dict[str, Generation] = {}
+    start = threading.Barrier(len(runs))
+
+    def run(name: str, kwargs: dict[str, Any]) -> None:
+        start.wait()
+        results[name] = llm.generate(**kwargs)
+
+    threads = [threading.Thread(target=run, args=item) for item in runs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return results
+
+
+def plain(messages: list[ChatMessage], max_tokens: int = 24, **extra: Any) -> dict[str, Any]:
+    kwargs = {"messages": messages, "max_tokens": max_tokens, "should_stop": lambda: False}
+    return {"on_text": lambda piece: None, **kwargs, **extra}
+
+
+def test_concurrent_greedy_turns_give_what_each_gives_alone_in_shared_steps(llm: LlamaCppLanguageModel) -> None:
+    questions = {
+        "france": "What is the capital of France?",
+        "fruit": "Name one fruit.",
+        "count": "Count from one to ten, in words.",
+    }
+    alone = {name: llm.generate(**plain(turn(q))).text for name, q in questions.items()}
+    steps_before = len(llm.decoder.step_sizes)
+    both = together(llm, {name: plain(turn(q)) for name, q in questions.items()})
+    assert {name: result.text for name, result in both.items()} == alone
+    shared = llm.decoder.step_sizes[steps_before:]
+    assert max(shared) >= 2, f"the turns never shared a decode step: {shared}"
+
+
+def test_cancelling_one_sequence_leaves_the_other_running(llm: LlamaCppLanguageModel) -> None:
+    alone = llm.generate(**plain(turn("Count from one to ten, in words."))).text
+    stop = threading.Event()
+    pieces: list[str] = []
+
+    def cancel_after_first(piece: str) -> None:
+        pieces.append(piece)
+        stop.set()
+
+    runs = {
+        "cancelled": plain(turn("Tell me a long story about a dragon."), 200, on_text=cancel_after_first),
+        "kept": plain(turn("Count from one to ten, in words.")),
+    }
+    runs["cancelled"]["should_stop"] = stop.is_set
+    results = together(llm, runs)
+    assert results["cancelled"].finish_reason == "cancelled" and len(pieces) == 1, results["cancelled"]
+    assert results["kept"].finish_reason == "stop" and results["kept"].text == alone, results["kept"]
+
+
+def test_no_caller_hears_another_callers_context(llm: LlamaCppLanguageModel) -> None:
+    """Ada's session tells the model her name and city; Bob's session, at the same time and after,
+    asks for its own: it must not get Ada's (KV cells are shared only for identical token prefixes)."""
+    ada = [ChatMessage("user", "My name is Ada and I live in Lisbon."), ChatMessage("assistant", "Hello Ada!")]
+    bob = [ChatMessage("user", "My name is Bob and I live in Oslo."), ChatMessage("assistant", "Hello Bob!")]
+    results = together(
+        llm,
+        {
+            "ada": plain(turn("Which city do I live in?", ada)),
+            "bob": plain(turn("Which city do I live in?", bob)),
+            "stranger": plain(turn("Which city do I live in? Answer with a city name or 'unknown'.")),
+        },
+    )
+    assert "lisbon" in results["ada"].text.lower() and "oslo" not in results["ada"].text.lower(), results
+    assert "oslo" in results["bob"].text.lower() and "lisbon" not in results["bob"].text.lower(), results
+    stranger = results["stranger"].text.lower()
+    assert "lisbon" not in stranger and "oslo" not in stranger, results
+
+
+def test_prepared_instructions_and_tools_are_read_before_the_first_turn(llm: LlamaCppLanguageModel) -> None:
+    weather = FunctionTool(
+        "get_weather",
+        "Current weather in a city",
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+    options = GenerationOptions(tools=[weather])
+    system = ChatMessage("system", "You are a weather line. Call get_weather for any weather question. " * 3)
+    prefix = llm.prefix_tokens([system], options)
+    assert len(prefix) > 100, "the tools' schema is part of the prefix"
+    llm.prepare([system], options)
+    first = llm.generate(**plain([system, ChatMessage("user", "Hello there!")], 8, options=options))
+    assert first.cached_tokens >= len(prefix) - 1, (first, len(prefix))
+    other = llm.generate(**plain([system, ChatMessage("user", "Good morning!")], 8, options=options))
+    assert other.cached_tokens >= len(prefix) - 1, "a second session with the same tools shares the prefix"
