@@ -63,7 +63,9 @@ def test_rtp_packets_parse_with_csrcs_extension_and_padding():
 
 
 async def test_rtp_latches_to_the_source_and_reports_key_presses_once():
-    stream = RtpStream(payload_type=0, telephone_event=101, remote=("192.0.2.99", 9), rate=16000)
+    stream = RtpStream(
+        payload_type=0, telephone_event=101, remote=("192.0.2.99", 9), rate=16000, trusted=("127.0.0.1",)
+    )
     heard: list[np.ndarray] = []
     keys: list[str] = []
     stream.on_audio = lambda samples, arrival: heard.append(samples)
@@ -93,6 +95,31 @@ async def test_rtp_latches_to_the_source_and_reports_key_presses_once():
     finally:
         sender.close()
         stream.close()
+
+
+def test_rtp_latches_once_and_drops_other_sources_and_ssrcs():
+    # A third party that knows the port must not take the call's audio or inject key presses.
+    stream = RtpStream(
+        payload_type=0, telephone_event=101, remote=("10.0.0.5", 4000), rate=8000, trusted=("198.51.100.7",)
+    )
+    heard: list[np.ndarray] = []
+    keys: list[str] = []
+    stream.on_audio = lambda samples, arrival: heard.append(samples)
+    stream.on_key = lambda press: keys.append(press.digit)
+    audio = encode_mulaw(np.zeros(160, np.int16))
+    key = struct.pack("!BBH", 5, 0x80, 480)
+    stream.received(build_rtp(RtpPacket(0, False, 1, 0, 9, audio)), ("203.0.113.66", 5000))  # untrusted IP first
+    assert not stream.latched and stream.remote == ("10.0.0.5", 4000) and stream.packets == 0
+    stream.received(build_rtp(RtpPacket(0, False, 1, 0, 7, audio)), ("198.51.100.7", 30000))  # the caller, via NAT
+    assert stream.latched and stream.remote == ("198.51.100.7", 30000) and stream.packets == 1 and len(heard) == 1
+    for source, ssrc in [(("203.0.113.66", 5000), 7), (("198.51.100.7", 30002), 7), (("198.51.100.7", 30000), 8)]:
+        stream.received(build_rtp(RtpPacket(0, False, 2, 160, ssrc, audio)), source)
+        stream.received(build_rtp(RtpPacket(101, True, 3, 320, ssrc, key)), source)
+        stream.received(b"\x80\xc8" + b"\x00" * 26, source)  # RTCP SR
+    assert stream.remote == ("198.51.100.7", 30000) and stream.dropped == 7
+    assert stream.packets == 2 and len(heard) == 1 and keys == []  # the RTCP from the latched address counts
+    stream.received(build_rtp(RtpPacket(101, True, 3, 320, 7, key)), ("198.51.100.7", 30000))
+    assert keys == ["5"]
 
 
 async def test_rtp_port_range_gives_even_ports_inside_it():

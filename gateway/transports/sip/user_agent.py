@@ -222,6 +222,7 @@ class SipUserAgent:
                 telephone_event=offer.telephone_event,
                 remote=(offer.address, offer.port),
                 rate=session.lease.input_rate,
+                trusted=(peer.address[0],),
             )
             call = SipCall(
                 session,
