@@ -97,6 +97,15 @@ async def test_rtp_latches_to_the_source_and_reports_key_presses_once():
         stream.close()
 
 
+@pytest.mark.parametrize("media", ["m=audio \u00b2 RTP/AVP 0", "m=audio 4000 RTP/AVP \u00b2 0\r\na=ptime:\u00b2"])
+def test_sdp_with_non_ascii_digits_is_an_sdp_error_or_ignored(media: str):
+    offer = f"v=0\r\nc=IN IP4 192.0.2.1\r\n{media}\r\na=rtpmap:\u00b2 PCMU/8000\r\n"
+    try:
+        assert parse_offer(offer).payload_type == 0
+    except SdpError:
+        pass
+
+
 def test_rtp_latches_once_and_drops_other_sources_and_ssrcs():
     # A third party that knows the port must not take the call's audio or inject key presses.
     stream = RtpStream(

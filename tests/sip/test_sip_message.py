@@ -76,6 +76,10 @@ def test_response_round_trip_keeps_vias_tag_and_record_route():
         (sip_samples.invite(5060).replace(b"Via: SIP/2.0/UDP", b"Via: SIP/2.0/UDP/"), False),
         (b"SIP/2.0 2000 OK\r\nVia: SIP/2.0/UDP h\r\nCSeq: 1 BYE\r\nCall-ID: x\r\n\r\n", False),
         (b"\xff\xfe INVITE\r\n\r\n", False),
+        # str.isdigit() takes a superscript two, int() does not: each must still be a parse error
+        (sip_samples.invite(5060).replace(b"CSeq: 39457", "CSeq: \u00b2".encode()), False),
+        (sip_samples.invite(5060).replace(b"Max-Forwards: 70", "Max-Forwards: \u00b2".encode()), True),
+        (sip_samples.invite(5060).replace(b"Content-Length: 339", "Content-Length: \u00b2".encode()), False),
     ],
 )
 def test_malformed_messages_raise_parse_errors(data: bytes, answerable: bool):

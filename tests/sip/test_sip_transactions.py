@@ -83,3 +83,16 @@ async def test_client_transaction_retransmits_and_times_out():
     response = make_response(bye, 200)
     assert layer.receive_response(parse_message(response.encode()))  # type: ignore[arg-type]
     assert (await answered.done).status == 200 and not layer.client
+
+
+async def test_an_invite_without_a_final_response_expires_with_500():
+    # A core that never answers (a fault) must not leave the transaction live for ever.
+    layer, peer = TransactionLayer(FAST, invite_expiry=0.05), RecordingPeerDouble()
+    invite = _invite()
+    transaction = layer.receive_request(invite, peer)
+    assert transaction is not None
+    transaction.respond(make_response(invite, 100))
+    await asyncio.sleep(0.2)
+    assert parse_message(peer.sent[-1]).status == 500  # type: ignore[union-attr]
+    await asyncio.sleep(FAST.timeout + 0.1)  # Timer H: no ACK came
+    assert not layer.server

@@ -28,7 +28,7 @@ from gateway.realtime.session_update import SessionUpdate
 from gateway.signaling.media_watch import CallerMedia
 from gateway.transports.door import LiveSession
 from gateway.transports.sip.dialog import Dialog
-from gateway.transports.sip.message import SipRequest, SipResponse, make_response
+from gateway.transports.sip.message import SipRequest, SipResponse, is_digits, make_response
 from gateway.transports.sip.rtp import RtpStream
 from gateway.transports.sip.sdp import AudioOffer, build_answer
 from gateway.transports.sip.transactions import ServerTransaction
@@ -255,7 +255,7 @@ class SipCall:
             return
         first = request.body.decode("utf-8", "replace").strip().splitlines()[:1]
         parts = first[0].split() if first else []
-        if len(parts) >= 2 and parts[0] == "SIP/2.0" and parts[1].isdigit():
+        if len(parts) >= 2 and parts[0] == "SIP/2.0" and is_digits(parts[1]):
             status = int(parts[1])
             log.info("call %s: transfer reports %d", self.id, status)
             if 200 <= status < 300:

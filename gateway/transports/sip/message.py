@@ -62,6 +62,12 @@ class SipParseError(ValueError):
         self.request = request
 
 
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits (``str.isdigit`` also takes '²', which ``int``
+    refuses, and other scripts' digits)."""
+    return text.isascii() and text.isdigit()
+
+
 def canonical_name(name: str) -> str:
     """The header name as this module stores it: compact forms expanded, ``Call-ID`` and ``CSeq``
     spelled as RFC 3261 does, others capitalised word by word (``record-route`` -> ``Record-Route``)."""
@@ -173,7 +179,7 @@ def parse_cseq(value: str) -> tuple[int, str]:
     """``"314159 INVITE"`` -> (314159, "INVITE"). Raises SipParseError (RFC 3261 8.1.1.5: a
     number below 2**31 and a method token)."""
     parts = value.split()
-    if len(parts) != 2 or not parts[0].isdigit() or not _TOKEN.fullmatch(parts[1]) or int(parts[0]) >= 2**31:
+    if len(parts) != 2 or not is_digits(parts[0]) or not _TOKEN.fullmatch(parts[1]) or int(parts[0]) >= 2**31:
         raise SipParseError(f"malformed CSeq {value!r}")
     return int(parts[0]), parts[1]
 
@@ -235,7 +241,7 @@ def parse_message(data: bytes) -> SipRequest | SipResponse:
     length_text = next((v for k, v in headers if k == "Content-Length"), None)
     body = rest
     if length_text is not None:
-        if not length_text.isdigit():
+        if not is_digits(length_text):
             raise SipParseError(f"malformed Content-Length {length_text!r}")
         length = int(length_text)
         if length > len(rest):
@@ -269,7 +275,7 @@ def _check_request(request: SipRequest) -> None:
     if method != request.method:
         raise SipParseError(f"CSeq method {method} of a {request.method} request", request)
     max_forwards = request.get("Max-Forwards")
-    if max_forwards is not None and not (max_forwards.isdigit() and int(max_forwards) <= 255):
+    if max_forwards is not None and not (is_digits(max_forwards) and int(max_forwards) <= 255):
         raise SipParseError(f"malformed Max-Forwards {max_forwards!r}", request)
     try:
         parse_via(request.get("Via") or "")

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from gateway.transports.sip.message import is_digits
+
 # Static payload types of RFC 3551 table 4 the gateway speaks: (encoding name, clock rate).
 G711 = {0: "PCMU", 8: "PCMA"}
 
@@ -71,9 +73,9 @@ def _connection_address(line: str) -> str:
 
 
 def _audio(block: list[str], fields: list[str], session_address: str) -> AudioOffer:
-    if not fields[1].isdigit() or not 0 <= int(fields[1]) < 65536:
+    if not is_digits(fields[1]) or not 0 <= int(fields[1]) < 65536:
         raise SdpError(f"bad audio port {fields[1]!r}")
-    formats = [int(f) for f in fields[3:] if f.isdigit() and int(f) < 128]
+    formats = [int(f) for f in fields[3:] if is_digits(f) and int(f) < 128]
     rtpmap: dict[int, str] = {}
     address = session_address
     direction = "sendrecv"
@@ -83,11 +85,11 @@ def _audio(block: list[str], fields: list[str], session_address: str) -> AudioOf
             address = _connection_address(line)
         elif line.startswith("a=rtpmap:"):
             number, _, name = line[len("a=rtpmap:") :].partition(" ")
-            if number.isdigit():
+            if is_digits(number):
                 rtpmap[int(number)] = name.strip().lower()
         elif line[2:] in ("sendrecv", "sendonly", "recvonly", "inactive"):
             direction = line[2:]
-        elif line.startswith("a=ptime:") and line[8:].strip().isdigit():
+        elif line.startswith("a=ptime:") and is_digits(line[8:].strip()):
             ptime = int(line[8:].strip())
     if not address:
         raise SdpError("no connection address for the audio stream")

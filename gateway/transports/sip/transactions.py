@@ -12,6 +12,10 @@ client transactions for the requests it sends. All on the event loop; timers are
 - **Non-INVITE client transaction** (17.1.2): the request is retransmitted over UDP (Timer E: T1,
   doubling, at most T2) until a final response, given up after Timer F (64*T1).
 
+Expiry: a server transaction that got no final response from its core within ``expiry`` seconds
+(an INVITE: like a proxy's Timer C, 16.6; the user agent gives the accept timeout plus a margin;
+any other request: 64*T1) is answered 500 and ends as usual, so a faulty core leaks nothing.
+
 Matching (17.2.3, 17.1.3): a request by its top Via's branch, sent-by and method (ACK matches the
 INVITE); a response by its top Via's branch and CSeq method.
 """
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from gateway.transports.sip.message import BRANCH_COOKIE, SipRequest, SipResponse, parse_via
+from gateway.transports.sip.message import BRANCH_COOKIE, SipRequest, SipResponse, make_response, parse_via
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +83,17 @@ def request_key(request: SipRequest) -> tuple[str, str, str]:
 
 class ServerTransaction:
     """One received request and the responses to it. ``on_end()`` runs once it has ended;
-    ``on_ack_timeout()`` when an INVITE's non-2xx final response got no ACK within Timer H."""
+    ``on_ack_timeout()`` when an INVITE's non-2xx final response got no ACK within Timer H.
+    Without a final response within ``expiry`` seconds (None: 64*T1) it answers 500 itself."""
 
-    def __init__(self, request: SipRequest, peer: Peer, timers: Timers, on_end: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        request: SipRequest,
+        peer: Peer,
+        timers: Timers,
+        on_end: Callable[[], None],
+        expiry: Optional[float] = None,
+    ) -> None:
         self.request = request
         self.peer = peer
         self.timers = timers
@@ -92,6 +104,12 @@ class ServerTransaction:
         self._on_end = on_end
         self._timers: list[asyncio.TimerHandle] = []
         self.on_ack_timeout: Callable[[], None] = lambda: None
+        self._expiry = asyncio.get_running_loop().call_later(timers.timeout if expiry is None else expiry, self._expire)
+
+    def _expire(self) -> None:
+        if not self.final and self.state != "terminated":
+            log.warning("no final response to %s %s: 500", self.request.method, self.request.call_id)
+            self.respond(make_response(self.request, 500))
 
     @property
     def final(self) -> bool:
@@ -108,6 +126,7 @@ class ServerTransaction:
         if response.status < 200:
             self.state = "proceeding"
             return
+        self._expiry.cancel()
         if self.invite and response.status < 300:
             # RFC 6026 7.1 "Accepted": the dialog's core retransmits the 2xx (RFC 3261 13.3.1.4);
             # retransmitted INVITEs are absorbed here for Timer L (64*T1), not taken as new calls.
@@ -159,6 +178,7 @@ class ServerTransaction:
         if self.state == "terminated":
             return
         self.state = "terminated"
+        self._expiry.cancel()
         self._cancel_timers()
         self._on_end()
 
@@ -220,10 +240,12 @@ DEFAULT_TIMERS = Timers()
 
 class TransactionLayer:
     """The live transactions. :meth:`receive_request` returns the new server transaction for a new
-    request (not ACK: :meth:`absorb_ack`), None for a retransmission (answered here)."""
+    request (not ACK: :meth:`absorb_ack`), None for a retransmission (answered here).
+    ``invite_expiry``: seconds an INVITE may wait for its final response (see the module)."""
 
-    def __init__(self, timers: Timers = DEFAULT_TIMERS) -> None:
+    def __init__(self, timers: Timers = DEFAULT_TIMERS, invite_expiry: float = 180.0) -> None:
         self.timers = timers
+        self.invite_expiry = invite_expiry
         self.server: dict[tuple[str, str, str], ServerTransaction] = {}
         self.client: dict[tuple[str, str], ClientTransaction] = {}
 
@@ -234,7 +256,8 @@ class TransactionLayer:
         if existing is not None:
             existing.retransmitted()
             return None
-        transaction = ServerTransaction(request, peer, self.timers, on_end=lambda: self._forget_server(key))
+        expiry = self.invite_expiry if request.method == "INVITE" else None
+        transaction = ServerTransaction(request, peer, self.timers, lambda: self._forget_server(key), expiry)
         self.server[key] = transaction
         return transaction
 

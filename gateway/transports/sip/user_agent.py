@@ -32,6 +32,7 @@ from gateway.transports.sip.message import (
     SipParseError,
     SipRequest,
     SipResponse,
+    is_digits,
     make_response,
     max_forwards,
     parse_name_addr,
@@ -53,7 +54,7 @@ def rtp_port_range(text: str) -> Optional[tuple[int, int]]:
     if not text.strip():
         return None
     first, dash, last = text.partition("-")
-    if not (dash and first.strip().isdigit() and last.strip().isdigit()):
+    if not (dash and is_digits(first.strip()) and is_digits(last.strip())):
         raise ValueError(f"sip_rtp_ports {text!r}: use 'first-last', e.g. 10000-20000")
     low, high = int(first), int(last)
     if not 1024 <= low < high <= 65535:
@@ -87,7 +88,8 @@ class SipUserAgent:
         if self.public_address in ("0.0.0.0", "::"):
             raise ValueError("SIP listens on every address: give --sip-public-address (put in Contact and SDP)")
         self.transport = SipTransport(self.host, config.sip_port, self._on_message)
-        self.transactions = TransactionLayer(timers)
+        # the INVITE's final response comes within the accept timeout (480), plus a margin
+        self.transactions = TransactionLayer(timers, invite_expiry=config.sip_accept_timeout_s + timers.timeout)
         self.webhook = (
             WebhookSender(config.sip_webhook_url, config.sip_webhook_secret) if config.sip_webhook_url else None
         )
@@ -120,7 +122,11 @@ class SipUserAgent:
         transaction = self.transactions.receive_request(message, peer)
         if transaction is None:
             return  # a retransmission, answered by its transaction
-        self._on_request(message, transaction)
+        try:
+            self._on_request(message, transaction)
+        except Exception:
+            transaction.respond(make_response(message, 500))
+            raise  # logged by the transport
 
     def _on_ack(self, ack: SipRequest) -> None:
         if self.transactions.absorb_ack(ack):
