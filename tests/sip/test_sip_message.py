@@ -157,3 +157,10 @@ def test_fuzzed_messages_parse_or_raise_parse_errors_only():
         again = parse_message(message.encode())
         assert _without_length(again.headers) == _without_length(message.headers) and again.body == message.body
     assert outcomes["parsed"] > 100 and outcomes["refused"] > 100, outcomes
+
+
+def test_a_message_over_16_kib_is_refused():
+    # RFC 3261 18.1.1: SIP over UDP stays under the MTU; 60 kB requests only fill the memory.
+    padded = sip_samples.options(5060).replace(b"Accept:", b"X-Pad: " + b"a" * 17000 + b"\r\nAccept:")
+    with pytest.raises(SipParseError, match="at most 16384"):
+        parse_message(padded)

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-MAX_MESSAGE_BYTES = 64 * 1024  # a UDP datagram can carry no more; a TCP message above it is refused
+MAX_MESSAGE_BYTES = 16 * 1024  # a call's signalling needs a few kB (RFC 3261 18.1.1: keep UDP under the MTU)
 MAX_HEADERS = 128
 SIP_VERSION = "SIP/2.0"
 DEFAULT_MAX_FORWARDS = 70

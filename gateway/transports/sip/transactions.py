@@ -16,6 +16,11 @@ Expiry: a server transaction that got no final response from its core within ``e
 (an INVITE: like a proxy's Timer C, 16.6; the user agent gives the accept timeout plus a margin;
 any other request: 64*T1) is answered 500 and ends as usual, so a faulty core leaks nothing.
 
+Caps: at most :data:`MAX_SERVER_TRANSACTIONS` live server transactions, and
+:data:`MAX_SERVER_TRANSACTIONS_PER_SOURCE` per source IP; a new request beyond them is answered 503
+statelessly (with Retry-After) and holds nothing, so a flood of spoofed requests (each kept for
+64*T1 over UDP) cannot fill the memory.
+
 Matching (17.2.3, 17.1.3): a request by its top Via's branch, sent-by and method (ACK matches the
 INVITE); a response by its top Via's branch and CSeq method.
 """
@@ -32,6 +37,9 @@ from typing import Optional, Protocol
 from gateway.transports.sip.message import BRANCH_COOKIE, SipRequest, SipResponse, make_response, parse_via
 
 log = logging.getLogger(__name__)
+
+MAX_SERVER_TRANSACTIONS = 2048  # with 16 KiB messages: at most 32 MiB of requests held
+MAX_SERVER_TRANSACTIONS_PER_SOURCE = 256  # one trunk or proxy sends everything from one IP
 
 
 @dataclass(frozen=True)
@@ -247,22 +255,44 @@ class TransactionLayer:
         self.timers = timers
         self.invite_expiry = invite_expiry
         self.server: dict[tuple[str, str, str], ServerTransaction] = {}
+        self.refused = 0  # new requests answered 503 over the caps
+        self._per_source: dict[str, int] = {}
         self.client: dict[tuple[str, str], ClientTransaction] = {}
 
     def receive_request(self, request: SipRequest, peer: Peer) -> Optional[ServerTransaction]:
-        """Match ``request`` (parsed, checked) to a transaction (see the class docstring)."""
+        """Match ``request`` (parsed, checked) to a transaction (see the class docstring); None
+        also when the caps are reached (answered 503 here, see the module)."""
         key = request_key(request)
         existing = self.server.get(key)
         if existing is not None:
             existing.retransmitted()
             return None
+        source = peer.address[0]
+        held = self._per_source.get(source, 0)
+        if len(self.server) >= MAX_SERVER_TRANSACTIONS or held >= MAX_SERVER_TRANSACTIONS_PER_SOURCE:
+            self.refused += 1
+            if self.refused % 1000 == 1:
+                log.warning("SIP transactions full (%d live, %d from %s): 503", len(self.server), held, source)
+            busy = make_response(request, 503)
+            busy.add("Retry-After", "5")
+            peer.send(busy.encode())
+            return None
         expiry = self.invite_expiry if request.method == "INVITE" else None
         transaction = ServerTransaction(request, peer, self.timers, lambda: self._forget_server(key), expiry)
         self.server[key] = transaction
+        self._per_source[source] = held + 1
         return transaction
 
     def _forget_server(self, key: tuple[str, str, str]) -> None:
-        self.server.pop(key, None)
+        transaction = self.server.pop(key, None)
+        if transaction is None:
+            return
+        source = transaction.peer.address[0]
+        left = self._per_source.get(source, 1) - 1
+        if left > 0:
+            self._per_source[source] = left
+        else:
+            self._per_source.pop(source, None)
 
     def _forget_client(self, key: tuple[str, str]) -> None:
         self.client.pop(key, None)
