@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gateway.media.dtmf import KeyPressDetector
 from gateway.media.g711 import encode_mulaw
-from gateway.transports.sip.rtp import RtpPacket, RtpStream, build_rtp, parse_rtp
+from gateway.transports.sip.rtp import RTP_RATE, RtpPacket, RtpStream, build_rtp, parse_rtp
 from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
 from gateway.transports.sip.user_agent import rtp_port_range
 from gateway.transports.sip.webhook import sign, signing_key
@@ -129,6 +130,20 @@ def test_rtp_latches_once_and_drops_other_sources_and_ssrcs():
     assert stream.packets == 2 and len(heard) == 1 and keys == []  # the RTCP from the latched address counts
     stream.received(build_rtp(RtpPacket(101, True, 3, 320, 7, key)), ("198.51.100.7", 30000))
     assert keys == ["5"]
+
+
+def test_oversized_rtp_payloads_are_dropped_and_key_state_stays_bounded():
+    stream = RtpStream(payload_type=8, telephone_event=101, remote=("192.0.2.1", 4000), rate=8000)
+    heard: list[np.ndarray] = []
+    stream.on_audio = lambda samples, arrival: heard.append(samples)
+    stream.received(build_rtp(RtpPacket(8, False, 1, 0, 7, b"\xd5" * 481)), ("192.0.2.1", 4000))  # > 60 ms
+    assert heard == [] and stream.dropped == 1 and not stream.latched
+    stream.received(build_rtp(RtpPacket(8, False, 2, 160, 7, b"\xd5" * 480)), ("192.0.2.1", 4000))
+    assert len(heard) == 1 and heard[0].size == 480
+    detector = KeyPressDetector()  # one per call; a flood of SSRCs must not grow it for ever
+    for ssrc in range(1000):
+        detector.packet(ssrc, 0, struct.pack("!BBH", 5, 0, 160), RTP_RATE)
+    assert len(detector._recent) <= 8
 
 
 async def test_rtp_port_range_gives_even_ports_inside_it():

@@ -3,7 +3,8 @@
 - **In**: each datagram on the call's RTP port is parsed (version 2, CSRCs, header extension and
   padding skipped); the chosen G.711 payload type is decoded (``gateway.media.g711``), resampled to
   the VAD's rate (``gateway.media.resample``) and handed to ``on_audio``; ``telephone-event``
-  packets become key presses (``gateway.media.dtmf``); only accepted packets (and RTCP from the
+  packets become key presses (``gateway.media.dtmf``); a payload over 60 ms of G.711
+  (:data:`MAX_PAYLOAD_BYTES`) is dropped; only accepted packets (and RTCP from the
   latched address) count for the caller's presence (``packets``).
 - **Symmetric RTP** (RFC 4961) with latching: replies go to where the caller's RTP comes from
   (behind NAT the SDP's address is private and useless), latched **once**, on the first valid
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 RTP_RATE = 8000
 PACKET_SAMPLES = 160  # 20 ms at 8 kHz
+MAX_PAYLOAD_BYTES = 480  # 60 ms of G.711; a longer packet is dropped (no call sends one)
 _DECODERS = {0: decode_mulaw, 8: decode_alaw}
 _ENCODERS = {0: encode_mulaw, 8: encode_alaw}
 
@@ -158,6 +160,9 @@ class RtpStream:
                 self.packets += 1  # RTCP from the caller
             return
         if packet.payload_type not in (self.payload_type, self.telephone_event):
+            return
+        if len(packet.payload) > MAX_PAYLOAD_BYTES:
+            self.dropped += 1
             return
         if not self._accept(packet, source):
             self.dropped += 1
