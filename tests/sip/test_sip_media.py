@@ -15,7 +15,7 @@ from gateway.media.dtmf import KeyPressDetector
 from gateway.media.g711 import encode_mulaw
 from gateway.transports.sip.rtp import RTP_RATE, RtpPacket, RtpStream, build_rtp, parse_rtp
 from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
-from gateway.transports.sip.user_agent import rtp_port_range
+from gateway.transports.sip.user_agent import resolve, rtp_port_range
 from gateway.transports.sip.webhook import sign, signing_key
 from tests.sip.sip_samples import BARESIP_SDP
 
@@ -105,6 +105,21 @@ def test_sdp_with_non_ascii_digits_is_an_sdp_error_or_ignored(media: str):
         assert parse_offer(offer).payload_type == 0
     except SdpError:
         pass
+
+
+def test_a_hostname_as_connection_address_is_refused():
+    # sendto((hostname, port)) would resolve it on the event loop every 20 ms
+    with pytest.raises(SdpError, match="not an IP address"):
+        parse_offer("v=0\r\nc=IN IP4 media.example.invalid\r\nm=audio 4000 RTP/AVP 0\r\n")
+    assert parse_offer("v=0\r\nc=IN IP6 2001:db8::1\r\nm=audio 4000 RTP/AVP 0\r\n").address == "2001:db8::1"
+
+
+async def test_in_dialog_next_hops_are_resolved_off_the_loop():
+    assert await resolve(("192.0.2.1", 5060)) == ("192.0.2.1", 5060)
+    assert await resolve(("[2001:db8::1]", 5060)) == ("2001:db8::1", 5060)
+    assert (await resolve(("localhost", 5062)))[1] == 5062
+    with pytest.raises(OSError):
+        await resolve(("no-such-host.invalid", 5060))
 
 
 def test_rtp_latches_once_and_drops_other_sources_and_ssrcs():

@@ -10,6 +10,7 @@ or without either G.711 codec cannot be answered: :class:`SdpError`, which the c
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import time
 from dataclasses import dataclass
@@ -69,7 +70,12 @@ def _connection_address(line: str) -> str:
     fields = line[2:].split()
     if len(fields) != 3 or fields[0] != "IN" or fields[1] not in ("IP4", "IP6"):
         raise SdpError(f"unusable connection line {line!r}")
-    return fields[2].split("/")[0]
+    address = fields[2].split("/")[0]
+    try:  # an IP literal only: a hostname would be resolved on the event loop at every packet sent
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise SdpError(f"connection address {address!r} is not an IP address") from None
+    return address
 
 
 def _audio(block: list[str], fields: list[str], session_address: str) -> AudioOffer:

@@ -17,7 +17,9 @@ outside a dialog gets 200 with ``Allow``; ``Max-Forwards: 0`` gets 483; an unkno
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -47,6 +49,21 @@ log = logging.getLogger(__name__)
 
 ALLOW = "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, NOTIFY"
 _KNOWN = {"INVITE", "ACK", "BYE", "CANCEL", "OPTIONS", "INFO", "NOTIFY", "UPDATE", "REFER", "PRACK", "MESSAGE"}
+
+
+async def resolve(address: tuple[str, int]) -> tuple[str, int]:
+    """``address`` with its host as an IP address (a hostname resolved with ``getaddrinfo`` in
+    the loop's executor, never blocking the loop). Raises OSError when it does not resolve."""
+    host, port = address
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return host.strip("[]"), port
+    except ValueError:
+        pass
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    if not infos:
+        raise OSError(f"{host} does not resolve")
+    return str(infos[0][4][0]), port
 
 
 def rtp_port_range(text: str) -> Optional[tuple[int, int]]:
@@ -296,9 +313,10 @@ class SipUserAgent:
 
     async def _send_in_dialog(self, call: SipCall, request: SipRequest) -> SipResponse:
         """Send an in-dialog request of ``call`` to its next hop (the connection the INVITE came
-        on when that is the next hop); resolves with the final response. Raises TimeoutError,
-        OSError."""
+        on when that is the next hop, a hostname resolved off the event loop); resolves with the
+        final response. Raises TimeoutError, OSError."""
         transport, address = call.dialog.next_hop()
+        address = await resolve(address)
         peer = call.transaction.peer
         if not (peer.address == address and ("TCP" if peer.reliable else "UDP") == transport):
             peer = await self.transport.connect(transport, address)
