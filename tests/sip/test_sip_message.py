@@ -80,6 +80,11 @@ def test_response_round_trip_keeps_vias_tag_and_record_route():
         (sip_samples.invite(5060).replace(b"CSeq: 39457", "CSeq: \u00b2".encode()), False),
         (sip_samples.invite(5060).replace(b"Max-Forwards: 70", "Max-Forwards: \u00b2".encode()), True),
         (sip_samples.invite(5060).replace(b"Content-Length: 339", "Content-Length: \u00b2".encode()), False),
+        # a bare CR, LF or NUL inside a value would be echoed back as a header of its own
+        (sip_samples.invite(5060).replace(b"Supported:", b"Supported: a\nX-Injected: yes\r\nRequire:"), True),
+        (sip_samples.invite(5060).replace(b"Call-ID: d9c18dac2b108fb9", b"Call-ID: d9c\rX-CR: 1"), False),
+        (sip_samples.invite(5060).replace(b"Max-Forwards: 70", b"Max-Forwards: 70\x00"), True),
+        (b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h;branch=z9hG4bKa\r\nCSeq: 1 BYE\r\nCall-ID: x\nY: 1\r\n\r\n", False),
     ],
 )
 def test_malformed_messages_raise_parse_errors(data: bytes, answerable: bool):

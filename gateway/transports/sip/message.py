@@ -47,6 +47,8 @@ _COMPACT = {
 }
 # Headers whose comma-separated values are separate header values (RFC 3261 7.3.1).
 _LIST_HEADERS = {"via", "contact", "route", "record-route", "allow", "supported", "require", "allow-events"}
+_CONTROL = re.compile("[\r\n\x00]")
+_ECHOED = frozenset({"Via", "From", "To", "Call-ID", "CSeq"})  # what a response copies from its request
 _TOKEN = re.compile(r"[A-Za-z0-9\-.!%*_+`'~]+")
 _REQUEST_LINE = re.compile(r"([A-Za-z0-9\-.!%*_+`'~]+) (\S+) SIP/2\.0")
 _STATUS_LINE = re.compile(r"SIP/2\.0 ([1-6][0-9]{2})(?: (.*))?")
@@ -247,7 +249,10 @@ def parse_message(data: bytes) -> SipRequest | SipResponse:
         if length > len(rest):
             raise SipParseError(f"Content-Length {length} but {len(rest)} bytes follow")
         body = rest[:length]
+    broken = {name for name, value in headers if _CONTROL.search(value)}  # would be echoed as new lines
     status = _STATUS_LINE.fullmatch(start)
+    if status and broken:
+        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}")
     if status:
         response = SipResponse(headers=headers, body=body, status=int(status.group(1)), reason=status.group(2) or "")
         for name in ("Via", "CSeq", "Call-ID"):
@@ -260,6 +265,8 @@ def parse_message(data: bytes) -> SipRequest | SipResponse:
         raise SipParseError(f"malformed start line {start[:80]!r}")
     request = SipRequest(headers=headers, body=body, method=request_line.group(1), uri=request_line.group(2))
     _check_request(request)
+    if broken:  # answerable: a 400 echoes only Via, From, To, Call-ID and CSeq
+        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}", None if broken & _ECHOED else request)
     return request
 
 
