@@ -73,6 +73,14 @@ class Dialog:
         )
 
     @property
+    def remote_tag(self) -> str:
+        """The caller's From tag (RFC 3261 12.2.2: part of the dialog ID); empty when it sent none."""
+        try:
+            return parse_name_addr(self.remote).tag
+        except SipParseError:
+            return ""
+
+    @property
     def local_uri(self) -> str:
         """Our address of record as a URI (no angle brackets)."""
         return self.local.strip("<>")

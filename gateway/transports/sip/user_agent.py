@@ -153,11 +153,17 @@ class SipUserAgent:
             call.acknowledged.set()
 
     def _dialog_of(self, request: SipRequest) -> Optional[SipCall]:
+        """The call of an in-dialog request: its Call-ID, To tag (ours) and From tag (the
+        caller's) all match (RFC 3261 12.2.2)."""
         try:
             tag = parse_name_addr(request.get("To") or "").tag
+            remote_tag = parse_name_addr(request.get("From") or "").tag
         except SipParseError:
             return None
-        return self._dialogs.get((request.call_id, tag)) if tag else None
+        call = self._dialogs.get((request.call_id, tag)) if tag else None
+        if call is None or remote_tag != call.dialog.remote_tag:
+            return None
+        return call
 
     def _on_request(self, request: SipRequest, transaction: ServerTransaction) -> None:
         method = request.method
@@ -337,8 +343,8 @@ class SipUserAgent:
         port = call.rtp_port
         if port is None:
             raise CallStateError(f"call {call_id} is not ringing yet")
+        call.accept(update, self.public_address, port)  # raises: still ringing (CANCEL, timeout work)
         self._ringing.pop(id(call.transaction), None)
-        call.accept(update, self.public_address, port)
         return call
 
     async def reject(self, call_id: str, status: int = 603) -> None:
