@@ -20,6 +20,7 @@ from typing import Optional
 DTMF_DIGITS = "0123456789*#ABCD"
 # Events remembered per stream (SSRC), to recognise the repeated packets of recent key presses.
 _REMEMBERED_EVENTS = 16
+_REMEMBERED_SSRCS = 4  # a call has one sender; a flood of SSRCs only fills the memory
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class KeyPressDetector:
     """
 
     def __init__(self) -> None:
-        self._recent: dict[int, collections.deque[_Event]] = {}  # per SSRC, newest last
+        self._recent: dict[int, collections.deque[_Event]] = {}  # per SSRC (the last few), newest last
         self.packets = 0  # telephone-event packets seen
         self.malformed = 0  # of which too short to read
 
@@ -88,7 +89,11 @@ class KeyPressDetector:
         except ValueError:
             self.malformed += 1
             return None
-        recent = self._recent.setdefault(ssrc, collections.deque(maxlen=_REMEMBERED_EVENTS))
+        recent = self._recent.get(ssrc)
+        if recent is None:
+            if len(self._recent) >= _REMEMBERED_SSRCS:
+                del self._recent[next(iter(self._recent))]  # the oldest SSRC seen
+            recent = self._recent[ssrc] = collections.deque(maxlen=_REMEMBERED_EVENTS)
         for seen in recent:
             if seen.timestamp == timestamp:
                 seen.duration = max(seen.duration, block.duration)

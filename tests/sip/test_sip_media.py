@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gateway.media.dtmf import KeyPressDetector
 from gateway.media.g711 import encode_mulaw
-from gateway.transports.sip.rtp import RtpPacket, RtpStream, build_rtp, parse_rtp
+from gateway.transports.sip.rtp import RTP_RATE, RtpPacket, RtpStream, build_rtp, parse_rtp
 from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
-from gateway.transports.sip.user_agent import rtp_port_range
+from gateway.transports.sip.user_agent import resolve, rtp_port_range
 from gateway.transports.sip.webhook import sign, signing_key
 from tests.sip.sip_samples import BARESIP_SDP
 
@@ -63,7 +64,9 @@ def test_rtp_packets_parse_with_csrcs_extension_and_padding():
 
 
 async def test_rtp_latches_to_the_source_and_reports_key_presses_once():
-    stream = RtpStream(payload_type=0, telephone_event=101, remote=("192.0.2.99", 9), rate=16000)
+    stream = RtpStream(
+        payload_type=0, telephone_event=101, remote=("192.0.2.99", 9), rate=16000, trusted=("127.0.0.1",)
+    )
     heard: list[np.ndarray] = []
     keys: list[str] = []
     stream.on_audio = lambda samples, arrival: heard.append(samples)
@@ -93,6 +96,69 @@ async def test_rtp_latches_to_the_source_and_reports_key_presses_once():
     finally:
         sender.close()
         stream.close()
+
+
+@pytest.mark.parametrize("media", ["m=audio \u00b2 RTP/AVP 0", "m=audio 4000 RTP/AVP \u00b2 0\r\na=ptime:\u00b2"])
+def test_sdp_with_non_ascii_digits_is_an_sdp_error_or_ignored(media: str):
+    offer = f"v=0\r\nc=IN IP4 192.0.2.1\r\n{media}\r\na=rtpmap:\u00b2 PCMU/8000\r\n"
+    try:
+        assert parse_offer(offer).payload_type == 0
+    except SdpError:
+        pass
+
+
+def test_a_hostname_as_connection_address_is_refused():
+    # sendto((hostname, port)) would resolve it on the event loop every 20 ms
+    with pytest.raises(SdpError, match="not an IP address"):
+        parse_offer("v=0\r\nc=IN IP4 media.example.invalid\r\nm=audio 4000 RTP/AVP 0\r\n")
+    assert parse_offer("v=0\r\nc=IN IP6 2001:db8::1\r\nm=audio 4000 RTP/AVP 0\r\n").address == "2001:db8::1"
+
+
+async def test_in_dialog_next_hops_are_resolved_off_the_loop():
+    assert await resolve(("192.0.2.1", 5060)) == ("192.0.2.1", 5060)
+    assert await resolve(("[2001:db8::1]", 5060)) == ("2001:db8::1", 5060)
+    assert (await resolve(("localhost", 5062)))[1] == 5062
+    with pytest.raises(OSError):
+        await resolve(("no-such-host.invalid", 5060))
+
+
+def test_rtp_latches_once_and_drops_other_sources_and_ssrcs():
+    # A third party that knows the port must not take the call's audio or inject key presses.
+    stream = RtpStream(
+        payload_type=0, telephone_event=101, remote=("10.0.0.5", 4000), rate=8000, trusted=("198.51.100.7",)
+    )
+    heard: list[np.ndarray] = []
+    keys: list[str] = []
+    stream.on_audio = lambda samples, arrival: heard.append(samples)
+    stream.on_key = lambda press: keys.append(press.digit)
+    audio = encode_mulaw(np.zeros(160, np.int16))
+    key = struct.pack("!BBH", 5, 0x80, 480)
+    stream.received(build_rtp(RtpPacket(0, False, 1, 0, 9, audio)), ("203.0.113.66", 5000))  # untrusted IP first
+    assert not stream.latched and stream.remote == ("10.0.0.5", 4000) and stream.packets == 0
+    stream.received(build_rtp(RtpPacket(0, False, 1, 0, 7, audio)), ("198.51.100.7", 30000))  # the caller, via NAT
+    assert stream.latched and stream.remote == ("198.51.100.7", 30000) and stream.packets == 1 and len(heard) == 1
+    for source, ssrc in [(("203.0.113.66", 5000), 7), (("198.51.100.7", 30002), 7), (("198.51.100.7", 30000), 8)]:
+        stream.received(build_rtp(RtpPacket(0, False, 2, 160, ssrc, audio)), source)
+        stream.received(build_rtp(RtpPacket(101, True, 3, 320, ssrc, key)), source)
+        stream.received(b"\x80\xc8" + b"\x00" * 26, source)  # RTCP SR
+    assert stream.remote == ("198.51.100.7", 30000) and stream.dropped == 7
+    assert stream.packets == 2 and len(heard) == 1 and keys == []  # the RTCP from the latched address counts
+    stream.received(build_rtp(RtpPacket(101, True, 3, 320, 7, key)), ("198.51.100.7", 30000))
+    assert keys == ["5"]
+
+
+def test_oversized_rtp_payloads_are_dropped_and_key_state_stays_bounded():
+    stream = RtpStream(payload_type=8, telephone_event=101, remote=("192.0.2.1", 4000), rate=8000)
+    heard: list[np.ndarray] = []
+    stream.on_audio = lambda samples, arrival: heard.append(samples)
+    stream.received(build_rtp(RtpPacket(8, False, 1, 0, 7, b"\xd5" * 481)), ("192.0.2.1", 4000))  # > 60 ms
+    assert heard == [] and stream.dropped == 1 and not stream.latched
+    stream.received(build_rtp(RtpPacket(8, False, 2, 160, 7, b"\xd5" * 480)), ("192.0.2.1", 4000))
+    assert len(heard) == 1 and heard[0].size == 480
+    detector = KeyPressDetector()  # one per call; a flood of SSRCs must not grow it for ever
+    for ssrc in range(1000):
+        detector.packet(ssrc, 0, struct.pack("!BBH", 5, 0, 160), RTP_RATE)
+    assert len(detector._recent) <= 8
 
 
 async def test_rtp_port_range_gives_even_ports_inside_it():

@@ -76,6 +76,15 @@ def test_response_round_trip_keeps_vias_tag_and_record_route():
         (sip_samples.invite(5060).replace(b"Via: SIP/2.0/UDP", b"Via: SIP/2.0/UDP/"), False),
         (b"SIP/2.0 2000 OK\r\nVia: SIP/2.0/UDP h\r\nCSeq: 1 BYE\r\nCall-ID: x\r\n\r\n", False),
         (b"\xff\xfe INVITE\r\n\r\n", False),
+        # str.isdigit() takes a superscript two, int() does not: each must still be a parse error
+        (sip_samples.invite(5060).replace(b"CSeq: 39457", "CSeq: \u00b2".encode()), False),
+        (sip_samples.invite(5060).replace(b"Max-Forwards: 70", "Max-Forwards: \u00b2".encode()), True),
+        (sip_samples.invite(5060).replace(b"Content-Length: 339", "Content-Length: \u00b2".encode()), False),
+        # a bare CR, LF or NUL inside a value would be echoed back as a header of its own
+        (sip_samples.invite(5060).replace(b"Supported:", b"Supported: a\nX-Injected: yes\r\nRequire:"), True),
+        (sip_samples.invite(5060).replace(b"Call-ID: d9c18dac2b108fb9", b"Call-ID: d9c\rX-CR: 1"), False),
+        (sip_samples.invite(5060).replace(b"Max-Forwards: 70", b"Max-Forwards: 70\x00"), True),
+        (b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h;branch=z9hG4bKa\r\nCSeq: 1 BYE\r\nCall-ID: x\nY: 1\r\n\r\n", False),
     ],
 )
 def test_malformed_messages_raise_parse_errors(data: bytes, answerable: bool):
@@ -153,3 +162,10 @@ def test_fuzzed_messages_parse_or_raise_parse_errors_only():
         again = parse_message(message.encode())
         assert _without_length(again.headers) == _without_length(message.headers) and again.body == message.body
     assert outcomes["parsed"] > 100 and outcomes["refused"] > 100, outcomes
+
+
+def test_a_message_over_16_kib_is_refused():
+    # RFC 3261 18.1.1: SIP over UDP stays under the MTU; 60 kB requests only fill the memory.
+    padded = sip_samples.options(5060).replace(b"Accept:", b"X-Pad: " + b"a" * 17000 + b"\r\nAccept:")
+    with pytest.raises(SipParseError, match="at most 16384"):
+        parse_message(padded)

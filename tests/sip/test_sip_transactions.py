@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 
+from gateway.transports.sip import transactions
 from gateway.transports.sip.message import SipRequest, make_response, parse_message
 from gateway.transports.sip.transactions import Timers, TransactionLayer
 from tests.doubles import RecordingPeerDouble
@@ -83,3 +84,46 @@ async def test_client_transaction_retransmits_and_times_out():
     response = make_response(bye, 200)
     assert layer.receive_response(parse_message(response.encode()))  # type: ignore[arg-type]
     assert (await answered.done).status == 200 and not layer.client
+
+
+async def test_an_invite_without_a_final_response_expires_with_500():
+    # A core that never answers (a fault) must not leave the transaction live for ever.
+    layer, peer = TransactionLayer(FAST, invite_expiry=0.05), RecordingPeerDouble()
+    invite = _invite()
+    transaction = layer.receive_request(invite, peer)
+    assert transaction is not None
+    transaction.respond(make_response(invite, 100))
+    await asyncio.sleep(0.2)
+    assert parse_message(peer.sent[-1]).status == 500  # type: ignore[union-attr]
+    await asyncio.sleep(FAST.timeout + 0.1)  # Timer H: no ACK came
+    assert not layer.server
+
+
+async def test_server_transactions_are_capped_per_source_and_in_all(monkeypatch: pytest.MonkeyPatch):
+    # A flood of spoofed requests must not hold memory for 64*T1 each without bound.
+    monkeypatch.setattr(transactions, "MAX_SERVER_TRANSACTIONS", 6)
+    monkeypatch.setattr(transactions, "MAX_SERVER_TRANSACTIONS_PER_SOURCE", 4)
+    layer, flood, other, third = (
+        TransactionLayer(FAST),
+        RecordingPeerDouble(),
+        RecordingPeerDouble(),
+        RecordingPeerDouble(),
+    )
+    other.address = ("192.0.2.2", 5060)
+    third.address = ("192.0.2.3", 5060)
+
+    def options(branch: int) -> SipRequest:
+        message = parse_message(sip_samples.options(5060, branch=f"z9hG4bK{branch}x"))
+        assert isinstance(message, SipRequest)
+        return message
+
+    taken = [layer.receive_request(options(n), flood) for n in range(10)]
+    assert sum(t is not None for t in taken) == 4 and len(layer.server) == 4
+    assert [parse_message(sent).status for sent in flood.sent] == [503] * 6  # type: ignore[union-attr]
+    assert layer.receive_request(options(20), other) is not None  # another source still gets in
+    assert layer.receive_request(options(21), other) is not None
+    assert layer.receive_request(options(22), third) is None and layer.refused == 7  # the whole cap
+    for transaction in layer.server.copy().values():
+        transaction.respond(make_response(transaction.request, 200))
+    await asyncio.sleep(FAST.timeout + 0.1)  # Timer J
+    assert not layer.server and layer.receive_request(options(30), flood) is not None

@@ -63,6 +63,25 @@ async def test_srtp_offer_is_not_acceptable_and_full_pool_is_503(user_agent: Sip
         assert busy.status == 503 and busy.get("Retry-After") == "7"
 
 
+@pytest.mark.parametrize("route", ["<tel:+1555>", "<sip:proxy.example;lr", "<sip:192.0.2.1:99999;lr>"])
+async def test_an_unroutable_record_route_is_400(user_agent: SipUserAgent, route: str):
+    # BYE and REFER would have to go through it: refuse the dialog, not fail at hang-up
+    async with SipSocket(user_agent.port) as peer:
+        invite = sip_samples.invite(user_agent.port, caller_port=peer.port, extra=f"Record-Route: {route}\r\n")
+        peer.send(invite)
+        assert (await peer.response(400)).status == 400
+
+
+async def test_a_fault_in_the_core_is_answered_500(user_agent: SipUserAgent, monkeypatch: pytest.MonkeyPatch):
+    def fault(request: object, transaction: object) -> None:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(user_agent, "_on_request", fault)
+    async with SipSocket(user_agent.port) as peer:
+        peer.send(sip_samples.options(user_agent.port))
+        assert (await peer.response()).status == 500
+
+
 async def test_a_final_response_is_retransmitted_until_the_ack(user_agent: SipUserAgent):
     async with SipSocket(user_agent.port) as peer:
         branch = "z9hG4bKretx"

@@ -28,7 +28,7 @@ from gateway.realtime.session_update import SessionUpdate
 from gateway.signaling.media_watch import CallerMedia
 from gateway.transports.door import LiveSession
 from gateway.transports.sip.dialog import Dialog
-from gateway.transports.sip.message import SipRequest, SipResponse, make_response
+from gateway.transports.sip.message import SipRequest, SipResponse, is_digits, make_response
 from gateway.transports.sip.rtp import RtpStream
 from gateway.transports.sip.sdp import AudioOffer, build_answer
 from gateway.transports.sip.transactions import ServerTransaction
@@ -126,7 +126,7 @@ class SipCall:
         try:
             response = await self._send_request(self.dialog.request("BYE"))
             log.debug("call %s: BYE answered %d", self.id, response.status)
-        except (TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError, ValueError) as exc:  # ValueError: SipParseError, an unroutable hop
             log.info("call %s: BYE not answered: %s", self.id, exc or type(exc).__name__)
 
     # ----- answering -----
@@ -240,13 +240,17 @@ class SipCall:
     async def refer(self, target_uri: str) -> SipResponse:
         """Send REFER with ``Refer-To: <target_uri>``; returns its final response. The NOTIFY that
         reports a 2xx of the transfer then ends the call with a BYE. Raises CallStateError unless
-        answered, TimeoutError when the caller does not answer the REFER."""
+        answered, TimeoutError when the caller does not answer the REFER, OSError when it cannot
+        be sent (the next hop does not resolve or is not a SIP URI)."""
         if self.state != "answered" or self.end_reason is not None:
             raise CallStateError(f"call {self.id} is {self.state}")
         request = self.dialog.request("REFER")
         request.add("Refer-To", f"<{target_uri}>")
         request.add("Referred-By", f"<{self.dialog.local_uri}>")
-        return await self._send_request(request)
+        try:
+            return await self._send_request(request)
+        except ValueError as exc:  # SipParseError: an unroutable next hop
+            raise OSError(f"REFER cannot be routed: {exc}") from exc
 
     def _on_notify(self, request: SipRequest) -> None:
         """A NOTIFY of the REFER's implicit subscription: a ``message/sipfrag`` status line; a 2xx
@@ -255,7 +259,7 @@ class SipCall:
             return
         first = request.body.decode("utf-8", "replace").strip().splitlines()[:1]
         parts = first[0].split() if first else []
-        if len(parts) >= 2 and parts[0] == "SIP/2.0" and parts[1].isdigit():
+        if len(parts) >= 2 and parts[0] == "SIP/2.0" and is_digits(parts[1]):
             status = int(parts[1])
             log.info("call %s: transfer reports %d", self.id, status)
             if 200 <= status < 300:

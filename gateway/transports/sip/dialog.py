@@ -44,14 +44,19 @@ class Dialog:
     @classmethod
     def from_invite(cls, invite: SipRequest, transport: str, host: str, port: int) -> Dialog:
         """The dialog an INVITE makes, answered from ``host``:``port`` over ``transport``. Raises
-        SipParseError when its From, To or Contact cannot be read (the caller answers 400)."""
+        SipParseError when its From, To, Contact or a Record-Route cannot be read, or is not a SIP
+        URI with a usable port (the caller answers 400: BYE and REFER could not be routed)."""
         to = parse_name_addr(invite.get("To") or "")
         parse_name_addr(invite.get("From") or "")  # raises for a malformed From
         contacts = invite.get_all("Contact")
         if not contacts:
             raise SipParseError("INVITE without Contact")
         remote_target = parse_name_addr(contacts[0]).uri
-        parse_uri(remote_target)
+        route_set = list(invite.get_all("Record-Route"))
+        for uri in [remote_target, *(parse_name_addr(route).uri for route in route_set)]:
+            hop_port = parse_uri(uri).port
+            if hop_port is not None and not 0 < hop_port < 65536:
+                raise SipParseError(f"port {hop_port} in {uri!r}")
         param = ";transport=tcp" if transport == "TCP" else ""
         host_text = f"[{host}]" if ":" in host else host
         return cls(
@@ -60,12 +65,20 @@ class Dialog:
             local=f"<{to.uri}>",
             remote=invite.get("From") or "",
             remote_target=remote_target,
-            route_set=list(invite.get_all("Record-Route")),
+            route_set=route_set,
             transport=transport,
             contact=f"<sip:voice-gateway@{host_text}:{port}{param}>",
             via_host=host_text,
             via_port=port,
         )
+
+    @property
+    def remote_tag(self) -> str:
+        """The caller's From tag (RFC 3261 12.2.2: part of the dialog ID); empty when it sent none."""
+        try:
+            return parse_name_addr(self.remote).tag
+        except SipParseError:
+            return ""
 
     @property
     def local_uri(self) -> str:

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-MAX_MESSAGE_BYTES = 64 * 1024  # a UDP datagram can carry no more; a TCP message above it is refused
+MAX_MESSAGE_BYTES = 16 * 1024  # a call's signalling needs a few kB (RFC 3261 18.1.1: keep UDP under the MTU)
 MAX_HEADERS = 128
 SIP_VERSION = "SIP/2.0"
 DEFAULT_MAX_FORWARDS = 70
@@ -47,6 +47,8 @@ _COMPACT = {
 }
 # Headers whose comma-separated values are separate header values (RFC 3261 7.3.1).
 _LIST_HEADERS = {"via", "contact", "route", "record-route", "allow", "supported", "require", "allow-events"}
+_CONTROL = re.compile("[\r\n\x00]")
+_ECHOED = frozenset({"Via", "From", "To", "Call-ID", "CSeq"})  # what a response copies from its request
 _TOKEN = re.compile(r"[A-Za-z0-9\-.!%*_+`'~]+")
 _REQUEST_LINE = re.compile(r"([A-Za-z0-9\-.!%*_+`'~]+) (\S+) SIP/2\.0")
 _STATUS_LINE = re.compile(r"SIP/2\.0 ([1-6][0-9]{2})(?: (.*))?")
@@ -60,6 +62,12 @@ class SipParseError(ValueError):
     def __init__(self, message: str, request: Optional[SipRequest] = None) -> None:
         super().__init__(message)
         self.request = request
+
+
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits (``str.isdigit`` also takes '²', which ``int``
+    refuses, and other scripts' digits)."""
+    return text.isascii() and text.isdigit()
 
 
 def canonical_name(name: str) -> str:
@@ -173,7 +181,7 @@ def parse_cseq(value: str) -> tuple[int, str]:
     """``"314159 INVITE"`` -> (314159, "INVITE"). Raises SipParseError (RFC 3261 8.1.1.5: a
     number below 2**31 and a method token)."""
     parts = value.split()
-    if len(parts) != 2 or not parts[0].isdigit() or not _TOKEN.fullmatch(parts[1]) or int(parts[0]) >= 2**31:
+    if len(parts) != 2 or not is_digits(parts[0]) or not _TOKEN.fullmatch(parts[1]) or int(parts[0]) >= 2**31:
         raise SipParseError(f"malformed CSeq {value!r}")
     return int(parts[0]), parts[1]
 
@@ -235,13 +243,16 @@ def parse_message(data: bytes) -> SipRequest | SipResponse:
     length_text = next((v for k, v in headers if k == "Content-Length"), None)
     body = rest
     if length_text is not None:
-        if not length_text.isdigit():
+        if not is_digits(length_text):
             raise SipParseError(f"malformed Content-Length {length_text!r}")
         length = int(length_text)
         if length > len(rest):
             raise SipParseError(f"Content-Length {length} but {len(rest)} bytes follow")
         body = rest[:length]
+    broken = {name for name, value in headers if _CONTROL.search(value)}  # would be echoed as new lines
     status = _STATUS_LINE.fullmatch(start)
+    if status and broken:
+        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}")
     if status:
         response = SipResponse(headers=headers, body=body, status=int(status.group(1)), reason=status.group(2) or "")
         for name in ("Via", "CSeq", "Call-ID"):
@@ -254,6 +265,8 @@ def parse_message(data: bytes) -> SipRequest | SipResponse:
         raise SipParseError(f"malformed start line {start[:80]!r}")
     request = SipRequest(headers=headers, body=body, method=request_line.group(1), uri=request_line.group(2))
     _check_request(request)
+    if broken:  # answerable: a 400 echoes only Via, From, To, Call-ID and CSeq
+        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}", None if broken & _ECHOED else request)
     return request
 
 
@@ -269,7 +282,7 @@ def _check_request(request: SipRequest) -> None:
     if method != request.method:
         raise SipParseError(f"CSeq method {method} of a {request.method} request", request)
     max_forwards = request.get("Max-Forwards")
-    if max_forwards is not None and not (max_forwards.isdigit() and int(max_forwards) <= 255):
+    if max_forwards is not None and not (is_digits(max_forwards) and int(max_forwards) <= 255):
         raise SipParseError(f"malformed Max-Forwards {max_forwards!r}", request)
     try:
         parse_via(request.get("Via") or "")

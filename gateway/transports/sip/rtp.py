@@ -3,11 +3,15 @@
 - **In**: each datagram on the call's RTP port is parsed (version 2, CSRCs, header extension and
   padding skipped); the chosen G.711 payload type is decoded (``gateway.media.g711``), resampled to
   the VAD's rate (``gateway.media.resample``) and handed to ``on_audio``; ``telephone-event``
-  packets become key presses (``gateway.media.dtmf``); every datagram (RTCP included) counts for
-  the caller's presence (``packets``).
-- **Symmetric RTP** (RFC 4961): replies go to where the caller's RTP comes from, latched on every
-  valid packet (behind NAT the SDP's address is private and useless); until the first one, to the
-  SDP's address.
+  packets become key presses (``gateway.media.dtmf``); a payload over 60 ms of G.711
+  (:data:`MAX_PAYLOAD_BYTES`) is dropped; only accepted packets (and RTCP from the
+  latched address) count for the caller's presence (``packets``).
+- **Symmetric RTP** (RFC 4961) with latching: replies go to where the caller's RTP comes from
+  (behind NAT the SDP's address is private and useless), latched **once**, on the first valid
+  packet whose source IP is the signalling source's or the SDP ``c=`` address (``trusted``).
+  Afterwards datagrams from any other address (IP and port) or with another SSRC are dropped, so
+  a third party cannot hijack the call's audio or inject key presses. Until the latch, replies go
+  to the SDP's address.
 - **Out**: :meth:`RtpStream.play` reads a 20 ms paced track (``gateway.media.outbound``: 48 kHz),
   resamples to 8 kHz and sends one packet per 160 samples (RFC 3551: 20 ms of G.711), with the
   marker bit on the first packet of each talk spurt.
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 
 RTP_RATE = 8000
 PACKET_SAMPLES = 160  # 20 ms at 8 kHz
+MAX_PAYLOAD_BYTES = 480  # 60 ms of G.711; a longer packet is dropped (no call sends one)
 _DECODERS = {0: decode_mulaw, 8: decode_alaw}
 _ENCODERS = {0: encode_mulaw, 8: encode_alaw}
 
@@ -94,8 +99,10 @@ class _Endpoint(asyncio.DatagramProtocol):
 class RtpStream:
     """The RTP of one call on one local UDP port (:meth:`open`). Set ``on_audio(samples,
     arrival)`` to get int16 mono at ``rate`` Hz (``time.monotonic()`` arrival), ``on_key(press)``
-    for each key press (both drop by default). ``packets`` counts datagrams received (any kind),
-    ``sent`` the packets sent."""
+    for each key press (both drop by default). ``packets`` counts the caller's packets received,
+    ``sent`` the packets sent, ``dropped`` the RTP packets refused (foreign source or SSRC).
+    ``trusted`` are the IP addresses the first (latching) packet may come from; by default the
+    SDP's address only."""
 
     def __init__(
         self,
@@ -104,6 +111,7 @@ class RtpStream:
         telephone_event: Optional[int],
         remote: tuple[str, int],
         rate: int,
+        trusted: tuple[str, ...] = (),
     ) -> None:
         if payload_type not in _DECODERS:
             raise ValueError(f"payload type {payload_type}: only PCMU (0) and PCMA (8)")
@@ -111,7 +119,10 @@ class RtpStream:
         self.telephone_event = telephone_event
         self.remote = remote
         self.latched = False
+        self.trusted = frozenset((remote[0], *trusted))
         self.packets = 0
+        self.dropped = 0
+        self._remote_ssrc: Optional[int] = None
         self.sent = 0
         self.on_audio: Callable[[np.ndarray, float], None] = lambda samples, arrival: None
         self.on_key: Callable[[KeyPress], None] = lambda press: None
@@ -143,28 +154,43 @@ class RtpStream:
 
     def received(self, data: bytes, source: tuple[str, int]) -> None:
         """One datagram from ``source`` (see the module docstring)."""
-        self.packets += 1
         packet = parse_rtp(data)
         if packet is None:
+            if self.latched and source == self.remote:
+                self.packets += 1  # RTCP from the caller
             return
+        if packet.payload_type not in (self.payload_type, self.telephone_event):
+            return
+        if len(packet.payload) > MAX_PAYLOAD_BYTES:
+            self.dropped += 1
+            return
+        if not self._accept(packet, source):
+            self.dropped += 1
+            return
+        self.packets += 1
         if packet.payload_type == self.payload_type:
-            self._latch(source)
             if packet.payload:
                 samples = _DECODERS[self.payload_type](packet.payload)
                 audio = self._in.resample_array(samples, RTP_RATE)
                 if audio.size:
                     self.on_audio(audio, time.monotonic())
-        elif packet.payload_type == self.telephone_event:
-            self._latch(source)
+        else:
             press = self._keys.packet(packet.ssrc, packet.timestamp, packet.payload, RTP_RATE)
             if press is not None:
                 self.on_key(press)
 
-    def _latch(self, source: tuple[str, int]) -> None:
+    def _accept(self, packet: RtpPacket, source: tuple[str, int]) -> bool:
+        """Whether ``packet`` is the caller's: latches on the first one from a trusted IP."""
+        if self.latched:
+            return source == self.remote and packet.ssrc == self._remote_ssrc
+        if source[0] not in self.trusted:
+            return False
         if source != self.remote:
             log.info("RTP latched to %s:%d (SDP said %s:%d)", *source, *self.remote)
             self.remote = source
+        self._remote_ssrc = packet.ssrc
         self.latched = True
+        return True
 
     def send_samples(self, samples: np.ndarray, marker: bool) -> None:
         """Send 160 int16 samples at 8 kHz as one packet."""

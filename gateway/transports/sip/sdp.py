@@ -10,10 +10,13 @@ or without either G.711 codec cannot be answered: :class:`SdpError`, which the c
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Optional
+
+from gateway.transports.sip.message import is_digits
 
 # Static payload types of RFC 3551 table 4 the gateway speaks: (encoding name, clock rate).
 G711 = {0: "PCMU", 8: "PCMA"}
@@ -67,13 +70,18 @@ def _connection_address(line: str) -> str:
     fields = line[2:].split()
     if len(fields) != 3 or fields[0] != "IN" or fields[1] not in ("IP4", "IP6"):
         raise SdpError(f"unusable connection line {line!r}")
-    return fields[2].split("/")[0]
+    address = fields[2].split("/")[0]
+    try:  # an IP literal only: a hostname would be resolved on the event loop at every packet sent
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise SdpError(f"connection address {address!r} is not an IP address") from None
+    return address
 
 
 def _audio(block: list[str], fields: list[str], session_address: str) -> AudioOffer:
-    if not fields[1].isdigit() or not 0 <= int(fields[1]) < 65536:
+    if not is_digits(fields[1]) or not 0 <= int(fields[1]) < 65536:
         raise SdpError(f"bad audio port {fields[1]!r}")
-    formats = [int(f) for f in fields[3:] if f.isdigit() and int(f) < 128]
+    formats = [int(f) for f in fields[3:] if is_digits(f) and int(f) < 128]
     rtpmap: dict[int, str] = {}
     address = session_address
     direction = "sendrecv"
@@ -83,11 +91,11 @@ def _audio(block: list[str], fields: list[str], session_address: str) -> AudioOf
             address = _connection_address(line)
         elif line.startswith("a=rtpmap:"):
             number, _, name = line[len("a=rtpmap:") :].partition(" ")
-            if number.isdigit():
+            if is_digits(number):
                 rtpmap[int(number)] = name.strip().lower()
         elif line[2:] in ("sendrecv", "sendonly", "recvonly", "inactive"):
             direction = line[2:]
-        elif line.startswith("a=ptime:") and line[8:].strip().isdigit():
+        elif line.startswith("a=ptime:") and is_digits(line[8:].strip()):
             ptime = int(line[8:].strip())
     if not address:
         raise SdpError("no connection address for the audio stream")

@@ -12,6 +12,15 @@ client transactions for the requests it sends. All on the event loop; timers are
 - **Non-INVITE client transaction** (17.1.2): the request is retransmitted over UDP (Timer E: T1,
   doubling, at most T2) until a final response, given up after Timer F (64*T1).
 
+Expiry: a server transaction that got no final response from its core within ``expiry`` seconds
+(an INVITE: like a proxy's Timer C, 16.6; the user agent gives the accept timeout plus a margin;
+any other request: 64*T1) is answered 500 and ends as usual, so a faulty core leaks nothing.
+
+Caps: at most :data:`MAX_SERVER_TRANSACTIONS` live server transactions, and
+:data:`MAX_SERVER_TRANSACTIONS_PER_SOURCE` per source IP; a new request beyond them is answered 503
+statelessly (with Retry-After) and holds nothing, so a flood of spoofed requests (each kept for
+64*T1 over UDP) cannot fill the memory.
+
 Matching (17.2.3, 17.1.3): a request by its top Via's branch, sent-by and method (ACK matches the
 INVITE); a response by its top Via's branch and CSeq method.
 """
@@ -25,9 +34,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from gateway.transports.sip.message import BRANCH_COOKIE, SipRequest, SipResponse, parse_via
+from gateway.transports.sip.message import BRANCH_COOKIE, SipRequest, SipResponse, make_response, parse_via
 
 log = logging.getLogger(__name__)
+
+MAX_SERVER_TRANSACTIONS = 2048  # with 16 KiB messages: at most 32 MiB of requests held
+MAX_SERVER_TRANSACTIONS_PER_SOURCE = 256  # one trunk or proxy sends everything from one IP
 
 
 @dataclass(frozen=True)
@@ -79,9 +91,17 @@ def request_key(request: SipRequest) -> tuple[str, str, str]:
 
 class ServerTransaction:
     """One received request and the responses to it. ``on_end()`` runs once it has ended;
-    ``on_ack_timeout()`` when an INVITE's non-2xx final response got no ACK within Timer H."""
+    ``on_ack_timeout()`` when an INVITE's non-2xx final response got no ACK within Timer H.
+    Without a final response within ``expiry`` seconds (None: 64*T1) it answers 500 itself."""
 
-    def __init__(self, request: SipRequest, peer: Peer, timers: Timers, on_end: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        request: SipRequest,
+        peer: Peer,
+        timers: Timers,
+        on_end: Callable[[], None],
+        expiry: Optional[float] = None,
+    ) -> None:
         self.request = request
         self.peer = peer
         self.timers = timers
@@ -92,6 +112,12 @@ class ServerTransaction:
         self._on_end = on_end
         self._timers: list[asyncio.TimerHandle] = []
         self.on_ack_timeout: Callable[[], None] = lambda: None
+        self._expiry = asyncio.get_running_loop().call_later(timers.timeout if expiry is None else expiry, self._expire)
+
+    def _expire(self) -> None:
+        if not self.final and self.state != "terminated":
+            log.warning("no final response to %s %s: 500", self.request.method, self.request.call_id)
+            self.respond(make_response(self.request, 500))
 
     @property
     def final(self) -> bool:
@@ -108,6 +134,7 @@ class ServerTransaction:
         if response.status < 200:
             self.state = "proceeding"
             return
+        self._expiry.cancel()
         if self.invite and response.status < 300:
             # RFC 6026 7.1 "Accepted": the dialog's core retransmits the 2xx (RFC 3261 13.3.1.4);
             # retransmitted INVITEs are absorbed here for Timer L (64*T1), not taken as new calls.
@@ -159,6 +186,7 @@ class ServerTransaction:
         if self.state == "terminated":
             return
         self.state = "terminated"
+        self._expiry.cancel()
         self._cancel_timers()
         self._on_end()
 
@@ -220,26 +248,51 @@ DEFAULT_TIMERS = Timers()
 
 class TransactionLayer:
     """The live transactions. :meth:`receive_request` returns the new server transaction for a new
-    request (not ACK: :meth:`absorb_ack`), None for a retransmission (answered here)."""
+    request (not ACK: :meth:`absorb_ack`), None for a retransmission (answered here).
+    ``invite_expiry``: seconds an INVITE may wait for its final response (see the module)."""
 
-    def __init__(self, timers: Timers = DEFAULT_TIMERS) -> None:
+    def __init__(self, timers: Timers = DEFAULT_TIMERS, invite_expiry: float = 180.0) -> None:
         self.timers = timers
+        self.invite_expiry = invite_expiry
         self.server: dict[tuple[str, str, str], ServerTransaction] = {}
+        self.refused = 0  # new requests answered 503 over the caps
+        self._per_source: dict[str, int] = {}
         self.client: dict[tuple[str, str], ClientTransaction] = {}
 
     def receive_request(self, request: SipRequest, peer: Peer) -> Optional[ServerTransaction]:
-        """Match ``request`` (parsed, checked) to a transaction (see the class docstring)."""
+        """Match ``request`` (parsed, checked) to a transaction (see the class docstring); None
+        also when the caps are reached (answered 503 here, see the module)."""
         key = request_key(request)
         existing = self.server.get(key)
         if existing is not None:
             existing.retransmitted()
             return None
-        transaction = ServerTransaction(request, peer, self.timers, on_end=lambda: self._forget_server(key))
+        source = peer.address[0]
+        held = self._per_source.get(source, 0)
+        if len(self.server) >= MAX_SERVER_TRANSACTIONS or held >= MAX_SERVER_TRANSACTIONS_PER_SOURCE:
+            self.refused += 1
+            if self.refused % 1000 == 1:
+                log.warning("SIP transactions full (%d live, %d from %s): 503", len(self.server), held, source)
+            busy = make_response(request, 503)
+            busy.add("Retry-After", "5")
+            peer.send(busy.encode())
+            return None
+        expiry = self.invite_expiry if request.method == "INVITE" else None
+        transaction = ServerTransaction(request, peer, self.timers, lambda: self._forget_server(key), expiry)
         self.server[key] = transaction
+        self._per_source[source] = held + 1
         return transaction
 
     def _forget_server(self, key: tuple[str, str, str]) -> None:
-        self.server.pop(key, None)
+        transaction = self.server.pop(key, None)
+        if transaction is None:
+            return
+        source = transaction.peer.address[0]
+        left = self._per_source.get(source, 1) - 1
+        if left > 0:
+            self._per_source[source] = left
+        else:
+            self._per_source.pop(source, None)
 
     def _forget_client(self, key: tuple[str, str]) -> None:
         self.client.pop(key, None)

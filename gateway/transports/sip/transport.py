@@ -115,7 +115,7 @@ class SipTransport:
             return
         try:
             self.on_message(message, peer)
-        except Exception:  # a fault in the core must not take the socket down
+        except Exception:  # a fault in the core must not take the socket down (its transaction answered 500)
             log.exception("SIP message from %s:%d not handled", *peer.address)
 
     # ----- TCP -----
@@ -208,5 +208,5 @@ def _content_length(head: bytes) -> Optional[int]:
         name, colon, value = line.partition(b":")
         if colon and name.strip().lower() in (b"content-length", b"l"):
             text = value.strip()
-            return int(text) if text.isdigit() else None
+            return int(text) if text.isdigit() else None  # bytes.isdigit: ASCII only
     return None

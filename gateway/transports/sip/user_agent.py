@@ -17,7 +17,9 @@ outside a dialog gets 200 with ``Allow``; ``Max-Forwards: 0`` gets 483; an unkno
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -32,6 +34,7 @@ from gateway.transports.sip.message import (
     SipParseError,
     SipRequest,
     SipResponse,
+    is_digits,
     make_response,
     max_forwards,
     parse_name_addr,
@@ -48,12 +51,27 @@ ALLOW = "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, NOTIFY"
 _KNOWN = {"INVITE", "ACK", "BYE", "CANCEL", "OPTIONS", "INFO", "NOTIFY", "UPDATE", "REFER", "PRACK", "MESSAGE"}
 
 
+async def resolve(address: tuple[str, int]) -> tuple[str, int]:
+    """``address`` with its host as an IP address (a hostname resolved with ``getaddrinfo`` in
+    the loop's executor, never blocking the loop). Raises OSError when it does not resolve."""
+    host, port = address
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return host.strip("[]"), port
+    except ValueError:
+        pass
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    if not infos:
+        raise OSError(f"{host} does not resolve")
+    return str(infos[0][4][0]), port
+
+
 def rtp_port_range(text: str) -> Optional[tuple[int, int]]:
     """``"10000-20000"`` -> (10000, 20000); "" -> None (ephemeral ports). Raises ValueError."""
     if not text.strip():
         return None
     first, dash, last = text.partition("-")
-    if not (dash and first.strip().isdigit() and last.strip().isdigit()):
+    if not (dash and is_digits(first.strip()) and is_digits(last.strip())):
         raise ValueError(f"sip_rtp_ports {text!r}: use 'first-last', e.g. 10000-20000")
     low, high = int(first), int(last)
     if not 1024 <= low < high <= 65535:
@@ -87,7 +105,8 @@ class SipUserAgent:
         if self.public_address in ("0.0.0.0", "::"):
             raise ValueError("SIP listens on every address: give --sip-public-address (put in Contact and SDP)")
         self.transport = SipTransport(self.host, config.sip_port, self._on_message)
-        self.transactions = TransactionLayer(timers)
+        # the INVITE's final response comes within the accept timeout (480), plus a margin
+        self.transactions = TransactionLayer(timers, invite_expiry=config.sip_accept_timeout_s + timers.timeout)
         self.webhook = (
             WebhookSender(config.sip_webhook_url, config.sip_webhook_secret) if config.sip_webhook_url else None
         )
@@ -120,7 +139,11 @@ class SipUserAgent:
         transaction = self.transactions.receive_request(message, peer)
         if transaction is None:
             return  # a retransmission, answered by its transaction
-        self._on_request(message, transaction)
+        try:
+            self._on_request(message, transaction)
+        except Exception:
+            transaction.respond(make_response(message, 500))
+            raise  # logged by the transport
 
     def _on_ack(self, ack: SipRequest) -> None:
         if self.transactions.absorb_ack(ack):
@@ -130,11 +153,17 @@ class SipUserAgent:
             call.acknowledged.set()
 
     def _dialog_of(self, request: SipRequest) -> Optional[SipCall]:
+        """The call of an in-dialog request: its Call-ID, To tag (ours) and From tag (the
+        caller's) all match (RFC 3261 12.2.2)."""
         try:
             tag = parse_name_addr(request.get("To") or "").tag
+            remote_tag = parse_name_addr(request.get("From") or "").tag
         except SipParseError:
             return None
-        return self._dialogs.get((request.call_id, tag)) if tag else None
+        call = self._dialogs.get((request.call_id, tag)) if tag else None
+        if call is None or remote_tag != call.dialog.remote_tag:
+            return None
+        return call
 
     def _on_request(self, request: SipRequest, transaction: ServerTransaction) -> None:
         method = request.method
@@ -222,6 +251,7 @@ class SipUserAgent:
                 telephone_event=offer.telephone_event,
                 remote=(offer.address, offer.port),
                 rate=session.lease.input_rate,
+                trusted=(peer.address[0],),
             )
             call = SipCall(
                 session,
@@ -289,9 +319,10 @@ class SipUserAgent:
 
     async def _send_in_dialog(self, call: SipCall, request: SipRequest) -> SipResponse:
         """Send an in-dialog request of ``call`` to its next hop (the connection the INVITE came
-        on when that is the next hop); resolves with the final response. Raises TimeoutError,
-        OSError."""
+        on when that is the next hop, a hostname resolved off the event loop); resolves with the
+        final response. Raises TimeoutError, OSError."""
         transport, address = call.dialog.next_hop()
+        address = await resolve(address)
         peer = call.transaction.peer
         if not (peer.address == address and ("TCP" if peer.reliable else "UDP") == transport):
             peer = await self.transport.connect(transport, address)
@@ -312,8 +343,8 @@ class SipUserAgent:
         port = call.rtp_port
         if port is None:
             raise CallStateError(f"call {call_id} is not ringing yet")
+        call.accept(update, self.public_address, port)  # raises: still ringing (CANCEL, timeout work)
         self._ringing.pop(id(call.transaction), None)
-        call.accept(update, self.public_address, port)
         return call
 
     async def reject(self, call_id: str, status: int = 603) -> None:
