@@ -1,8 +1,15 @@
 """Continuous batching in the llama.cpp engine (real default model, shared instance): turns that run
-at the same time advance in the same decode steps, and each gets exactly what it would get alone."""
+at the same time advance in the same decode steps, and each gets the answer it would get alone.
+
+"The same answer" is compared by words, not characters: llama.cpp's CPU kernels are not batch-invariant
+(a sequence's KV cells sit elsewhere in a shared batch, so SIMD sums round differently), and a near-tie
+between two tokens can flip. CI saw "Apple." alone and "Apple" batched; what a caller hears must not
+change beyond such a flip."""
 
 from __future__ import annotations
 
+import difflib
+import re
 import threading
 from typing import Any
 
@@ -47,6 +54,26 @@ def plain(messages: list[ChatMessage], max_tokens: int = 24, **extra: Any) -> di
     return {"on_text": lambda piece: None, **kwargs, **extra}
 
 
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def same_answer(batched: str, alone: str) -> bool:
+    """True when two greedy answers say the same words (punctuation and case aside), up to a late
+    near-tie flip: a word-sequence similarity of at least 0.8."""
+    return difflib.SequenceMatcher(None, words(batched), words(alone)).ratio() >= 0.8
+
+
+def test_same_answer_tells_a_flipped_full_stop_from_another_answer() -> None:
+    assert same_answer("Apple", "Apple.")
+    assert same_answer(
+        "One, two, three, four, five, six, seven, eight, nine",
+        "One, two, three, four, five, six, seven, eight, nine, ten.",
+    )
+    assert not same_answer("Banana.", "Apple.")
+    assert not same_answer("The capital of France is Lyon, a city.", "The capital of France is Paris.")
+
+
 def test_concurrent_greedy_turns_give_what_each_gives_alone_in_shared_steps(llm: LlamaCppLanguageModel) -> None:
     questions = {
         "france": "What is the capital of France?",
@@ -56,7 +83,12 @@ def test_concurrent_greedy_turns_give_what_each_gives_alone_in_shared_steps(llm:
     alone = {name: llm.generate(**plain(turn(q))).text for name, q in questions.items()}
     steps_before = len(llm.decoder.step_sizes)
     both = together(llm, {name: plain(turn(q)) for name, q in questions.items()})
-    assert {name: result.text for name, result in both.items()} == alone
+    assert set(both) == set(alone), both
+    differing = {
+        name: (both[name].text, alone[name]) for name in alone if not same_answer(both[name].text, alone[name])
+    }
+    assert not differing, f"batched turns answered otherwise than alone: {differing}"
+    assert "paris" in words(both["france"].text) and "ten" in words(both["count"].text), both
     shared = llm.decoder.step_sizes[steps_before:]
     assert max(shared) >= 2, f"the turns never shared a decode step: {shared}"
 
@@ -77,7 +109,10 @@ def test_cancelling_one_sequence_leaves_the_other_running(llm: LlamaCppLanguageM
     runs["cancelled"]["should_stop"] = stop.is_set
     results = together(llm, runs)
     assert results["cancelled"].finish_reason == "cancelled" and len(pieces) == 1, results["cancelled"]
-    assert results["kept"].finish_reason == "stop" and results["kept"].text == alone, results["kept"]
+    assert results["kept"].finish_reason == "stop" and same_answer(results["kept"].text, alone), (
+        results["kept"],
+        alone,
+    )
 
 
 def test_no_caller_hears_another_callers_context(llm: LlamaCppLanguageModel) -> None:
