@@ -4,6 +4,7 @@ gateway configurations on free loopback ports. Helpers: tests/helpers.py."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -68,6 +69,19 @@ def caller_speech() -> Callable[[str], np.ndarray]:
         return cache[text]
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def root_logging_restored() -> Iterator[None]:
+    """Every test leaves the root logger's handlers and level as it found them: a test that runs
+    ``voice-gateway`` in process (``cli.main`` configures logging) would otherwise leave a handler on
+    pytest's captured stderr, closed after that test ("Logging error ... I/O operation on closed file"
+    under every later failure)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

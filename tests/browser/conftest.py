@@ -29,9 +29,11 @@ FIREFOX = Path("/usr/bin/firefox-esr")
 ARTIFACTS = ROOT / "artifacts" / "browser"
 QUESTION = helpers.QUESTION
 
-# Chromium plays a capture file in a loop. The long tail of silence keeps the question from being
-# asked again (and barging in on the answer) before a test is done with its turn.
-LEAD_SILENCE_S = 1.0
+# Chromium plays a capture file in a loop, from the moment the page opens the microphone. The lead
+# silence covers the offer/answer, ICE and DTLS that come after: with 1 s, a loaded machine (a run
+# with other work beside it) lost "What is the" before media flowed. The long tail of silence keeps
+# the question from being asked again (and barging in on the answer) before a test is done with its turn.
+LEAD_SILENCE_S = 3.0
 TRAIL_SILENCE_S = 60.0
 
 # Flags for a quiet, reproducible headless Chromium. Playwright passes most of these already; they
