@@ -160,6 +160,7 @@ class PipelineUnit(UnitLifecycle):
         self.session_state = SessionState.for_call(call_id, self.config)
         self.scope.cancel()  # nothing of an earlier session is live in this one
         self.cue.stop()
+        prepare_filler(self)
         self._sink = sink
 
     def _stop_session(self, under_lock: bool) -> None:

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from gateway.client import RealtimeClient
+from gateway.media.resample import Resampler
 from gateway.server.app_keys import POOL
 from tests.doubles import SlowLanguageModelDouble, ToolCallingLanguageModelDouble
-from tests.helpers import app_idle, serve, wait_until
+from tests.helpers import app_idle, serve, similarity, wait_until, words
 
 CUE_PEAK = (300, 3000)  # the -30 dBFS tone (peak ~1040) through Opus; the answer's speech peaks far above
 SILENT = 100
@@ -144,3 +145,20 @@ async def test_barge_in_and_the_hang_up_stop_the_cue(models, speech, gateway_con
         heard = peaks(following, joined, joined + 2.0)
         assert heard and max(heard) < SILENT, "the last caller's cue reached the next one"
         await following.hangup()
+
+
+@pytest.mark.slow
+async def test_a_filler_is_the_sessions_voice_saying_one_moment_once(models, gateway_config):
+    async with serve(gateway_config(max_response_tokens=12), slow(models, 6.0)) as (url, _app):
+        client = RealtimeClient(url)
+        await client.connect(session={"type": "realtime", "audio": {"output": {"thinking_cue": "filler"}}})
+        await asyncio.sleep(3.0)  # the filler is synthesized once, off the event loop, after the update
+        mark = client.ask("Say hello.")
+        asked = time.monotonic()
+        started = await client.wait_for("output_audio_buffer.started", timeout=60, after=mark)
+        wait = client.heard.samples(asked)[: int(48000 * (client.time_of(started) - asked - 0.1))]
+        audio16k = Resampler(16000).resample_array(wait, 48000).astype(np.float32) / 32768
+        heard = models.stt.transcribe(audio16k, "en")
+        assert similarity(heard, "One moment.") >= 0.6 and len(words(heard)) <= 3, heard  # said once
+        assert not [e for e in client.events[mark:] if "moment" in json.dumps(e).lower()]  # not in any event
+        await client.hangup()
