@@ -195,6 +195,19 @@ class GatewayConfig:
         default=400,
         metadata={"help": "reply audio buffered ahead of the track (barge-in bound)"},
     )
+    thinking_cue: str = field(
+        default="off",
+        metadata={
+            "help": "what a caller hears while a tool call runs or an answer's first audio is late: 'off' "
+            "(silence), 'tone' (a soft two-note sound, -30 dBFS) or 'filler' (the session's voice says 'One "
+            "moment.' once); on the media track only (WebRTC, SIP), never in WebSocket audio or transcripts; "
+            "per session: audio.output.thinking_cue"
+        },
+    )
+    thinking_cue_after_ms: int = field(
+        default=1500,
+        metadata={"help": "the thinking cue starts this long after the end of the caller's turn (or response.create)"},
+    )
     dtmf_barge_in: bool = field(
         default=False,
         metadata={"help": "a DTMF key press (RFC 4733) interrupts the reply, as speech does"},
@@ -281,9 +294,11 @@ class GatewayConfig:
         return cls.from_env(environ, **given)
 
     def __post_init__(self) -> None:
-        """Raises ValueError for a ``log_format`` or ``instance_id`` that cannot be used."""
+        """Raises ValueError for a ``log_format``, ``thinking_cue`` or ``instance_id`` that cannot be used."""
         if self.log_format not in ("text", "json"):
             raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
+        if self.thinking_cue not in ("off", "tone", "filler"):
+            raise ValueError(f"thinking_cue {self.thinking_cue!r}: use 'off', 'tone' or 'filler'")
         if self.instance_id and not _INSTANCE_RE.fullmatch(self.instance_id):
             raise ValueError(f"instance_id {self.instance_id!r}: use 1-40 letters, digits or '-'")
 

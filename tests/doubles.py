@@ -1,4 +1,4 @@
-"""Test doubles (never used by the product): language models that block or fail, a slow STT, TTS
+"""Test doubles (never used by the product): language models that block, fail, wait or call a tool, a slow STT, TTS
 and playout doubles, VAD/STT doubles with a hand-driven VAD -> STT chain, the pipeline control a
 RealtimeSession drives, and a manual clock for its timers."""
 
@@ -14,7 +14,15 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.config import GatewayConfig
-from gateway.models.base import ChatMessage, FunctionTool, Generation, GenerationOptions, LanguageModel, SpeechToText
+from gateway.models.base import (
+    ChatMessage,
+    FunctionTool,
+    Generation,
+    GenerationOptions,
+    LanguageModel,
+    SpeechToText,
+    ToolCall,
+)
 from gateway.pipeline import events as pe
 from gateway.pipeline.events import PipelineEvent, TranscriptionCompleted
 from gateway.pipeline.latency import TurnLatency
@@ -64,6 +72,44 @@ class FailingOnceLanguageModelDouble:
         return self.real.generate(messages, max_tokens, should_stop, on_text, options)
 
 
+class SlowLanguageModelDouble:
+    """Waits ``delay_s`` (or until cancelled) before each ``generate`` of a real model: a turn
+    whose first audio is late, deterministically (a busy shared engine)."""
+
+    def __init__(self, real: LanguageModel, delay_s: float) -> None:
+        self.real = real
+        self.name = real.name
+        self.delay_s = delay_s
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        deadline = time.monotonic() + self.delay_s
+        while time.monotonic() < deadline and not should_stop():
+            time.sleep(0.02)
+        if should_stop():
+            return Generation("", 0, "cancelled")
+        return self.real.generate(messages, max_tokens, should_stop, on_text, options)
+
+
+class ToolCallingLanguageModelDouble(SlowLanguageModelDouble):
+    """Answers a prompt offering tools whose last message is not a tool's output with a call of the
+    first tool (``arguments``), after ``delay_s``; otherwise the real model answers (after it too)."""
+
+    def __init__(self, real: LanguageModel, delay_s: float, arguments: str = "{}") -> None:
+        super().__init__(real, delay_s)
+        self.arguments = arguments
+        self.calls = 0
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        if options is None or not options.tools or messages[-1].role == "tool":
+            return super().generate(messages, max_tokens, should_stop, on_text, options)
+        deadline = time.monotonic() + self.delay_s
+        while time.monotonic() < deadline and not should_stop():
+            time.sleep(0.02)
+        self.calls += 1
+        call = ToolCall(f"call_double_{self.calls}", options.tools[0].name, self.arguments)
+        return Generation("", 1, "tool_calls", tool_calls=[call])
+
+
 class PipelineControlDouble:
     """Test double of ``PipelineControl`` (what PipelineUnit offers the protocol layer).
 
@@ -100,6 +146,7 @@ class PipelineControlDouble:
         turn: TurnDetection,
         voice: Optional[str] = None,
         noise_reduction: Optional[str] = None,
+        thinking_cue: Optional[str] = None,
     ) -> None:
         self.session_state = dataclasses.replace(
             self.session_state,
@@ -110,6 +157,7 @@ class PipelineControlDouble:
             turn=dataclasses.replace(turn),
             voice=voice,
             noise_reduction=noise_reduction,
+            thinking_cue=self.session_state.thinking_cue if thinking_cue is None else thinking_cue,
         )
 
     def keep_alive(self) -> None:

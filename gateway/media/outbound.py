@@ -14,6 +14,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from gateway.media.echo_reference import EchoReference
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
+from gateway.media.thinking_cue import ThinkingCue
 
 FRAME_MS = 20
 FRAME_SAMPLES = SAMPLE_RATE * FRAME_MS // 1000  # 960
@@ -88,7 +89,10 @@ class OutputAudioTrack(PacedAudioTrack):
 
     ``on_events`` is called on the event loop with what each frame started or finished (first
     audio of a response, end of a response). ``echo_reference``, if given, records every frame as
-    it leaves (what the caller's side may echo back).
+    it leaves (what the caller's side may echo back). ``cue``, if given, is the unit's thinking cue
+    (``gateway.media.thinking_cue``): played in frames with no reply audio while it is due, and
+    stopped by the first frame of reply audio. Its frames count as sound (``carried_audio``, the
+    RTP marker of a SIP leg) and are recorded as played, so its echo starts no turn.
     """
 
     def __init__(
@@ -97,20 +101,28 @@ class OutputAudioTrack(PacedAudioTrack):
         on_events: Callable[[PlayoutEvents], None] = lambda e: None,
         on_frame: Optional[FrameHook] = None,
         echo_reference: Optional[EchoReference] = None,
+        cue: Optional[ThinkingCue] = None,
     ) -> None:
         super().__init__(on_frame)
         self._buffer = buffer
+        self._cue = cue
         self._echo_reference = echo_reference
         self._on_events = on_events
         self._carried_audio = False
 
     @property
     def carried_audio(self) -> bool:
-        """Whether the frame just made held reply audio (False: silence, nothing was playing)."""
+        """Whether the frame just made held sound: reply audio or the thinking cue (False:
+        silence, nothing was playing)."""
         return self._carried_audio
 
     def next_samples(self) -> np.ndarray:
         samples, events = self._buffer.read_frame(FRAME_SAMPLES)
+        if self._cue is not None:
+            if samples is not None:
+                self._cue.stop()  # the answer is heard: the cue ends in this very frame
+            else:
+                samples = self._cue.read(FRAME_SAMPLES)
         self._carried_audio = samples is not None
         if samples is None:
             samples = np.zeros(FRAME_SAMPLES, np.int16)

@@ -109,6 +109,7 @@ class UnitLease:
         turn: TurnDetection,
         voice: Optional[str] = None,
         noise_reduction: Optional[str] = None,
+        thinking_cue: Optional[str] = None,
     ) -> None:
         """See ``PipelineControl.update_settings``; ignored once released."""
         if self.live:
@@ -120,6 +121,7 @@ class UnitLease:
                 turn=turn,
                 voice=voice,
                 noise_reduction=noise_reduction,
+                thinking_cue=thinking_cue,
             )
 
     def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:

@@ -16,6 +16,7 @@ from gateway.media.audio_pacer import PlayoutPacer
 from gateway.media.echo_reference import EchoReference
 from gateway.media.outbound import FrameHook, OutputAudioTrack
 from gateway.media.playout import PlayoutBuffer, PlayoutEvents
+from gateway.media.thinking_cue import ThinkingCue
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet
 from gateway.pipeline.cancel import CancelScope
 from gateway.pipeline.chain import StageChain, StageFactory
@@ -34,6 +35,7 @@ from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitI
 from gateway.pipeline.turn import TurnDetection
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
 from gateway.pool.session_state import SessionState
+from gateway.pool.thinking import arm_cue, prepare_filler
 
 __all__ = ["EventSink", "PipelineUnit", "UnitState"]
 
@@ -80,6 +82,7 @@ class PipelineUnit(UnitLifecycle):
     def _build(self) -> None:
         self.playout = PlayoutBuffer(self.scope.is_current, self.config.playout_buffer_ms)
         self.echo_reference = EchoReference()
+        self.cue = ThinkingCue()
         self.chain = StageChain.build(self, self.models, self._marker_out, self._factories)
         self.chain.start(f"unit{self.index}")
 
@@ -118,6 +121,8 @@ class PipelineUnit(UnitLifecycle):
         if isinstance(event, ResponseFinished):
             self.scope.finish(event.generation)
             self.session_state.touch()
+            if not event.tool_calls:
+                self.cue.stop()  # with calls, the cue goes on while the client runs them
         try:
             self._sink(event)
         except Exception:
@@ -127,6 +132,7 @@ class PipelineUnit(UnitLifecycle):
         """Called by the VAD thread when caller speech is confirmed: barge in (cancel the reply and
         drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
         self.session_state.touch()
+        self.cue.stop()
         interruption = self.interrupt() if self.session_state.turn.interrupt_response else None
         self.notify(event)
         if interruption is not None:
@@ -153,6 +159,8 @@ class PipelineUnit(UnitLifecycle):
     def _on_claim(self, call_id: str, sink: EventSink) -> None:
         self.session_state = SessionState.for_call(call_id, self.config)
         self.scope.cancel()  # nothing of an earlier session is live in this one
+        self.cue.stop()
+        prepare_filler(self)
         self._sink = sink
 
     def _stop_session(self, under_lock: bool) -> None:
@@ -160,6 +168,7 @@ class PipelineUnit(UnitLifecycle):
             self._sink = None
             return
         self.scope.cancel()
+        self.cue.stop()
         self.playout.clear()
         self.chain.flush()
 
@@ -171,11 +180,13 @@ class PipelineUnit(UnitLifecycle):
             self.session_state = SessionState.for_call(None, self.config)
             self._latency.clear()
         else:
+            self.cue.stop()
             self.playout.clear()
 
     def _rebuild(self) -> None:
         self.chain.retire()
         self.playout.close()
+        self.cue.stop()
         self.scope.cancel()
         self._build()
 
@@ -190,6 +201,7 @@ class PipelineUnit(UnitLifecycle):
             on_events=self._on_playout_events,
             on_frame=lambda audio, late: self.on_output_frame(audio, late),
             echo_reference=self.echo_reference,
+            cue=self.cue,
         )
 
     def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:
@@ -197,6 +209,10 @@ class PipelineUnit(UnitLifecycle):
         ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do.
         One per session; its ``stop()`` must run before the unit drains."""
         return PlayoutPacer(self.playout, on_audio, self._on_playout_events)
+
+    def run_in_thread(self, work: Callable[[], None]) -> None:
+        """Run ``work`` in the event loop's worker threads (a model call off the loop; on the loop)."""
+        self._loop.run_in_executor(None, work)
 
     def join(self, timeout: float) -> bool:
         """Wait for the stage threads to end. A thread still inside a model call when the
@@ -232,10 +248,12 @@ class PipelineUnit(UnitLifecycle):
         turn: TurnDetection,
         voice: Optional[str] = None,
         noise_reduction: Optional[str] = None,
+        thinking_cue: Optional[str] = None,
     ) -> None:
         """A ``session.update`` of the call: the VAD thread reads the new ``turn`` from its next
         audio chunk (the object is replaced, never changed under it), STT the new ``language``,
-        later responses ``max_tokens`` and ``speed``. Ignored unless a call is served."""
+        later responses ``max_tokens``, ``speed`` and ``thinking_cue`` (None: unchanged). Ignored
+        unless a call is served."""
         if self._active_session() is None:
             return
         state = self.session_state
@@ -246,6 +264,9 @@ class PipelineUnit(UnitLifecycle):
         state.language = language
         state.turn = dataclasses.replace(turn)
         state.noise_reduction = noise_reduction
+        if thinking_cue is not None:
+            state.thinking_cue = thinking_cue
+            prepare_filler(self)
 
     def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
         """Let the shared LLM read the call's instructions and tools ahead of its first turn (an
@@ -296,6 +317,7 @@ class PipelineUnit(UnitLifecycle):
         latency.mark("response_requested", time.monotonic())
         self._latency = {generation: latency}
         self.session_state.touch()
+        arm_cue(self, audio, latency)
         self.chain.llm_in.put(
             ResponseRequest(
                 session,
@@ -320,6 +342,7 @@ class PipelineUnit(UnitLifecycle):
         generation = self.scope.current
         was_live = self.scope.live
         cleared = self.playout.clear()
+        self.cue.stop()
         if not was_live and cleared is None:
             return None
         self.scope.cancel()

@@ -43,6 +43,10 @@ class CallSettings(Protocol):
     def turn(self) -> TurnDetection:
         """Turn detection (Realtime ``audio.input.turn_detection``) the VAD stage follows."""
 
+    @property
+    def thinking_cue(self) -> str:
+        """What the caller hears while an answer is late: "off", "tone" or "filler" (the configured default)."""
+
 
 class PipelineControl(Protocol):
     """What the protocol layer may ask of the pipeline serving its call."""
@@ -60,11 +64,14 @@ class PipelineControl(Protocol):
         turn: TurnDetection,
         voice: Optional[str] = None,
         noise_reduction: Optional[str] = None,
+        thinking_cue: Optional[str] = None,
     ) -> None:
         """Apply a ``session.update`` (the whole effective set, already validated): VAD follows
         ``turn`` from its next audio chunk, STT ``language``, later responses ``max_tokens``/``speed``/
         ``voice`` (the client's voice name; None: the TTS default); the caller's audio is
-        suppressed by ``noise_reduction`` ("near_field", "far_field"; None: off) from its next chunk."""
+        suppressed by ``noise_reduction`` ("near_field", "far_field"; None: off) from its next chunk;
+        ``thinking_cue`` ("off", "tone", "filler"; None: unchanged) is what the media track plays
+        while a tool call runs or an answer's first audio is late (``gateway.pool.thinking``)."""
 
     def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
         """A hint, at call start and after each ``session.update``: the LLM may read these

@@ -218,6 +218,7 @@ class RealtimeSession:
             turn=settings.turn,
             voice=settings.voice,
             noise_reduction=settings.noise_reduction,
+            thinking_cue=settings.thinking_cue,
         )
         self._prepare_prompt()
         if "turn_detection" in changes:

@@ -129,12 +129,18 @@ class AudioInput(_Open):
     noise_reduction: Optional[NoiseReduction] = None
 
 
+ThinkingCueKind = Literal["off", "tone", "filler"]
+
+
 class AudioOutput(_Open):
-    """GA ``audio.output``; any voice name is served by the local voice."""
+    """GA ``audio.output``; any voice name is served by the local voice. ``thinking_cue`` is a
+    gateway extension (``gateway.pool.thinking``): what the media track plays while a tool call
+    runs or an answer's first audio is late."""
 
     format: Optional[AudioFormat] = None
     voice: Optional[str] = None
     speed: Optional[float] = Field(default=None, ge=0.25, le=1.5)
+    thinking_cue: Optional[ThinkingCueKind] = None
 
 
 class Audio(_Open):
@@ -165,6 +171,7 @@ class BetaSession(_Open):
     modalities: Optional[list[Literal["audio", "text"]]] = Field(default=None, min_length=1)
     voice: Optional[str] = None
     speed: Optional[float] = Field(default=None, ge=0.25, le=1.5)
+    thinking_cue: Optional[ThinkingCueKind] = None  # gateway extension, as audio.output.thinking_cue
     input_audio_format: Optional[Literal["pcm16", "g711_ulaw", "g711_alaw"]] = None
     output_audio_format: Optional[Literal["pcm16", "g711_ulaw", "g711_alaw"]] = None
     input_audio_transcription: Optional[Transcription] = None
@@ -251,7 +258,8 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     turn_detection (dict, or None for manual turns; key absent = unchanged), language, model,
     transcription_model, input_format, output_format (GA format dicts), tools (FunctionTool list),
     tool_choice (a ``tools.ToolChoice``), noise_reduction ("near_field", "far_field" or None = off;
-    key absent = unchanged). ``limits`` (default: ``SessionLimits()``) bound the sizes.
+    key absent = unchanged), thinking_cue ("off", "tone", "filler"; the gateway extension
+    ``audio.output.thinking_cue``, beta ``thinking_cue``). ``limits`` (default: ``SessionLimits()``) bound the sizes.
     Raises ClientError (``param`` the dotted path of the bad field; ``code`` ``invalid_value``,
     ``invalid_type``, or a limit's such as ``string_above_max_length``) on a structurally invalid
     value or one over a limit.
@@ -312,6 +320,8 @@ def _beta_changes(session: dict) -> dict:
         changes["voice"] = parsed.voice
     if parsed.speed is not None:
         changes["speed"] = parsed.speed
+    if parsed.thinking_cue is not None:
+        changes["thinking_cue"] = parsed.thinking_cue
     if parsed.max_response_output_tokens is not None:
         changes["max_tokens"] = parsed.max_response_output_tokens
     if parsed.input_audio_transcription is not None:
@@ -340,6 +350,8 @@ def _ga_changes(session: dict) -> dict:
             changes["voice"] = audio.output.voice
         if audio.output.speed is not None:
             changes["speed"] = audio.output.speed
+        if audio.output.thinking_cue is not None:
+            changes["thinking_cue"] = audio.output.thinking_cue
         if audio.output.format is not None:
             changes["output_format"] = _format(audio.output.format)
     if audio and audio.input:
@@ -396,7 +408,8 @@ class SessionSettings:
     ``token_cap`` is the configured per-response cap: what ``"inf"`` means, and what no client may
     exceed. ``turn_defaults`` fill the fields a new ``turn_detection`` object leaves out.
     ``tools`` / ``tool_choice`` are what responses may call (``gateway.realtime.tools``).
-    ``noise_reduction`` is the caller audio's suppression type (pushed to the pipeline too).
+    ``noise_reduction`` is the caller audio's suppression type (pushed to the pipeline too);
+    ``thinking_cue`` what the media track plays while an answer is late (off, tone, filler).
     """
 
     instructions: str
@@ -415,6 +428,7 @@ class SessionSettings:
     tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: ToolChoice = "auto"
     noise_reduction: Optional[str] = None  # "near_field" / "far_field"; None: off
+    thinking_cue: str = "off"
 
     @classmethod
     def from_pipeline(cls, current: CallSettings) -> SessionSettings:
@@ -428,6 +442,7 @@ class SessionSettings:
             turn=turn,
             token_cap=int(current.max_tokens),
             turn_defaults={name: getattr(turn, name) for name in TURN_RESET_FIELDS},
+            thinking_cue=current.thinking_cue,
         )
 
     @property
@@ -454,6 +469,7 @@ class SessionSettings:
             "tools",
             "tool_choice",
             "noise_reduction",
+            "thinking_cue",
         ):
             if name in changes:
                 setattr(self, name, changes[name])

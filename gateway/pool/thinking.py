@@ -1,0 +1,65 @@
+"""When a unit's thinking cue is due, and which sound it plays (``gateway.media.thinking_cue``).
+
+A response that will be spoken, in a session whose ``thinking_cue`` is not ``off``, arms the cue
+:attr:`GatewayConfig.thinking_cue_after_ms` after the end of the caller's turn (the VAD's
+``end_of_turn``; a typed turn or a client's ``response.create``: the request). The first frame of
+answer audio stops it (the track), as do barge-in, a cancel, a text-only response, a response
+that ends without audio or calls, and the end of the call (the unit). A response that ends with
+function calls leaves it armed: the client runs the tool, and its ``response.create`` arms the
+next response, which keeps the cue's earlier due time and its place in the sound.
+
+``filler`` plays the session's voice saying ``FILLER_TEXT``, synthesized once per voice (in a
+worker thread, the first time a session wants it) and kept for the process; until it is ready
+the tone plays instead.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from gateway.media.thinking_cue import FILLER_TEXT, FillerCache, filler_audio, thinking_tone
+from gateway.pipeline.latency import TurnLatency
+
+if TYPE_CHECKING:
+    from gateway.pool.unit import PipelineUnit
+
+TONE = thinking_tone()
+FILLERS = FillerCache()  # every unit of the process shares the voice's filler
+
+
+def arm_cue(unit: PipelineUnit, audio: bool, latency: TurnLatency) -> None:
+    """Arm (or stop) ``unit``'s cue for a response just requested (``audio``: it is spoken)."""
+    state = unit.session_state
+    if not audio or state.thinking_cue == "off":
+        unit.cue.stop()
+        return
+    anchor = latency.end_of_turn or latency.response_requested or time.monotonic()
+    due = anchor + unit.config.thinking_cue_after_ms / 1000
+    filler = _filler(unit, state.voice) if state.thinking_cue == "filler" else None
+    if filler is not None and filler.size:
+        unit.cue.arm(filler, due, loop=False)
+    else:
+        unit.cue.arm(TONE, due, loop=True)
+
+
+def prepare_filler(unit: PipelineUnit) -> None:
+    """A session chose ``filler``: start making its voice's filler now, before it is needed."""
+    if unit.session_state.thinking_cue == "filler":
+        _filler(unit, unit.session_state.voice)
+
+
+def _filler(unit: PipelineUnit, voice: Optional[str]) -> Optional[np.ndarray]:
+    """The filler of the session's voice, or None while it is being made (its making is started)."""
+    tts = unit.models.tts
+    key = (id(tts), voice)
+    found = FILLERS.get(key)
+    if found is None and FILLERS.claim(key):
+
+        def make() -> np.ndarray:
+            return filler_audio(tts.synthesize(FILLER_TEXT, voice=voice), tts.sample_rate)
+
+        unit.run_in_thread(lambda: FILLERS.prepare(key, make))
+    return found
