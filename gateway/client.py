@@ -119,6 +119,7 @@ class RealtimeClient:
         self._recording: set[asyncio.Task] = set()  # events being recorded (held until done)
         self.status: Optional[int] = None
         self.error_body: Optional[str] = None
+        self.answer_s: Optional[float] = None  # the offer's HTTP round trip (answer or refusal), s
         self.retry_after: Optional[str] = None
 
     async def connect(
@@ -161,11 +162,13 @@ class RealtimeClient:
             payload.add_field("session", json.dumps(offer_session), content_type="application/json")
         async with aiohttp.ClientSession() as http:
             query = {"gateway_events": ",".join(self.gateway_events)} if self.gateway_events else None
+            posted = time.monotonic()
             async with http.post(
                 f"{self.base_url}/v1/realtime/calls", data=payload, headers=headers, params=query
             ) as response:
                 self.status = response.status
                 body = await response.text()
+                self.answer_s = time.monotonic() - posted
                 if response.status != 201:
                     self.error_body = body
                     self.retry_after = response.headers.get("Retry-After")

@@ -41,7 +41,9 @@ class GatewayConfig:
     pool_size: int = field(default=2, metadata={"help": "number of PipelineUnits (concurrent calls)"})
     api_key: str = field(default="", metadata={"help": "if set, /v1/realtime/* needs 'Authorization: Bearer <key>'"})
     allowed_origins: str = field(default="", metadata={"help": "CORS origins, comma-separated, '*' for any"})
-    retry_after_s: int = field(default=5, metadata={"help": "Retry-After seconds sent with 503 when the pool is full"})
+    retry_after_s: int = field(
+        default=5, metadata={"help": "Retry-After seconds sent with 503 (pool full, compute busy)"}
+    )
     max_offer_bytes: int = field(default=64 * 1024, metadata={"help": "largest SDP offer accepted"})
     ice_servers: str = field(
         default="",
@@ -115,7 +117,18 @@ class GatewayConfig:
     llm_batch_threads: int = field(default=1, metadata={"help": "llama.cpp prompt-processing threads"})
     admit_by_compute: bool = field(
         default=True,
-        metadata={"help": "refuse new calls (503 compute_busy) while the LLM has no free batch slot"},
+        metadata={
+            "help": "refuse a new call at once (503 compute_busy) when the live calls reach the talking "
+            "capacity or the LLM has no free batch slot"
+        },
+    )
+    talking_capacity: int = field(
+        default=0,
+        metadata={
+            "help": "live calls (potential talkers) admitted at once, beyond which a new one gets 503 "
+            "compute_busy; 0: measured from llama.cpp's decode steps (a turn among N talkers decodes "
+            "at most 2x slower than alone); other engines: no limit but a saturated queue"
+        },
     )
     llm_sequences: int = field(
         default=4,
@@ -294,11 +307,14 @@ class GatewayConfig:
         return cls.from_env(environ, **given)
 
     def __post_init__(self) -> None:
-        """Raises ValueError for a ``log_format``, ``thinking_cue`` or ``instance_id`` that cannot be used."""
+        """Raises ValueError for a ``log_format``, ``thinking_cue``, ``instance_id`` or ``talking_capacity``
+        that cannot be used."""
         if self.log_format not in ("text", "json"):
             raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
         if self.thinking_cue not in ("off", "tone", "filler"):
             raise ValueError(f"thinking_cue {self.thinking_cue!r}: use 'off', 'tone' or 'filler'")
+        if self.talking_capacity < 0:
+            raise ValueError(f"talking_capacity {self.talking_capacity}: use 0 (measured) or a count of callers")
         if self.instance_id and not _INSTANCE_RE.fullmatch(self.instance_id):
             raise ValueError(f"instance_id {self.instance_id!r}: use 1-40 letters, digits or '-'")
 

@@ -16,7 +16,7 @@ Metric names start ``vg_``; durations in their names (``_ms``, ``_seconds``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -121,6 +121,7 @@ class GatewayMetrics:
         self.draining = Gauge("vg_draining", "1 while the process is shutting down (admits no call)", registry=registry)
         self._llm_queue_watched = False
         self._speculation_watched = False
+        self._capacity_watched = False
 
     # ----- calls -----
     def call_started(self, transport: str) -> None:
@@ -233,6 +234,15 @@ class GatewayMetrics:
             self.registry.register(_SpeculationCollector(units))
             self._speculation_watched = True
 
+    def watch_capacity(self, capacity_now: Callable[[], Any]) -> None:
+        """Export the admission by compute, read from ``capacity_now()`` (a
+        ``gateway.pool.capacity.CapacityNow``) at each scrape: ``vg_talkers`` (live calls, each a
+        potential talker), ``vg_talking_capacity{source}`` (the talkers admitted at once; absent
+        without a limit) and ``vg_decode_step_ms{size}`` (typical decode step by batch size)."""
+        if not self._capacity_watched:
+            self.registry.register(_CapacityCollector(capacity_now))
+            self._capacity_watched = True
+
     def render(self) -> bytes:
         """This registry in the Prometheus text exposition format, as ``GET /metrics`` serves it."""
         return generate_latest(self.registry)
@@ -271,6 +281,28 @@ class _ComputeQueueCollector(Collector):
         family.add_metric(["running"], float(load.running))
         family.add_metric(["waiting"], float(load.waiting))
         yield family
+
+
+class _CapacityCollector(Collector):
+    """``vg_talkers``, ``vg_talking_capacity{source}`` and ``vg_decode_step_ms{size}`` from a
+    ``CapacityNow`` read at scrape time."""
+
+    def __init__(self, capacity_now: Callable[[], Any]) -> None:
+        self._now = capacity_now
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = self._now()
+        yield GaugeMetricFamily("vg_talkers", "Live calls, each a potential talker", value=float(now.talkers))
+        limit = GaugeMetricFamily(
+            "vg_talking_capacity", "Live calls admitted at once by compute, by source", labels=["source"]
+        )
+        if now.limit is not None:
+            limit.add_metric([now.source], float(now.limit))
+        yield limit
+        steps = GaugeMetricFamily("vg_decode_step_ms", "Typical LLM decode step by batch size, ms", labels=["size"])
+        for size, ms in now.step_ms.items():
+            steps.add_metric([str(size)], float(ms))
+        yield steps
 
 
 class _SpeculationCollector(Collector):

@@ -8,9 +8,12 @@ N opens N real WebRTC calls on loopback, starting 0.7 s apart; each caller speak
 (``../shared/fixtures/speech``, listed in its ``transcripts.tsv``; callers take them in turn) and
 waits for the spoken answer. Voice-to-voice is the client's own: its last voiced frame sent -> the
 first voiced reply frame heard (``scripts/bench_turn.py``). A call refused with 503 (``compute_busy``
-or ``pool_full``: admission by capacity) is counted with the time its refusal took.
+or ``pool_full``: admission by capacity) is counted with the time its refusal took (the offer's
+HTTP round trip). The talking capacity (``--talking-capacity``, else measured from the decode steps:
+``VG_TALKING_CAPACITY`` sets it here) and its decode step times are printed first.
 
-Prints, per N: p50 / p95 / max voice-to-voice of the answered callers, refusals, aggregate LLM
+Prints, per N: p50 / p95 / max voice-to-voice of the answered callers, how many were admitted and
+refused (by code, with p50 / max time to the 503), aggregate LLM
 tokens/s over the round (output tokens of all responses / wall time), and this process's CPU
 (user+sys seconds / wall, 2.0 = both cores of a 2-core box: gateway and callers together); then
 one row per caller, beside its voice-to-voice alone (N=1 of the same recording, when measured).
@@ -22,9 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -36,7 +41,7 @@ from bench_turn import event_for, final_turn_response, percentile, trailing_sile
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
 from gateway.media.audio_file import read_audio_file
-from gateway.server.app import METRICS, MODELS
+from gateway.server.app import METRICS, MODELS, POOL
 from gateway.server.runner import free_port, running_gateway
 
 SPEECH = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "speech"
@@ -48,6 +53,7 @@ class Caller:
 
     recording: str
     status: int = 0
+    code: str = ""  # the refusal's error code (compute_busy, pool_full)
     v2v_ms: Optional[float] = None
     refused_ms: Optional[float] = None
     heard: str = ""
@@ -71,7 +77,10 @@ async def talk(url: str, name: str, audio: np.ndarray, tail_s: float) -> Caller:
     started = time.monotonic()
     caller.status = await client.connect()
     if caller.status != 201:
-        caller.refused_ms = (time.monotonic() - started) * 1000
+        answer_s = client.answer_s if client.answer_s is not None else time.monotonic() - started
+        caller.refused_ms = answer_s * 1000
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            caller.code = json.loads(client.error_body or "")["error"]["code"]
         await client.close()
         return caller
     try:
@@ -119,8 +128,16 @@ def print_round(result: dict[str, Any], alone: dict[str, float]) -> None:
     if answered:
         p50, p95 = percentile(answered, 0.5), percentile(answered, 0.95)
         print(f"voice-to-voice p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {max(answered):.0f} ms; ", end="")
-    refusals = ", ".join(f"{c.status} in {c.refused_ms:.0f} ms" for c in refused) or "none"
-    print(f"refused: {refusals}; LLM {result['tok_s']:.1f} tok/s; CPU {result['cpu']:.2f} cores\n")
+    print(f"admitted {len(result['callers']) - len(refused)} of {len(result['callers'])}, ", end="")
+    if refused:
+        codes = Counter(c.code or str(c.status) for c in refused)
+        times = [c.refused_ms for c in refused if c.refused_ms is not None]
+        by_code = ", ".join(f"{code} x{count}" for code, count in codes.items())
+        print(f"refused {len(refused)} ({by_code}; 503 in p50 {percentile(times, 0.5):.0f} ms, ", end="")
+        print(f"max {max(times):.0f} ms)", end="")
+    else:
+        print("refused none", end="")
+    print(f"; LLM {result['tok_s']:.1f} tok/s; CPU {result['cpu']:.2f} cores\n")
     print("| caller | recording | voice-to-voice ms | × alone | heard -> said |")
     print("|---|---|---|---|---|")
     for i, c in enumerate(result["callers"]):
@@ -149,6 +166,9 @@ async def main() -> int:
             f"{config.llm_busy_threads}; admit_by_compute {config.admit_by_compute}; {os.cpu_count()} CPUs; "
             f"load {os.getloadavg()[0]:.2f}"
         )
+        capacity = app[POOL].capacity_now()
+        steps = ", ".join(f"{size}: {ms:.0f}" for size, ms in capacity.step_ms.items()) or "none"
+        print(f"talking capacity {capacity.limit} ({capacity.source}); decode step ms by batch size {{{steps}}}")
         alone: dict[str, float] = {}
         for name, samples in audio.items():  # every recording alone first: the × alone baseline
             if 1 in counts:

@@ -88,6 +88,9 @@ def root_logging_restored() -> Iterator[None]:
 def gateway_config() -> Callable[..., GatewayConfig]:
     def make(**overrides) -> GatewayConfig:
         overrides.setdefault("pool_size", 1)
+        # A talking capacity of the pool size: admission never depends on this machine's measured
+        # decode speed (tests/server/test_talking_capacity.py sets its own).
+        overrides.setdefault("talking_capacity", overrides["pool_size"])
         return GatewayConfig(port=free_port(), **overrides)
 
     return make

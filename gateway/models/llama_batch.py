@@ -20,6 +20,10 @@ decided per step (two threads collapse when the other core is busy with STT/TTS 
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
+Step times: each pure decode step (one token per sequence) is timed into :attr:`BatchDecoder.step_times`
+by its size; :meth:`BatchDecoder.measure_steps` seeds every size at start-up. Admission reads them
+as a talking capacity (``gateway.models.decode_capacity``).
+
 Positions: a sequence holding tokens ``t[0..n)`` has them at positions ``0..n-1``. Errors: a step
 that finds no free KV cell first frees idle sequences, then fails the evaluations in that step with
 :class:`~gateway.models.base.LanguageModelError`.
@@ -37,6 +41,7 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.models.base import LanguageModelError
+from gateway.models.decode_capacity import StepTimes
 from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
@@ -125,6 +130,7 @@ class BatchDecoder:
         self._threads_now = threads
         self.steps = 0
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
+        self.step_times = StepTimes()  # pure decode steps by size (admission's talking capacity)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
         self._thread.start()
@@ -163,6 +169,41 @@ class BatchDecoder:
             target.used = time.monotonic()
             self._pending.append(_Evaluation(target.seq, list(tokens), reuse_others=True))
             self._cond.notify_all()
+
+    def measure_steps(self, repeats: int = 3) -> dict[int, float]:
+        """Time ``repeats`` decode steps of every batch size 1..``sequences`` into :attr:`step_times`
+        (the start-up seed of the talking capacity; real turns' steps update it). Each step puts one
+        token after what each sequence holds, and the cells are dropped again after, so the
+        sequences keep their tokens. Runs on the step thread between two steps (~12 steps: about
+        2 s for the 1.5B model on a slow 2-core box; call it before callers come). Returns
+        :meth:`StepTimes.typical_ms`. Raises LanguageModelError when llama.cpp fails a step."""
+        failed: list[int] = []
+
+        def probe() -> None:
+            for size in range(1, self.sequences + 1):
+                seqs = self._seqs[:size]
+                for r in range(repeats):
+                    batch = self._batch
+                    for i, seq in enumerate(seqs):
+                        batch.token[i], batch.pos[i] = 0, len(seq.tokens) + r
+                        batch.n_seq_id[i], batch.seq_id[i][0], batch.logits[i] = 1, seq.seq, 1
+                    batch.n_tokens = size
+                    self._use_threads(size)
+                    started = time.perf_counter()
+                    status = self._lib.llama_decode(self.ctx, batch)
+                    if status != 0:
+                        failed.append(status)
+                        break
+                    self.step_times.record(size, time.perf_counter() - started)
+                for seq in seqs:
+                    self._lib.llama_memory_seq_rm(self._memory, seq.seq, len(seq.tokens), -1)
+                if failed:
+                    return
+
+        self._control(probe)
+        if failed:
+            raise LanguageModelError(f"llama_decode failed ({failed[0]}) while timing decode steps")
+        return self.step_times.typical_ms()
 
     def forget(self) -> None:
         """Drop what idle sequences hold and every saved state (tests of the state cache)."""
@@ -304,12 +345,16 @@ class BatchDecoder:
             room -= take
         return plan
 
+    def _use_threads(self, size: int) -> None:
+        """``threads`` for a step of one sequence, ``threads_busy`` for several (decided per step)."""
+        threads = self.threads if size == 1 else self.threads_busy
+        if threads != self._threads_now:
+            self._lib.llama_set_n_threads(self.ctx, threads, threads)
+            self._threads_now = threads
+
     def _step(self, plan: list[tuple[_Evaluation, int]]) -> None:
         lib, batch = self._lib, self._batch
-        threads = self.threads if len(plan) == 1 else self.threads_busy
-        if threads != self._threads_now:
-            lib.llama_set_n_threads(self.ctx, threads, threads)
-            self._threads_now = threads
+        self._use_threads(len(plan))
         n, outputs = 0, []
         for evaluation, take in plan:
             seq = self._seqs[evaluation.seq]
@@ -322,7 +367,10 @@ class BatchDecoder:
             if last:
                 outputs.append((evaluation, n - 1))
         batch.n_tokens = n
+        started = time.perf_counter()
         status = lib.llama_decode(self.ctx, batch)
+        if status == 0 and n == len(plan):  # a pure decode step: one token per sequence
+            self.step_times.record(n, time.perf_counter() - started)
         with self._cond:
             if status == 1 and self._free_idle():
                 status = lib.llama_decode(self.ctx, batch)

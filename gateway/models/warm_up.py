@@ -4,6 +4,8 @@ The first call into each engine pays for one-time work: ONNX Runtime and CTransl
 allocate on their first run, llama.cpp and torch fault their weights in and size their buffers,
 Piper loads its phonemizer. VAD, Smart Turn and Whisper warm themselves up as they load; the LLM and
 TTS are warmed here, after loading (a failure is logged, never fatal: the first call is then slow).
+A batched llama.cpp engine also times its decode steps of every batch size here
+(``BatchDecoder.measure_steps``): the seed of the talking capacity admission uses.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.models.base import ChatMessage, LanguageModel, TextToSpeech
+from gateway.models.base import ChatMessage, LanguageModel, LanguageModelError, TextToSpeech
+from gateway.models.decode_capacity import talking_capacity
+from gateway.models.llama_batch import BatchDecoder
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +23,8 @@ log = logging.getLogger(__name__)
 def warm_up_models(
     llm: LanguageModel, tts: TextToSpeech, instructions: str = "You are a helpful voice assistant."
 ) -> None:
-    """One short generation (2 tokens, with ``instructions`` as the system prompt) and one short
-    synthesis; logs how long each took."""
+    """One short generation (2 tokens, with ``instructions`` as the system prompt), the decode
+    step probe of a batched engine, and one short synthesis; logs how long each took."""
     started = time.monotonic()
     try:
         llm.generate(
@@ -31,6 +35,15 @@ def warm_up_models(
         )
     except Exception:
         log.warning("LLM warm-up failed; the first response may be slow", exc_info=True)
+    decoder = getattr(llm, "decoder", None)
+    if isinstance(decoder, BatchDecoder):
+        try:
+            steps = decoder.measure_steps()
+            capacity = talking_capacity(steps, decoder.sequences)
+            timings = ", ".join(f"{size}: {ms:.0f}" for size, ms in steps.items())
+            log.info("decode step ms by batch size {%s}: %d talking callers within the target", timings, capacity)
+        except LanguageModelError:
+            log.warning("timing decode steps failed; the talking capacity waits for real turns", exc_info=True)
     llm_s = time.monotonic() - started
     started = time.monotonic()
     try:

@@ -1,4 +1,5 @@
-"""UnitPool: the fixed set of PipelineUnits built at start-up."""
+"""UnitPool: the fixed set of PipelineUnits built at start-up, and who may claim one: an idle unit
+and, by compute, room for one more talking caller (:mod:`gateway.pool.capacity`)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,23 @@ from typing import Optional
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
 from gateway.pipeline.chain import StageFactory
+from gateway.pool.capacity import CapacityNow, TalkingCapacity
 from gateway.pool.lease import UnitLease
 from gateway.pool.unit import EventSink, PipelineUnit, UnitState
 
 
 class PoolFullError(RuntimeError):
-    """Every unit is active, draining or stuck; the offer is refused (HTTP 503), never queued."""
+    """Every unit is active, draining or stuck; the offer is refused (HTTP 503), never queued.
+    ``code``: the error code of the refusal."""
+
+    code = "pool_full"
+
+
+class ComputeBusyError(PoolFullError):
+    """Units are free but the compute is not: one more talking caller could not be answered within
+    the target (:mod:`gateway.pool.capacity`); refused like a full pool, with its own ``code``."""
+
+    code = "compute_busy"
 
 
 class UnitPool:
@@ -30,6 +42,7 @@ class UnitPool:
         self.config = config
         loop = loop or asyncio.get_running_loop()
         self.units = [PipelineUnit(i, models, config, loop, stage_factories) for i in range(config.pool_size)]
+        self.capacity = TalkingCapacity(config, models.llm)
         self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
         self.on_recovery: Callable[[PipelineUnit], None] = lambda unit: None  # a stuck unit rebuilt (metrics)
         for unit in self.units:
@@ -37,16 +50,32 @@ class UnitPool:
             unit.on_recovery = lambda u: self.on_recovery(u)
 
     def claim(self, call_id: str, sink: EventSink) -> UnitLease:
-        """An idle unit now bound to ``call_id``, as the call's lease (inert once released);
-        raises PoolFullError if there is none. Synchronous: nothing runs between check and set."""
+        """An idle unit now bound to ``call_id``, as the call's lease (inert once released); raises
+        what :meth:`refusal` gives, if anything. Synchronous: nothing runs between check and set."""
+        refused = self.refusal()
+        if refused is not None:
+            raise refused
         for unit in self.units:
             if unit.claim(call_id, sink):
                 return UnitLease(unit, call_id)
-        raise PoolFullError(f"all {len(self.units)} units are busy")
+        raise PoolFullError(f"All lines are busy (all {len(self.units)} units are in use)")
+
+    def refusal(self) -> Optional[PoolFullError]:
+        """Why a call would be refused now: PoolFullError when no unit is idle, else
+        ComputeBusyError when the compute admits no more talkers (:meth:`capacity_now`); None
+        when a claim would succeed."""
+        if self.count(UnitState.IDLE) == 0:
+            return PoolFullError(f"All lines are busy (all {len(self.units)} units are in use)")
+        reason = self.capacity_now().refusal()
+        return ComputeBusyError(reason) if reason is not None else None
 
     def count(self, state: UnitState) -> int:
         """Units now in ``state``; read without locks, so a moment's view for /v1/pool and metrics."""
         return sum(1 for unit in self.units if unit.state is state)
+
+    def capacity_now(self) -> CapacityNow:
+        """The compute admission now: every ``active`` unit (a live call) counts as a talker."""
+        return self.capacity.now(self.count(UnitState.ACTIVE))
 
     def snapshot(self) -> dict:
         """The body of ``GET /v1/pool``."""

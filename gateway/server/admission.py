@@ -2,7 +2,7 @@
 of the GA ``client_secrets`` flow), reading the offer, and the call itself.
 
 An ephemeral key is taken when the request comes in and given back whenever no call comes of it
-(refused offer, pool full, a server fault, the client gone), so a browser may retry with it until
+(refused offer, pool full, compute busy, a server fault, the client gone), so a browser may retry with it until
 it expires. Sources: the OpenAI Realtime WebRTC contract (``POST /v1/realtime/calls`` with
 ``Authorization: Bearer``; ephemeral keys from ``POST /v1/realtime/client_secrets``).
 """
@@ -15,10 +15,9 @@ from typing import Optional
 
 from aiohttp import web
 
-from gateway.models.engine_queue import ComputeLoad, EngineQueue
 from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate, merged_updates
-from gateway.server.app_keys import CONFIG, KEYS, METRICS, MODELS, SESSIONS, SHUTDOWN
+from gateway.server.app_keys import CONFIG, KEYS, METRICS, POOL, SESSIONS, SHUTDOWN
 from gateway.server.auth import Grant, bearer, same_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import Offer, requested_extensions
@@ -64,10 +63,10 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     ``Authorization: Bearer`` header (a WebSocket passes the one it found). An ephemeral key is honoured
     (its session config applies) even when no API key is configured. Raises ApiError (401
     ``invalid_api_key``); 503 ``server_shutdown`` once the gateway is draining (checked first: no
-    key is used up), then 503 ``compute_busy`` when the LLM cannot take one more talking caller
-    (:func:`refuse_if_compute_saturated`)."""
+    key is used up), then 503 ``pool_full`` or ``compute_busy`` when this process has no unit or
+    cannot answer one more talking caller (:func:`refuse_if_busy`)."""
     request.app[SHUTDOWN].refuse_if_draining()
-    refuse_if_compute_saturated(request)
+    refuse_if_busy(request)
     config = request.app[CONFIG]
     if token is None:
         token = bearer(request.headers.get("Authorization"))
@@ -87,31 +86,17 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     )
 
 
-def compute_load(app: web.Application) -> Optional[ComputeLoad]:
-    """The shared LLM engine's queue now (None for an engine without one, or before the models)."""
-    models = app.get(MODELS)
-    queue = getattr(getattr(models, "llm", None), "queue", None)
-    return queue.load() if isinstance(queue, EngineQueue) else None
-
-
-def refuse_if_compute_saturated(request: web.Request) -> None:
-    """Admission by capacity: with ``admit_by_compute`` on, a new call or session is refused at
-    once (503 ``compute_busy``, ``Retry-After``; counted as ``calls{result="compute_busy"}``) while
-    the LLM engine could not answer one more talking caller without queueing it (every batch
-    slot busy, or turns waiting already): behind nginx the offer then goes to the next process."""
-    config = request.app[CONFIG]
-    load = compute_load(request.app) if config.admit_by_compute else None
-    if load is None or not load.saturated:
+def refuse_if_busy(request: web.Request) -> None:
+    """Admission by pool and capacity, before the offer is read: a new call or session is refused
+    at once (503 ``pool_full`` or ``compute_busy``, :func:`busy_error`) when no unit is idle, or
+    when the live calls have reached the talking capacity or the LLM engine's queue is saturated
+    (:mod:`gateway.pool.capacity`): behind nginx the offer then goes to the next process. The
+    claim of a unit checks the same again (a call admitted meanwhile)."""
+    if POOL not in request.app:
         return
-    retry = config.retry_after_s
-    request.app[METRICS].calls.labels(result="compute_busy").inc()
-    raise ApiError(
-        503,
-        f"The model is busy answering {load.running} callers ({load.waiting} waiting); retry in {retry} s.",
-        "compute_busy",
-        "server_busy",
-        headers={"Retry-After": str(retry)},
-    )
+    refused = request.app[POOL].refusal()
+    if refused is not None:
+        raise busy_error(request, refused.code, str(refused))
 
 
 async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[LiveSession, str]:
@@ -119,7 +104,8 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Live
     key's session config first, the offer's on top. Returns (call, SDP answer).
 
     Raises ApiError: 401 (see :func:`admit`), 400 (the body; a session config that is invalid, also
-    once merged; an unusable offer: code ``invalid_offer``), 503 ``pool_full`` with ``Retry-After``.
+    once merged; an unusable offer: code ``invalid_offer``), 503 ``pool_full`` or ``compute_busy``
+    with ``Retry-After`` (:func:`busy_error`).
     The ephemeral key is given back whenever no call came of it.
     """
     admission = admit(request)
@@ -128,9 +114,9 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Live
         offer = await read_offer(request)
         update = merged_updates(admission.update, offer.update)  # each one was valid: together too?
         call, answer = await open_webrtc_call(request.app[SESSIONS], offer.sdp, update, extensions=extensions)
-    except PoolFullError as exc:
+    except PoolFullError as exc:  # or ComputeBusyError: its code says which
         admission.refund(request)
-        raise pool_full_error(request, exc) from None
+        raise busy_error(request, exc.code, str(exc)) from None
     except OfferError as exc:
         admission.refund(request)
         raise ApiError(400, str(exc), "invalid_offer") from None
@@ -141,15 +127,10 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Live
     return call, answer
 
 
-def pool_full_error(request: web.Request, exc: PoolFullError) -> ApiError:
-    """The answer to a call or WebSocket session refused because every unit is busy (503
-    ``pool_full`` with ``Retry-After``), counted in the ``calls`` metric."""
+def busy_error(request: web.Request, code: str, message: str) -> ApiError:
+    """The answer to a call or session refused for want of a unit or of compute: 503 ``code``
+    (``pool_full``, ``compute_busy``) with ``Retry-After``, counted as ``calls{result=code}``;
+    ``message`` says why (a sentence without its full stop)."""
     retry = request.app[CONFIG].retry_after_s
-    request.app[METRICS].calls.labels(result="pool_full").inc()
-    return ApiError(
-        503,
-        f"All lines are busy ({exc}); retry in {retry} s.",
-        "pool_full",
-        "server_busy",
-        headers={"Retry-After": str(retry)},
-    )
+    request.app[METRICS].calls.labels(result=code).inc()
+    return ApiError(503, f"{message}; retry in {retry} s.", code, "server_busy", headers={"Retry-After": str(retry)})

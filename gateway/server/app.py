@@ -90,6 +90,7 @@ def _models_and_pool(models: Optional[ModelSet], stage_factories: Optional[dict[
             unit.on_input_frame = metrics.inbound_frame
             unit.on_output_frame = metrics.outbound_frame
         metrics.watch_speculation(pool.units)
+        metrics.watch_capacity(pool.capacity_now)
 
         def on_unit_change(unit: Optional[PipelineUnit]) -> None:
             for state, count in pool.snapshot()["totals"].items():

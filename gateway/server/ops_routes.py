@@ -11,7 +11,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.logging_setup import redact_call_id
-from gateway.server.admission import compute_load
 from gateway.server.app_keys import CONFIG, METRICS, MODELS, POOL, SHUTDOWN
 from gateway.server.auth import bearer, same_key
 from gateway.server.errors import ApiError
@@ -38,18 +37,23 @@ async def pool_status(request: web.Request) -> web.Response:
 
     A call id is the capability to hang the call up (``DELETE /v1/realtime/calls/{call_id}``
     needs no key), so this view shows it shortened (:func:`redact_call_id`: the instance and the
-    first 8 hex digits), enough to match the logs. Adds ``instance``, ``draining`` and ``compute``
-    (the LLM's queue: ``running``, ``waiting``, ``slots``, ``saturated``; null without one).
+    first 8 hex digits), enough to match the logs. Adds ``instance``, ``draining``, ``compute``
+    (the LLM's queue: ``running``, ``waiting``, ``slots``, ``saturated``; null without one) and
+    ``capacity`` (admission by compute, :class:`gateway.pool.capacity.CapacityNow`: ``talkers``
+    live, the talking capacity ``limit`` and its ``source``, the decode ``step_ms`` by batch size,
+    ``busy``).
     """
     require_operator(request)
-    snapshot = request.app[POOL].snapshot()
+    pool = request.app[POOL]
+    snapshot = pool.snapshot()
     for unit in snapshot["units"]:
         if unit.get("call_id"):
             unit["call_id"] = redact_call_id(unit["call_id"])
     snapshot["instance"] = request.app[CONFIG].instance
     snapshot["draining"] = request.app[SHUTDOWN].draining
-    load = compute_load(request.app)
-    snapshot["compute"] = load.as_json() if load is not None else None
+    capacity = pool.capacity_now()
+    snapshot["compute"] = capacity.compute.as_json() if capacity.compute is not None else None
+    snapshot["capacity"] = capacity.as_json()
     return web.json_response(snapshot)
 
 

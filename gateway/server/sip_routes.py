@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.server.app_keys import CONFIG, SESSIONS, SHUTDOWN, SIP
+from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP
 from gateway.server.auth import bearer, same_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import read_text, session_update
@@ -115,7 +115,13 @@ async def sip_user_agent(app: web.Application) -> AsyncIterator[None]:
         yield
         return
     shutdown = app[SHUTDOWN]
-    user_agent = SipUserAgent(config, app[SESSIONS], draining=lambda: shutdown.draining)
+    calls = app[METRICS].calls
+    user_agent = SipUserAgent(
+        config,
+        app[SESSIONS],
+        draining=lambda: shutdown.draining,
+        on_busy=lambda code: calls.labels(result=code).inc(),
+    )
     await user_agent.start()
     app[SIP] = user_agent
     yield

@@ -8,8 +8,9 @@ Source: the OpenAI Realtime WebSocket contract: ``wss://host/v1/realtime?model=.
 subprotocols ``realtime``, ``openai-insecure-api-key.<key>`` and optionally
 ``openai-beta.realtime-v1``; the server selects ``realtime``. ``OpenAI-Beta: realtime=v1`` (or that
 subprotocol) asks for the beta protocol. A refusal is an HTTP error before the upgrade, JSON like
-every error of the API: 400 (no WebSocket upgrade), 401, 404 (no such call), 503 ``pool_full`` with
-``Retry-After`` (a unit is claimed before the upgrade), 503 ``server_shutdown`` while draining.
+every error of the API: 400 (no WebSocket upgrade), 401, 404 (no such call), 503 ``pool_full`` or
+``compute_busy`` with ``Retry-After`` (a unit is claimed before the upgrade), 503 ``server_shutdown``
+while draining.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from aiohttp import web
 from gateway.pool.end_reason import EndReason
 from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate, merged_updates
-from gateway.server.admission import admit, pool_full_error
+from gateway.server.admission import admit, busy_error
 from gateway.server.app_keys import CONFIG, LIMITS, METRICS, SESSIONS
 from gateway.server.auth import bearer, same_key
 from gateway.server.errors import ApiError
@@ -78,9 +79,9 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
         update = merged_updates(admission.update, url_update)
         beta = wants_beta(request, offered)
         session, leg = open_websocket_session(request.app[SESSIONS], update, beta=beta, extensions=extensions)
-    except PoolFullError as exc:
+    except PoolFullError as exc:  # or ComputeBusyError: its code says which
         admission.refund(request)
-        raise pool_full_error(request, exc) from None
+        raise busy_error(request, exc.code, str(exc)) from None
     except BaseException:  # a server fault: no session, so no key used up
         admission.refund(request)
         raise

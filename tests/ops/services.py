@@ -25,6 +25,8 @@ from tests import helpers
 ROOT = Path(__file__).resolve().parents[2]
 # Small, fast models for the process tests: they start in seconds and answer in well under one.
 FAST_MODELS = ["--llm-model", "smollm2-135m", "--turn-detector", "silence", "--llm-threads", "1"]
+# Admission by a fixed talking capacity, not this machine's measured decode speed (deterministic).
+FIXED_CAPACITY = ["--talking-capacity", "16"]
 
 
 def unavailable(reason: str) -> None:
@@ -97,7 +99,19 @@ def start_gateway(
     """``python -m gateway serve`` on a free loopback port with the fast models and ``flags``;
     returns (service, base URL). Wait for it with :func:`wait_healthy`."""
     port = port or free_port()
-    argv = [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1", "--port", str(port), *FAST_MODELS, *flags]
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *FAST_MODELS,
+        *FIXED_CAPACITY,
+        *flags,
+    ]
     child_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     service = Service(name, argv, tmp_path / f"{name}.log", env=child_env, cwd=ROOT)
     return service, f"http://127.0.0.1:{port}"

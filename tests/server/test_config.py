@@ -20,3 +20,11 @@ def test_bad_env_value_names_the_variable():
 
 def test_origins_list():
     assert GatewayConfig(allowed_origins="http://a, http://b ,").origins == ["http://a", "http://b"]
+
+
+def test_talking_capacity_flag_and_its_bounds():
+    args = build_parser().parse_args(["serve", "--talking-capacity", "3"])
+    assert GatewayConfig.from_args(args, {}).talking_capacity == 3
+    assert GatewayConfig().talking_capacity == 0  # measured
+    with pytest.raises(ValueError, match="talking_capacity"):
+        GatewayConfig(talking_capacity=-1)

@@ -2,7 +2,8 @@
 (accept, reject, refer, hang up), in the shape of OpenAI's SIP interface.
 
 Incoming call (RFC 3261 13.3): ``100 Trying`` at once; an offer that cannot be answered gets
-``488``, a full pool or a draining gateway ``503`` (with ``Retry-After``); else a unit is claimed,
+``488``, a full pool, busy compute (``gateway.pool.capacity``) or a draining gateway ``503`` (with
+``Retry-After``: a proxy or trunk tries another gateway); else a unit is claimed,
 ``180 Ringing`` sent and the backend told with a signed ``realtime.call.incoming`` webhook
 (``gateway.transports.sip.webhook``). The backend then accepts (200 OK + SDP answer) or rejects
 (its status, 603 by default); without a webhook the call is accepted at once with the default
@@ -87,7 +88,8 @@ class SipUserAgent:
     """The SIP side of the gateway on ``config.sip_host``:``config.sip_port`` (UDP and TCP); each
     call's session is opened through ``door`` (its metrics, watchdogs, hang-up and sideband are the
     door's). ``calls`` maps the call ids (``sip_...``) to live calls. ``draining()`` True refuses
-    new calls (503). Raises
+    new calls (503); ``on_busy(code)`` is told of each call refused for a full pool or busy
+    compute (``pool_full``, ``compute_busy``: the metrics). Raises
     ValueError for unusable SIP settings (webhook secret, RTP port range, no public address).
     """
 
@@ -98,6 +100,7 @@ class SipUserAgent:
         *,
         timers: Timers = DEFAULT_TIMERS,
         draining: Callable[[], bool] = lambda: False,
+        on_busy: Callable[[str], None] = lambda code: None,
     ) -> None:
         self.config = config
         self.host = config.sip_host or config.host
@@ -116,6 +119,7 @@ class SipUserAgent:
         self._ringing: dict[int, SipCall] = {}  # id() of the INVITE's transaction -> its call
         self._door = door
         self._draining = draining
+        self._on_busy = on_busy
         self._tasks: set[asyncio.Future[Any]] = set()
 
     @property
@@ -269,9 +273,12 @@ class SipUserAgent:
 
         try:
             self._door.open(TransportKind.SIP, None, connect)
-        except PoolFullError:
+        except PoolFullError as exc:  # or ComputeBusyError: its code says which
+            log.info("INVITE refused (%s): %s", exc.code, exc)
+            self._on_busy(exc.code)
             response = make_response(invite, 503)
             response.add("Retry-After", str(self.config.retry_after_s))
+            response.add("Warning", f'399 voice-gateway "{exc.code}"')
             transaction.respond(response)
             return
         call = calls[0]
