@@ -88,7 +88,8 @@ class OutputAudioTrack(PacedAudioTrack):
 
     ``on_events`` is called on the event loop with what each frame started or finished (first
     audio of a response, end of a response). ``echo_reference``, if given, records every frame as
-    it leaves (what the caller's side may echo back).
+    it leaves (what the caller's side may echo back); ``on_samples(samples, played_at)``, if given,
+    gets every frame too (int16 48 kHz, silence included; ``played_at`` monotonic s), for a recording.
     """
 
     def __init__(
@@ -97,9 +98,11 @@ class OutputAudioTrack(PacedAudioTrack):
         on_events: Callable[[PlayoutEvents], None] = lambda e: None,
         on_frame: Optional[FrameHook] = None,
         echo_reference: Optional[EchoReference] = None,
+        on_samples: Optional[Callable[[np.ndarray, float], None]] = None,
     ) -> None:
         super().__init__(on_frame)
         self._buffer = buffer
+        self._on_samples = on_samples
         self._echo_reference = echo_reference
         self._on_events = on_events
         self._carried_audio = False
@@ -116,6 +119,8 @@ class OutputAudioTrack(PacedAudioTrack):
             samples = np.zeros(FRAME_SAMPLES, np.int16)
         if self._echo_reference is not None:
             self._echo_reference.record(samples, audible=self._carried_audio)
+        if self._on_samples is not None:
+            self._on_samples(samples, time.monotonic())
         if events.started is not None or events.stopped is not None:
             self._on_events(events)
         return samples

@@ -155,6 +155,7 @@ class GaSession(_Open):
     max_output_tokens: Optional[Union[int, Literal["inf"]]] = None
     tools: Optional[Any] = None  # checked by gateway.realtime.tools
     tool_choice: Optional[Any] = None
+    recording: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
 
 
 class BetaSession(_Open):
@@ -174,6 +175,7 @@ class BetaSession(_Open):
     temperature: Optional[float] = None
     tools: Optional[Any] = None  # checked by gateway.realtime.tools
     tool_choice: Optional[Any] = None
+    recording: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
 
 
 # Keys only one of the two shapes has; a session object with neither keeps the session's dialect.
@@ -251,7 +253,9 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     turn_detection (dict, or None for manual turns; key absent = unchanged), language, model,
     transcription_model, input_format, output_format (GA format dicts), tools (FunctionTool list),
     tool_choice (a ``tools.ToolChoice``), noise_reduction ("near_field", "far_field" or None = off;
-    key absent = unchanged). ``limits`` (default: ``SessionLimits()``) bound the sizes.
+    key absent = unchanged), recording (bool: the gateway extension ``"recording": true`` of either
+    shape, record this call where the operator keeps recordings; key absent = unchanged).
+    ``limits`` (default: ``SessionLimits()``) bound the sizes.
     Raises ClientError (``param`` the dotted path of the bad field; ``code`` ``invalid_value``,
     ``invalid_type``, or a limit's such as ``string_above_max_length``) on a structurally invalid
     value or one over a limit.
@@ -300,6 +304,8 @@ def _common(parsed: Union[GaSession, BetaSession], changes: dict) -> dict:
         changes["instructions"] = parsed.instructions
     if parsed.model is not None:
         changes["model"] = parsed.model
+    if parsed.recording is not None:
+        changes["recording"] = parsed.recording
     return changes
 
 
