@@ -174,8 +174,12 @@ def prune(policy: RecordPolicy, instance: Optional[str] = None, now: Optional[fl
                 _remove(Path(entry.path))
             continue
         stem, _, ext = name.rpartition(".")
-        if ext in ("wav", "json") and stem and entry.is_file():
-            calls[stem] = max(calls.get(stem, 0.0), entry.stat().st_mtime)
+        if ext in ("wav", "json") and stem:
+            try:
+                if entry.is_file():
+                    calls[stem] = max(calls.get(stem, 0.0), entry.stat().st_mtime)
+            except OSError:
+                continue  # deleted meanwhile (another call's prune)
     doomed = set()
     if policy.retention_days > 0:
         cutoff = now - policy.retention_days * 86400

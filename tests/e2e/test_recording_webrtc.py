@@ -12,7 +12,7 @@ import wave
 import numpy as np
 
 from gateway.client import RealtimeClient
-from tests.helpers import QUESTION, serve, similarity, wait_until
+from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
 
 FRAME_S = 0.02
 
@@ -65,3 +65,12 @@ async def test_a_recorded_call_has_both_voices_aligned_and_a_report(models, spee
     gap = answer[0] - caller[-1]
     assert gap > 0, (caller[-1], answer[0])
     assert abs(gap - turn["latency_ms"]["voice_to_voice"] / 1000) < 0.6, (gap, turn["latency_ms"])
+
+
+async def test_an_offer_asking_for_recording_without_a_record_dir_is_refused(models, gateway_config, tmp_path):
+    async with serve(gateway_config(), models) as (url, app):
+        client = RealtimeClient(url)
+        status = await client.connect(offer_session={"type": "realtime", "recording": True})
+        assert status == 400 and "recording_unavailable" in client.error_body
+        await client.close()
+        assert await wait_until(lambda: app_idle(app), 10)  # the unit claimed for it is back
