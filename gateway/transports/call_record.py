@@ -36,6 +36,7 @@ from typing import Any, Optional
 from gateway.config import GatewayConfig
 from gateway.media.recording import RATE, StereoRecording
 from gateway.pipeline.latency import STAGES
+from gateway.realtime.events import public_item
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +144,9 @@ def _iso(epoch: float) -> str:
 
 
 def _without_audio(item: dict) -> dict:
-    """A copy of a conversation item without audio payloads (an ``input_audio`` part's ``audio``)."""
-    item = copy.deepcopy(item)
+    """A conversation item as a client retrieves it (``public_item``: no private ``_`` keys),
+    without audio payloads (an ``input_audio`` part's ``audio``)."""
+    item = copy.deepcopy(public_item(item))
     for part in item.get("content") or []:
         if isinstance(part, dict):
             part.pop("audio", None)

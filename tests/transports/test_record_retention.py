@@ -56,3 +56,31 @@ def test_at_start_the_directory_is_made_and_this_instance_s_work_files_removed(t
 def test_recording_is_off_by_default():
     policy = RecordPolicy.from_config(GatewayConfig())
     assert policy.directory is None and not policy.all_calls
+
+
+def test_report_items_are_as_a_client_sees_them_without_audio(tmp_path):
+    from gateway.transports.call_record import CallRecord
+
+    record = CallRecord(tmp_path, "ws_a_1", "websocket", started_at=time.monotonic())
+    items = [
+        {
+            "id": "i1",
+            "type": "message",
+            "role": "user",
+            "_audio_ms": 900,
+            "content": [{"type": "input_audio", "audio": "AAAA", "transcript": "hello"}],
+        },
+        {"id": "i2", "type": "function_call", "name": "get_weather", "arguments": "{}", "call_id": "c1"},
+    ]
+    report = record.report(
+        ended_at=time.monotonic(), end_reason="idle_timeout", message=None, items=items, key_presses=["5"]
+    )
+    record.discard()
+    assert report["items"][0] == {
+        "id": "i1",
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_audio", "transcript": "hello"}],
+    }
+    assert report["items"][1]["name"] == "get_weather" and items[0]["content"][0]["audio"] == "AAAA"
+    assert report["end_reason"] == "idle_timeout" and report["key_presses"] == ["5"]
