@@ -301,7 +301,10 @@ class GatewayConfig:
         return cls.from_env(environ, **given)
 
     def __post_init__(self) -> None:
-        """Raises ValueError for a ``log_format`` or ``instance_id`` that cannot be used."""
+        """Raises ValueError for a ``log_format`` or ``instance_id`` that cannot be used, or
+        ``record_all_calls`` without a ``record_dir``."""
+        if self.record_all_calls and not self.record_dir:
+            raise ValueError("record_all_calls needs record_dir: where the recordings go")
         if self.log_format not in ("text", "json"):
             raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
         if self.instance_id and not _INSTANCE_RE.fullmatch(self.instance_id):

@@ -295,9 +295,11 @@ class LiveSession:
             if self.transport is not None:
                 await self.transport.close(reason, message)
         finally:
-            await self._write_record(ended_at, reason, message)
-            self.ended.set()
-            self.on_end(self)
+            try:
+                await self._write_record(ended_at, reason, message)
+            finally:  # even if cancelled while writing (the worker thread finishes the files)
+                self.ended.set()
+                self.on_end(self)
 
 
 class Door:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from gateway.config import GatewayConfig
-from gateway.transports.call_record import RecordPolicy, prepare_directory, prune
+from gateway.transports.call_record import CallRecord, RecordPolicy, prepare_directory, prune
 
 
 def make_call(directory, call_id: str, age_days: float, now: float) -> None:
@@ -59,8 +61,6 @@ def test_recording_is_off_by_default():
 
 
 def test_report_items_are_as_a_client_sees_them_without_audio(tmp_path):
-    from gateway.transports.call_record import CallRecord
-
     record = CallRecord(tmp_path, "ws_a_1", "websocket", started_at=time.monotonic())
     items = [
         {
@@ -84,3 +84,8 @@ def test_report_items_are_as_a_client_sees_them_without_audio(tmp_path):
     }
     assert report["items"][1]["name"] == "get_weather" and items[0]["content"][0]["audio"] == "AAAA"
     assert report["end_reason"] == "idle_timeout" and report["key_presses"] == ["5"]
+
+
+def test_every_call_mode_needs_a_directory():
+    with pytest.raises(ValueError, match="record_dir"):
+        GatewayConfig(record_all_calls=True)
