@@ -5,13 +5,15 @@ call (the client leaving, the gateway shutting down)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import wave
 
 import numpy as np
+import pytest
 
-from tests.helpers import app_idle, serve, wait_until
+from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
 from tests.transports.ws_client import EventClient
 
 
@@ -83,3 +85,31 @@ async def test_every_call_mode_records_without_asking_and_is_written_at_shutdown
     reports = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
     assert [r["end_reason"] for r in reports] == ["server_shutdown"]
     assert (tmp_path / reports[0]["recording"]["file"]).is_file()
+
+
+@pytest.mark.slow
+async def test_a_spoken_turn_over_the_websocket_is_recorded_as_the_caller_hears_it(
+    models, speech, gateway_config, tmp_path
+):
+    """The assistant's channel of an event transport comes from the pacer: placed where the
+    caller's playback clock plays it, so it follows the question, as over WebRTC."""
+    async with serve(gateway_config(record_dir=str(tmp_path), max_response_tokens=24), models) as (url, _app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", within=10)
+            await client.send("session.update", session={"type": "realtime", "recording": True})
+            await client.wait_for("session.updated", within=10)
+            await client.stream(speech(QUESTION), silence_s=1.2)
+            await client.wait_for("response.done", within=90)
+            await asyncio.sleep(client.audio().size / 24000 + 0.5)  # the reply has played out
+        assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    user = next(i for i in report["items"] if i.get("role") == "user")["content"][0]["transcript"]
+    assert similarity(user, QUESTION) >= 0.6, user
+    with wave.open(str(tmp_path / report["recording"]["file"]), "rb") as wav:
+        rate = wav.getframerate()
+        frames = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").reshape(-1, 2)
+    step = rate // 50
+    rms = np.sqrt(np.mean(frames[: frames.shape[0] // step * step].astype(float).reshape(-1, step, 2) ** 2, axis=1))
+    caller, answer = np.flatnonzero(rms[:, 0] > 300), np.flatnonzero(rms[:, 1] > 300)
+    assert caller.size * 0.02 >= 1.0 and answer.size * 0.02 >= 0.5
+    assert answer[0] > caller[-1]  # the answer follows the question on the timeline
