@@ -230,6 +230,26 @@ class GatewayConfig:
         metadata={"help": "a DTMF key press becomes user text ('I pressed 5 on my keypad.') and is answered"},
     )
 
+    # --- recording (gateway.transports.call_record; off unless record_dir is set) ---
+    record_dir: str = field(
+        default="",
+        metadata={
+            "help": "directory for call recordings (<call id>.wav, stereo: caller left, assistant right) and "
+            "reports (<call id>.json); empty: no call is recorded and a session asking for it gets an error"
+        },
+    )
+    record_all_calls: bool = field(
+        default=False,
+        metadata={"help": "record every call (needs record_dir); off: only sessions that ask ('recording': true)"},
+    )
+    record_retention_days: float = field(
+        default=30.0,
+        metadata={"help": "recordings older than this are deleted (at start and whenever one is written); 0: kept"},
+    )
+    record_max_calls: int = field(
+        default=0, metadata={"help": "keep at most this many recorded calls, the oldest deleted first; 0: no limit"}
+    )
+
     # --- SIP (gateway.transports.sip) ---
     sip_port: int = field(default=0, metadata={"help": "SIP port (UDP and TCP); 0: no SIP"})
     sip_host: str = field(default="", metadata={"help": "address SIP and RTP listen on; empty: the HTTP host"})
@@ -308,7 +328,9 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         """Raises ValueError for a ``log_format``, ``thinking_cue``, ``instance_id`` or ``talking_capacity``
-        that cannot be used."""
+        that cannot be used, or ``record_all_calls`` without a ``record_dir``."""
+        if self.record_all_calls and not self.record_dir:
+            raise ValueError("record_all_calls needs record_dir: where the recordings go")
         if self.log_format not in ("text", "json"):
             raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
         if self.thinking_cue not in ("off", "tone", "filler"):

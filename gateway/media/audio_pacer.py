@@ -34,6 +34,10 @@ class PlayoutPacer:
     ``lead_ms``, and hands the audio on with ``on_audio(generation, samples)`` (int16 mono 48 kHz,
     a whole number of frames, one generation per call).
 
+    ``on_played(samples, played_at)``, if given, gets the same audio placed where the caller's
+    playback clock plays it (``played_at`` monotonic s, the start of ``samples``), and
+    ``on_unheard(at)`` that what was placed after ``at`` is dropped unheard (a clear), for a recording.
+
     ``on_events`` gets the buffer's :class:`PlayoutEvents` as the WebRTC track reports them:
     ``started`` when a response's first audio is sent, ``stopped`` once its last audio has been
     heard (the playback clock passed it). While created, the pacer is the buffer's ``read_ahead``
@@ -51,9 +55,14 @@ class PlayoutPacer:
         lead_ms: int = DEFAULT_LEAD_MS,
         batch_ms: int = DEFAULT_BATCH_MS,
         clock: Callable[[], float] = time.monotonic,
+        on_played: Optional[Callable[[np.ndarray, float], None]] = None,
+        on_unheard: Optional[Callable[[float], None]] = None,
     ) -> None:
         self._buffer = buffer
         self._on_audio = on_audio
+        self._on_played = on_played
+        self._on_unheard = on_unheard
+        self._cut_at: Optional[float] = None  # a clear's time, told to on_unheard on the next pump
         self._on_events = on_events
         self._lead_s = lead_ms / 1000
         self._refill_s = max(0.0, (lead_ms - batch_ms) / 1000)
@@ -75,6 +84,8 @@ class PlayoutPacer:
         now = self._clock()
         unheard = max(0.0, self._play_end - now)
         self._play_end = now
+        if unheard:
+            self._cut_at = now
         return int(unheard * SAMPLE_RATE)
 
     # ----- reading -----
@@ -83,6 +94,9 @@ class PlayoutPacer:
         ``lead_ms - batch_ms`` (at once when the caller waits for audio), deliver ``stopped``
         events whose audio has been heard, and run :meth:`after_sent` callbacks that are due."""
         now = self._clock()
+        cut, self._cut_at = self._cut_at, None
+        if cut is not None and self._on_unheard is not None:
+            self._on_unheard(cut)
         while self._stops and self._stops[0][0] <= now:
             self._on_events(self._stops.popleft()[1])
         if self._play_end - now <= self._refill_s:
@@ -110,7 +124,10 @@ class PlayoutPacer:
 
     def _flush(self, pending: list[np.ndarray]) -> None:
         if pending and self._generation is not None:
-            self._on_audio(self._generation, np.concatenate(pending))
+            samples = np.concatenate(pending)
+            self._on_audio(self._generation, samples)
+            if self._on_played is not None:
+                self._on_played(samples, self._play_end - samples.size / SAMPLE_RATE)
         pending.clear()
 
     def after_sent(self, generation: int, callback: Callable[[], None]) -> None:

@@ -93,6 +93,8 @@ class OutputAudioTrack(PacedAudioTrack):
     (``gateway.media.thinking_cue``): played in frames with no reply audio while it is due, and
     stopped by the first frame of reply audio. Its frames count as sound (``carried_audio``, the
     RTP marker of a SIP leg) and are recorded as played, so its echo starts no turn.
+    ``on_samples(samples, played_at)``, if given, gets every frame too (int16 48 kHz, silence and
+    cue included; ``played_at`` monotonic s), for a recording.
     """
 
     def __init__(
@@ -102,10 +104,12 @@ class OutputAudioTrack(PacedAudioTrack):
         on_frame: Optional[FrameHook] = None,
         echo_reference: Optional[EchoReference] = None,
         cue: Optional[ThinkingCue] = None,
+        on_samples: Optional[Callable[[np.ndarray, float], None]] = None,
     ) -> None:
         super().__init__(on_frame)
         self._buffer = buffer
         self._cue = cue
+        self._on_samples = on_samples
         self._echo_reference = echo_reference
         self._on_events = on_events
         self._carried_audio = False
@@ -128,6 +132,8 @@ class OutputAudioTrack(PacedAudioTrack):
             samples = np.zeros(FRAME_SAMPLES, np.int16)
         if self._echo_reference is not None:
             self._echo_reference.record(samples, audible=self._carried_audio)
+        if self._on_samples is not None:
+            self._on_samples(samples, time.monotonic())
         if events.started is not None or events.stopped is not None:
             self._on_events(events)
         return samples

@@ -20,6 +20,7 @@ import numpy as np
 
 from gateway.media.audio_pacer import PlayoutPacer
 from gateway.media.outbound import OutputAudioTrack
+from gateway.media.recording import StereoRecording
 from gateway.models.base import ChatMessage, FunctionTool
 from gateway.pipeline.events import Interruption
 from gateway.pipeline.latency import TurnLatency
@@ -56,6 +57,7 @@ class UnitLease:
             self._released = True
             return False
         self._released = True
+        self._unit.recording = None  # the next caller's audio is not this call's
         return self._unit.begin_drain(reason)
 
     # ----- queries -----
@@ -83,6 +85,13 @@ class UnitLease:
         """Caller audio, int16 mono at :attr:`input_rate`; dropped once released."""
         if self.live:
             self._unit.submit_audio(samples, received_at)
+
+    def record(self, recording: Optional[StereoRecording]) -> None:
+        """Record the call's audio into ``recording`` from now on: caller audio as it is submitted,
+        reply audio as it is played out (None: stop). Ignored once released; :meth:`release`
+        detaches it."""
+        if self.live:
+            self._unit.recording = recording
 
     def new_output_track(self) -> OutputAudioTrack:
         """A fresh outbound track on the unit's playout buffer (WebRTC; one per call). It must be

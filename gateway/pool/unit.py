@@ -15,7 +15,8 @@ from gateway.config import GatewayConfig
 from gateway.media.audio_pacer import PlayoutPacer
 from gateway.media.echo_reference import EchoReference
 from gateway.media.outbound import FrameHook, OutputAudioTrack
-from gateway.media.playout import PlayoutBuffer, PlayoutEvents
+from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
+from gateway.media.recording import StereoRecording
 from gateway.media.thinking_cue import ThinkingCue
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet
 from gateway.pipeline.cancel import CancelScope
@@ -76,6 +77,9 @@ class PipelineUnit(UnitLifecycle):
         self.on_input_frame: Callable[[int, int], None] = lambda samples, rate: None
         self.on_output_frame: FrameHook = lambda audio, late: None
         self._latency: dict[int, TurnLatency] = {}
+        # The call's recording (``UnitLease.record``; None: not recorded): caller audio as it is
+        # submitted, reply audio as the track or pacer plays it out. Event loop only.
+        self.recording: Optional[StereoRecording] = None
         self._build()
 
     # ----- construction -----
@@ -179,6 +183,7 @@ class PipelineUnit(UnitLifecycle):
         if under_lock:
             self.session_state = SessionState.for_call(None, self.config)
             self._latency.clear()
+            self.recording = None
         else:
             self.cue.stop()
             self.playout.clear()
@@ -202,13 +207,24 @@ class PipelineUnit(UnitLifecycle):
             on_frame=lambda audio, late: self.on_output_frame(audio, late),
             echo_reference=self.echo_reference,
             cue=self.cue,
+            on_samples=self._record_reply,
         )
+
+    def _record_reply(self, samples: np.ndarray, played_at: float) -> None:
+        if self.recording is not None:
+            self.recording.assistant(samples, SAMPLE_RATE, played_at)
+
+    def _cut_reply(self, at: float) -> None:
+        if self.recording is not None:
+            self.recording.cut_assistant(at)
 
     def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:
         """A reader of this unit's playout buffer for an event transport (WebSocket): audio goes to
         ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do.
         One per session; its ``stop()`` must run before the unit drains."""
-        return PlayoutPacer(self.playout, on_audio, self._on_playout_events)
+        return PlayoutPacer(
+            self.playout, on_audio, self._on_playout_events, on_played=self._record_reply, on_unheard=self._cut_reply
+        )
 
     def run_in_thread(self, work: Callable[[], None]) -> None:
         """Run ``work`` in the event loop's worker threads (a model call off the loop; on the loop)."""
@@ -224,6 +240,8 @@ class PipelineUnit(UnitLifecycle):
         """Caller audio, int16 mono at the VAD's rate (from the inbound reader)."""
         if self.state is UnitState.ACTIVE and self.call_id is not None:
             self.on_input_frame(samples.size, self.models.vad.sample_rate)
+            if self.recording is not None:
+                self.recording.caller(samples, self.models.vad.sample_rate, time.monotonic())
             self.chain.vad_in.put(AudioIn(self.call_id, samples=samples, received_at=received_at))
 
     # ----- control: PipelineControl (the Realtime session calls these on the event loop) -----

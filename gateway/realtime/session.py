@@ -71,8 +71,12 @@ class RealtimeSession:
         max_call_s: Optional[float] = None,
         limits: Optional[SessionLimits] = None,
         extensions: frozenset[str] = frozenset(),
+        recording: Optional[Callable[[bool], None]] = None,
     ) -> None:
         self.control = control
+        # Turns the call's recording on or off (the gateway extension ``"recording"`` of a session
+        # config); raises ClientError when it cannot. None: this gateway records nothing.
+        self._recording = recording
         self._sender = EventSender(send, extensions)
         self.id = new_id("sess")
         self.conversation_id = new_id("conv")
@@ -206,6 +210,8 @@ class RealtimeSession:
             return
         changes = update.changes
         self.settings.check_tools(changes)
+        if "recording" in changes:  # the last check: once it said yes, the rest applies
+            self._switch_recording(changes["recording"])
         # Validated as a whole above: from here on nothing can fail half-way.
         self._sender.beta = update.beta(self.beta)
         settings = self.settings
@@ -225,6 +231,15 @@ class RealtimeSession:
             self.idle.disarm()
             self.idle.maybe_arm()
         self.send("session.updated", session=self.describe())
+
+    def _switch_recording(self, on: bool) -> None:
+        if self._recording is None:
+            raise ClientError(
+                "Recording is not available on this gateway: its operator has not set a record directory.",
+                "recording_unavailable",
+                "session.recording",
+            )
+        self._recording(on)
 
     def answers_by_itself(self) -> bool:
         """True when a finished user turn is answered without a ``response.create``: turn

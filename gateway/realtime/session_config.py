@@ -161,6 +161,7 @@ class GaSession(_Open):
     max_output_tokens: Optional[Union[int, Literal["inf"]]] = None
     tools: Optional[Any] = None  # checked by gateway.realtime.tools
     tool_choice: Optional[Any] = None
+    recording: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
 
 
 class BetaSession(_Open):
@@ -181,6 +182,7 @@ class BetaSession(_Open):
     temperature: Optional[float] = None
     tools: Optional[Any] = None  # checked by gateway.realtime.tools
     tool_choice: Optional[Any] = None
+    recording: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
 
 
 # Keys only one of the two shapes has; a session object with neither keeps the session's dialect.
@@ -259,7 +261,9 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     transcription_model, input_format, output_format (GA format dicts), tools (FunctionTool list),
     tool_choice (a ``tools.ToolChoice``), noise_reduction ("near_field", "far_field" or None = off;
     key absent = unchanged), thinking_cue ("off", "tone", "filler"; the gateway extension
-    ``audio.output.thinking_cue``, beta ``thinking_cue``). ``limits`` (default: ``SessionLimits()``) bound the sizes.
+    ``audio.output.thinking_cue``, beta ``thinking_cue``), recording (bool: the gateway extension
+    ``"recording": true`` of either shape, record this call where the operator keeps recordings; key
+    absent = unchanged). ``limits`` (default: ``SessionLimits()``) bound the sizes.
     Raises ClientError (``param`` the dotted path of the bad field; ``code`` ``invalid_value``,
     ``invalid_type``, or a limit's such as ``string_above_max_length``) on a structurally invalid
     value or one over a limit.
@@ -308,6 +312,8 @@ def _common(parsed: Union[GaSession, BetaSession], changes: dict) -> dict:
         changes["instructions"] = parsed.instructions
     if parsed.model is not None:
         changes["model"] = parsed.model
+    if parsed.recording is not None:
+        changes["recording"] = parsed.recording
     return changes
 
 

@@ -31,6 +31,7 @@ from gateway.server.shutdown import GracefulShutdown
 from gateway.server.sip_routes import sip_user_agent
 from gateway.server.static_files import static_root
 from gateway.signaling.ice import ice_configuration
+from gateway.transports.call_record import RecordPolicy, prepare_directory
 from gateway.transports.door import Door, LiveSession
 
 __all__ = ["CONFIG", "KEYS", "LIMITS", "METRICS", "MODELS", "POOL", "SESSIONS", "SHUTDOWN", "create_app"]
@@ -111,6 +112,8 @@ async def _door(app: web.Application) -> AsyncIterator[None]:
     ``app[SHUTDOWN]``): every session still live at clean-up is ended (``server_shutdown``, told
     to its client) before the pool closes. Its hooks feed the metrics, labelled by transport."""
     config, metrics = app[CONFIG], app[METRICS]
+    if config.record_dir:  # made, and its retention applied, before any call
+        await asyncio.to_thread(prepare_directory, RecordPolicy.from_config(config), config.instance)
     door = Door(app[POOL], config, local_model_names(app))
 
     def on_end(session: LiveSession) -> None:

@@ -15,7 +15,10 @@ audio for one caller. Everything else is the door's, and so the same for every t
   (:meth:`LiveSession.key_press`), the idle and maximum-duration watchdogs (:meth:`LiveSession.watch`);
 - one hang-up sequence (:meth:`LiveSession.hangup`): tell the client why, stop the reply audio,
   release the unit (it quarantine-drains), cancel the session's tasks, close the transport, forget
-  the session; the hooks feed the metrics, labelled by transport (:class:`TransportKind`).
+  the session; the hooks feed the metrics, labelled by transport (:class:`TransportKind`);
+- the call's recording and report when the operator allows it and the session asks (or the
+  operator records every call): :meth:`LiveSession.set_recording`, written at the end of the
+  hang-up sequence, whatever ended the call (``gateway.transports.call_record``).
 
 A new transport implements :class:`Transport` (four members) and opens its sessions with
 ``door.open(TransportKind.X, update, connect=lambda session: MyLeg(session, ...))``; see
@@ -41,9 +44,11 @@ from gateway.pool.pool import UnitPool
 from gateway.pool.watchdog import watch_session
 from gateway.realtime.audio_events import AudioInput, EventAudioSession
 from gateway.realtime.client_messages import RATE_LIMIT_CODE, RATE_LIMIT_TYPE, ClientEventRate, RateVerdict
+from gateway.realtime.items import ClientError
 from gateway.realtime.limits import SessionLimits
 from gateway.realtime.session import RealtimeSession
 from gateway.realtime.session_update import SessionUpdate
+from gateway.transports.call_record import CallRecord, RecordPolicy, prune
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +109,9 @@ class LiveSession:
 
     ``id``, ``kind``, ``lease`` (the claimed unit), ``realtime`` (the protocol session),
     ``transport`` (the leg), ``started_at`` (monotonic s), ``end_reason`` (None while live),
-    ``ended`` (set once it ended), ``key_presses`` (DTMF digits, newest last) and
-    ``event_listeners`` (sideband sockets: each gets every server event).
+    ``ended`` (set once it ended: its recording and report, if any, are written by then),
+    ``key_presses`` (DTMF digits, newest last), ``event_listeners`` (sideband sockets: each gets
+    every server event) and ``record`` (the call's recording; None: not recorded).
     """
 
     def __init__(self, kind: TransportKind, session_id: str, lease: UnitLease, config: GatewayConfig) -> None:
@@ -119,6 +125,8 @@ class LiveSession:
         self.key_presses: list[str] = []
         self.event_listeners: list[Callable[[ServerEvent], None]] = []
         self.transport: Optional[Transport] = None
+        self.record_policy = RecordPolicy.from_config(config)
+        self.record: Optional[CallRecord] = None
         self.realtime: RealtimeSession  # set by Door.open, before anyone sees the session
         self.on_end: Callable[[LiveSession], None] = lambda session: None
         self.on_server_event: Callable[[ServerEvent], None] = lambda event: None
@@ -137,6 +145,9 @@ class LiveSession:
     def pipeline_event(self, event: pe.PipelineEvent) -> None:
         """A pipeline event of the session's unit: to the Realtime session; a spoken response's end
         once the transport has sent its audio."""
+        if self.record is not None and isinstance(event, pe.TurnLatencyMeasured):
+            response = self.realtime.responses.of_generation(event.generation)
+            self.record.turn_latency(response.id if response else None, event.latency_ms)
         if isinstance(event, pe.ResponseFinished) and event.audio and self.transport is not None:
             self.transport.when_audio_sent(event.generation, lambda: self.realtime.on_pipeline_event(event))
         else:
@@ -179,6 +190,58 @@ class LiveSession:
         if self.config.dtmf_to_llm:
             self.realtime.add_user_text(f"I pressed {digit} on my keypad.")
 
+    # ----- recording -----
+    def set_recording(self, on: bool) -> None:
+        """Record the call (``on``), from the start of its timeline (``started_at``), or pause
+        the recording (the pause becomes silence in the WAV). Raises ClientError (``param``
+        ``session.recording``): ``recording_unavailable`` when the operator set no record
+        directory, ``recording_required`` to turn off a recording the operator makes of every
+        call (``record_all_calls``), ``recording_failed`` when its files cannot be made."""
+        policy = self.record_policy
+        if policy.directory is None:
+            raise ClientError(
+                "Recording is not available on this gateway: its operator has not set a record directory.",
+                "recording_unavailable",
+                "session.recording",
+            )
+        if not on:
+            if policy.all_calls:
+                raise ClientError(
+                    "This gateway records every call (its operator's setting); a session cannot turn it off.",
+                    "recording_required",
+                    "session.recording",
+                )
+            if self.record is not None:
+                self.record.audio.paused = True
+            return
+        if self.record is None:
+            try:
+                self.record = CallRecord(policy.directory, self.id, self.kind.value, self.started_at)
+            except OSError as exc:
+                log.error("%s: recording could not start: %s", self.id, exc)
+                message = "Recording could not start on this gateway."
+                raise ClientError(message, "recording_failed", "session.recording") from None
+            self.lease.record(self.record.audio)
+        self.record.audio.paused = False
+
+    async def _write_record(self, ended_at: float, reason: EndReason, message: Optional[str]) -> None:
+        """Write the call's WAV and report (in a worker thread), then apply the retention."""
+        record, self.record = self.record, None
+        if record is None:
+            return
+        report = record.report(
+            ended_at=ended_at,
+            end_reason=reason.value,
+            message=message,
+            items=self.realtime.items,
+            key_presses=self.key_presses,
+        )
+        try:
+            await asyncio.to_thread(record.write, ended_at, report)
+            await asyncio.to_thread(prune, self.record_policy)
+        except Exception:
+            log.exception("%s: the call's report could not be written", self.id)
+
     # ----- tasks and watchdogs -----
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run ``coro`` as a task of this session (cancelled by :meth:`hangup`)."""
@@ -207,8 +270,9 @@ class LiveSession:
         """End the session once: tell the client why in an ``error`` event with code ``reason`` and
         ``message`` (unless it left itself, :attr:`EndReason.client_left`), stop the reply audio,
         release the unit (quarantine-drain), cancel the session's tasks, close the transport, and
-        forget the session (``on_end``, even if closing failed). Raises ValueError for a ``reason``
-        that is no EndReason value."""
+        forget the session (``on_end``, even if closing failed); a recorded call's WAV and report
+        are written before ``ended`` is set. Raises ValueError for a ``reason`` that is no
+        EndReason value."""
         if self.end_reason is not None:
             return
         reason = EndReason(reason)
@@ -221,7 +285,8 @@ class LiveSession:
             log.info("%s session %s ended: %s", self.kind.value, self.id, reason)
         if self.transport is not None:
             self.transport.stop_audio()  # before the release: the next caller's audio is not this call's
-        self.lease.release(reason)
+        self.lease.release(reason)  # detaches the recording too
+        ended_at = time.monotonic()
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
@@ -230,8 +295,11 @@ class LiveSession:
             if self.transport is not None:
                 await self.transport.close(reason, message)
         finally:
-            self.ended.set()
-            self.on_end(self)
+            try:
+                await self._write_record(ended_at, reason, message)
+            finally:  # even if cancelled while writing (the worker thread finishes the files)
+                self.ended.set()
+                self.on_end(self)
 
 
 class Door:
@@ -289,12 +357,16 @@ class Door:
         try:
             transport = connect(session)
             session.realtime = self._realtime(session, transport.audio_input, beta, extensions)
+            if session.record_policy.all_calls:
+                self._record_all(session)
             if update is not None:
                 session.realtime.apply_update(update)
         except BaseException:
             if transport is not None:
                 transport.stop_audio()
             lease.release(EndReason.SERVER_ERROR)  # no session owns the unit yet: give it back
+            if session.record is not None:
+                session.record.discard()
             raise
         session.transport = transport
         session.on_server_event = self.on_server_event
@@ -303,6 +375,13 @@ class Door:
         self.sessions[session_id] = session
         self.on_start(session)
         return session
+
+    @staticmethod
+    def _record_all(session: LiveSession) -> None:
+        try:
+            session.set_recording(True)
+        except ClientError:
+            pass  # logged; the call goes on unrecorded
 
     def _realtime(
         self, session: LiveSession, audio_input: Optional[AudioInput], beta: bool, extensions: frozenset[str]
@@ -313,6 +392,7 @@ class Door:
             "max_call_s": self.config.max_call_s,
             "limits": self.limits,
             "extensions": extensions,
+            "recording": session.set_recording if session.record_policy.directory is not None else None,
         }
         if audio_input is not None:
             return EventAudioSession(session.lease, session.send, audio_input=audio_input, beta=beta, **common)

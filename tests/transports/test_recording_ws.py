@@ -1,0 +1,115 @@
+"""Recording over the Realtime WebSocket, on the real gateway (no model turn): off unless the
+operator set a record directory and the session asked (or every call is recorded); a session that
+asks on a gateway without one gets an error and goes on; the files are written whatever ended the
+call (the client leaving, the gateway shutting down)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import wave
+
+import numpy as np
+import pytest
+
+from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
+from tests.transports.ws_client import EventClient
+
+
+def wav_seconds(path) -> tuple[int, float]:
+    with wave.open(str(path), "rb") as wav:
+        return wav.getnchannels(), wav.getnframes() / wav.getframerate()
+
+
+async def test_asking_without_a_record_dir_is_an_error_and_the_session_goes_on(models, gateway_config, tmp_path):
+    async with serve(gateway_config(), models) as (url, app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", within=10)
+            await client.send("session.update", event_id="evt_rec", session={"type": "realtime", "recording": True})
+            error = (await client.wait_for("error", within=10))["error"]
+            assert error["type"] == "invalid_request_error"
+            assert error["code"] == "recording_unavailable" and error["param"] == "session.recording"
+            assert error["event_id"] == "evt_rec" and "record directory" in error["message"]
+            await client.send("session.update", session={"type": "realtime", "instructions": "Be brief."})
+            updated = await client.wait_for("session.updated", within=10)
+            assert updated["session"]["instructions"] == "Be brief."
+            # A malformed flag is a validation error like any other field's.
+            await client.send("session.update", session={"type": "realtime", "recording": "yes"})
+            error = (await client.wait_for("error", within=10, count=2))["error"]
+            assert error["param"] == "session.recording"
+        assert await wait_until(lambda: app_idle(app), 10)
+
+
+async def test_nothing_is_written_unless_the_session_asks(models, gateway_config, tmp_path):
+    async with serve(gateway_config(record_dir=str(tmp_path)), models) as (url, app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", within=10)
+            await client.stream(np.zeros(48000 // 2, np.int16))
+        assert await wait_until(lambda: app_idle(app), 10)
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_recorded_call_leaves_a_wav_and_report_of_its_length(models, gateway_config, tmp_path):
+    async with serve(gateway_config(record_dir=str(tmp_path)), models) as (url, _app):
+        async with EventClient(url) as client:
+            started = time.monotonic()
+            await client.wait_for("session.created", within=10)
+            await client.send("session.update", session={"type": "realtime", "recording": True})
+            await client.wait_for("session.updated", within=10)
+            await client.stream(np.zeros(48000, np.int16))
+        length = time.monotonic() - started
+        assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
+    report_path = next(tmp_path.glob("*.json"))
+    report = json.loads(report_path.read_text())
+    assert report["call_id"].startswith("ws_") and report["transport"] == "websocket"
+    assert report["end_reason"] == "websocket_closed" and report["items"] == []
+    assert report["recording"]["file"] == f"{report['call_id']}.wav"
+    channels, seconds = wav_seconds(tmp_path / report["recording"]["file"])
+    assert channels == 2
+    assert abs(seconds - report["duration_s"]) < 0.1
+    assert 1.0 <= seconds <= length + 0.5
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([report_path.name, report["recording"]["file"]])
+
+
+async def test_every_call_mode_records_without_asking_and_is_written_at_shutdown(models, gateway_config, tmp_path):
+    config = gateway_config(record_dir=str(tmp_path), record_all_calls=True)
+    async with serve(config, models) as (url, _app):
+        client = EventClient(url)
+        await client.__aenter__()
+        await client.wait_for("session.created", within=10)
+        await client.send("session.update", session={"type": "realtime", "recording": False})
+        error = (await client.wait_for("error", within=10))["error"]
+        assert error["code"] == "recording_required" and error["type"] == "invalid_request_error"
+    await client.close()
+    reports = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert [r["end_reason"] for r in reports] == ["server_shutdown"]
+    assert (tmp_path / reports[0]["recording"]["file"]).is_file()
+
+
+@pytest.mark.slow
+async def test_a_spoken_turn_over_the_websocket_is_recorded_as_the_caller_hears_it(
+    models, speech, gateway_config, tmp_path
+):
+    """The assistant's channel of an event transport comes from the pacer: placed where the
+    caller's playback clock plays it, so it follows the question, as over WebRTC."""
+    async with serve(gateway_config(record_dir=str(tmp_path), max_response_tokens=24), models) as (url, _app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", within=10)
+            await client.send("session.update", session={"type": "realtime", "recording": True})
+            await client.wait_for("session.updated", within=10)
+            await client.stream(speech(QUESTION), silence_s=1.2)
+            await client.wait_for("response.done", within=90)
+            await asyncio.sleep(client.audio().size / 24000 + 0.5)  # the reply has played out
+        assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    user = next(i for i in report["items"] if i.get("role") == "user")["content"][0]["transcript"]
+    assert similarity(user, QUESTION) >= 0.6, user
+    with wave.open(str(tmp_path / report["recording"]["file"]), "rb") as wav:
+        rate = wav.getframerate()
+        frames = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").reshape(-1, 2)
+    step = rate // 50
+    rms = np.sqrt(np.mean(frames[: frames.shape[0] // step * step].astype(float).reshape(-1, step, 2) ** 2, axis=1))
+    caller, answer = np.flatnonzero(rms[:, 0] > 300), np.flatnonzero(rms[:, 1] > 300)
+    assert caller.size * 0.02 >= 1.0 and answer.size * 0.02 >= 0.5
+    assert answer[0] > caller[-1]  # the answer follows the question on the timeline
