@@ -11,7 +11,9 @@ estimate follows the stationary part of the input. ``near_field`` runs it at lev
 suppression), ``far_field`` at level 2 (18 dB): the speaker is further from the microphone there,
 so more room noise is under the voice. The levels were chosen by ``scripts/bench_noise.py`` (WER
 of Whisper base by SNR in office noise; see docs/BENCHMARKS.md): stronger levels remove more noise
-but start to eat word onsets that Whisper needs.
+but start to eat word onsets that Whisper needs. It removes stationary noise (hum, fans, pink
+noise), not other voices: babble at 0 dB SNR is still misheard (WER ~0.7), and the DNN suppressors
+measured (RNNoise, DTLN, DeepFilterNet3) did worse, since they keep or tear speech alike.
 
 Input and output: int16 mono at ``sample_rate`` Hz (8, 16, 32 or 48 kHz). Samples are processed
 in whole 10 ms frames; the rest of a call's input waits for the next call (at most 10 ms of delay),

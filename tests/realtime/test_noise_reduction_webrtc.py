@@ -92,6 +92,7 @@ async def test_near_field_suppression_hears_noisy_speech_better(models, gateway_
         plain = await transcript(url, audio, None)
         suppressed = await transcript(url, audio, {"type": "near_field"})
     print(f"\nwithout: {plain!r} (WER {wer(plain):.2f})\nnear_field: {suppressed!r} (WER {wer(suppressed):.2f})")
-    # scripts/bench_noise.py, noise-free Piper speech, this noise: WER 1.71 without, 0.57 with near_field;
-    # first run of this test (the fixture's sampled Piper speech): 1.86 without, 1.43 with
+    # scripts/bench_noise.py, noise-free Piper speech, four babble talkers: WER 1.43 without, 0.71 with
+    # near_field (docs/BENCHMARKS.md); first run of this test (the fixture's sampled Piper speech): 1.86
+    # without, 1.43 with
     assert wer(suppressed) <= wer(plain) - 0.2, (plain, suppressed)
