@@ -14,7 +14,8 @@ from typing import Optional
 from gateway.models.base import FunctionTool
 from gateway.realtime.conversation import Conversation, PromptSpec
 from gateway.realtime.items import ClientError, is_int
-from gateway.realtime.session_config import MAX_OUTPUT_TOKENS, SessionSettings
+from gateway.realtime.session_config import MAX_OUTPUT_TOKENS
+from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.tools import check_choice, engine_tool_choice, parse_tool_choice, parse_tools
 
 

@@ -31,7 +31,7 @@ from gateway.realtime.control import PipelineControl
 from gateway.realtime.conversation import Conversation, PromptSpec
 from gateway.realtime.events import message_item, new_id, rate_limits, response_object, usage
 from gateway.realtime.sender import EventSender
-from gateway.realtime.session_config import SessionSettings
+from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.tools import engine_tool_choice, function_call_item
 
 

@@ -34,7 +34,7 @@ from gateway.realtime.limits import SessionLimits
 from gateway.realtime.response_params import parse_response_params
 from gateway.realtime.response_tracker import ResponseTracker
 from gateway.realtime.sender import EventSender
-from gateway.realtime.session_config import SessionSettings
+from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.session_update import SessionUpdate
 from gateway.realtime.session_views import describe_session, local_voice
 from gateway.realtime.tools import engine_tool_choice

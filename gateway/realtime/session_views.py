@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Optional
 
 from gateway.pipeline.turn import TurnDetection
-from gateway.realtime.session_config import BETA_FORMATS, SessionSettings
+from gateway.realtime.session_config import BETA_FORMATS
+from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.tools import tool_choice_view, tools_view
 
 DEFAULT_VOICE = "joe"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import GatewayConfig
-from gateway.realtime.session_config import SessionSettings
+from gateway.realtime.session_settings import SessionSettings
 from tests.doubles import PipelineControlDouble
 from tests.realtime.harness import Harness, client
 
