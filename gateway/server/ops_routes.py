@@ -37,9 +37,10 @@ async def pool_status(request: web.Request) -> web.Response:
     """``GET /v1/pool``: each unit's state and timings (:meth:`UnitPool.snapshot`).
 
     A call id is the capability to hang the call up (``DELETE /v1/realtime/calls/{call_id}``
-    needs no key), so this view shows it shortened (:func:`redact_call_id`: the instance and the
-    first 8 hex digits), enough to match the logs. Adds ``instance``, ``draining`` and ``compute``
-    (the LLM's queue: ``running``, ``waiting``, ``slots``, ``saturated``; null without one).
+    needs no other key when no API key is configured), so this view shows it shortened
+    (:func:`redact_call_id`: the instance and the first 8 hex digits), enough to match the logs.
+    Adds ``instance``, ``draining`` and ``compute`` (the LLM's queue: ``running``, ``waiting``,
+    ``slots``, ``saturated``; null without one).
     """
     require_operator(request)
     snapshot = request.app[POOL].snapshot()
