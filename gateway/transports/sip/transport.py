@@ -204,9 +204,9 @@ class SipTransport:
                 raise OSError("SIP UDP socket is closed")
             datagrams = udp.transport
             return SipPeer("UDP", address, lambda out: datagrams.sendto(out, address))
-        writer = self._connections.get(address)
-        if writer is not None and not writer.is_closing():
-            return SipPeer("TCP", address, writer.write)
+        existing = self._connections.get(address)
+        if existing is not None and not existing.is_closing():
+            return SipPeer("TCP", address, existing.write)
         if self._closing:
             raise OSError("SIP transport is closed")
         try:
@@ -215,6 +215,7 @@ class SipTransport:
             raise OSError(
                 f"SIP over TCP: no connection to {address[0]}:{address[1]} in {self.connect_timeout_s:g} s"
             ) from None
+        self._connections[address] = writer  # (now: a second request reuses it)
         task = asyncio.ensure_future(self._hold(reader, writer, address))
         self._readers.add(task)
         task.add_done_callback(self._readers.discard)
