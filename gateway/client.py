@@ -113,6 +113,7 @@ class RealtimeClient:
         self.events: list[dict] = []
         self.event_times: list[float] = []
         self.call_id: Optional[str] = None
+        self._hangup_headers: dict[str, str] = {}
         self.channel: Optional[RTCDataChannel] = None
         self._new_event = asyncio.Condition()
         self._reader: Optional[asyncio.Task] = None
@@ -174,6 +175,8 @@ class RealtimeClient:
                     self.retry_after = response.headers.get("Retry-After")
                     return response.status
                 self.call_id = response.headers["Location"].rsplit("/", 1)[-1]
+                auth = (headers or {}).get("Authorization")
+                self._hangup_headers = {"Authorization": auth} if auth else {}
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
         await self.wait_for("session.created", timeout=20)
         if session:
@@ -245,11 +248,13 @@ class RealtimeClient:
         return event
 
     async def hangup(self) -> None:
-        """``DELETE /v1/realtime/calls/{id}`` so the gateway drains the unit now rather than when it
-        notices the peer go, then :meth:`close`. Without a call id (refused offer) it only closes."""
+        """``DELETE /v1/realtime/calls/{id}`` (with the key the call was made with: a gateway with an
+        API key wants it) so the gateway drains the unit now rather than when it notices the peer
+        go, then :meth:`close`. Without a call id (refused offer) it only closes."""
         if self.call_id:
             async with aiohttp.ClientSession() as http:
-                async with http.delete(f"{self.base_url}/v1/realtime/calls/{self.call_id}") as response:
+                url = f"{self.base_url}/v1/realtime/calls/{self.call_id}"
+                async with http.delete(url, headers=self._hangup_headers) as response:
                     await response.read()
         await self.close()
 

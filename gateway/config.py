@@ -57,8 +57,9 @@ class GatewayConfig:
     instance_id: str = field(
         default="",
         metadata={
-            "help": "this process's name in its call ids (rtc_<instance>_<hex>; letters, digits, '-'), "
-            "for routing behind a proxy; empty: derived from the host name and port"
+            "help": "this process's name in its call ids (rtc_<instance>_<hex> for WebRTC, ws_... and sip_... "
+            "for WebSocket and SIP calls; letters, digits, '-'), for routing behind a proxy; empty: derived "
+            "from the host name and port"
         },
     )
     protect_observability: bool = field(

@@ -29,7 +29,7 @@ class EndReason(enum.StrEnum):
     CALLER_CANCEL = "caller_cancel"  # the caller sent CANCEL before the call was answered (487)
     CALL_REJECTED = "call_rejected"  # POST /v1/realtime/calls/{id}/reject
     CALL_REFERRED = "call_referred"  # the caller was transferred (REFER, NOTIFY 200)
-    ACCEPT_TIMEOUT = "accept_timeout"  # the backend did not accept the call in time (408/480)
+    ACCEPT_TIMEOUT = "accept_timeout"  # no accept in time, or the webhook failed: SIP 480 Temporarily Unavailable
     ACK_TIMEOUT = "ack_timeout"  # the caller never acknowledged the 200 OK (RFC 3261 13.3.1.4)
 
     @property

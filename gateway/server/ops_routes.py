@@ -36,12 +36,12 @@ async def pool_status(request: web.Request) -> web.Response:
     """``GET /v1/pool``: each unit's state and timings (:meth:`UnitPool.snapshot`).
 
     A call id is the capability to hang the call up (``DELETE /v1/realtime/calls/{call_id}``
-    needs no key), so this view shows it shortened (:func:`redact_call_id`: the instance and the
-    first 8 hex digits), enough to match the logs. Adds ``instance``, ``draining``, ``compute``
-    (the LLM's queue: ``running``, ``waiting``, ``slots``, ``saturated``; null without one) and
-    ``capacity`` (admission by compute, :class:`gateway.pool.capacity.CapacityNow`: ``talkers``
-    live, the talking capacity ``limit`` and its ``source``, the decode ``step_ms`` by batch size,
-    ``busy``).
+    needs no other key when no API key is configured), so this view shows it shortened
+    (:func:`redact_call_id`: the instance and the first 8 hex digits), enough to match the logs.
+    Adds ``instance``, ``draining``, ``compute`` (the LLM's queue: ``running``, ``waiting``,
+    ``slots``, ``saturated``; null without one) and ``capacity`` (admission by compute,
+    :class:`gateway.pool.capacity.CapacityNow`: ``talkers`` live, the talking capacity ``limit`` and
+    its ``source``, the decode ``step_ms`` by batch size, ``busy``).
     """
     require_operator(request)
     pool = request.app[POOL]

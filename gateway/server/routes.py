@@ -47,8 +47,11 @@ async def offer_json(request: web.Request) -> web.Response:
 async def hangup(request: web.Request) -> web.Response:
     """``DELETE /v1/realtime/calls/{call_id}`` or ``POST .../hangup``: end the call (a live session
     of any transport) and drain its unit; 200 ``{"call_id", "status": "ended"}``, 404
-    ``call_not_found``. No key is needed: the call id is an unguessable capability (as OpenAI's
-    call ids are)."""
+    ``call_not_found``; 401 without the API key when one is configured (as OpenAI's hang-up
+    wants it, and as every other ``/v1/realtime/*`` route: a SIP call's id is in its webhook)."""
+    config = request.app[CONFIG]
+    if config.api_key and not same_key(bearer(request.headers.get("Authorization")), config.api_key):
+        raise ApiError(401, "Missing or invalid API key.", "invalid_api_key", "authentication_error")
     call_id = request.match_info["call_id"]
     if not await request.app[SESSIONS].hangup(call_id):
         raise ApiError(404, f"no call {call_id}", "call_not_found")

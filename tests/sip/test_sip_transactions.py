@@ -127,3 +127,57 @@ async def test_server_transactions_are_capped_per_source_and_in_all(monkeypatch:
         transaction.respond(make_response(transaction.request, 200))
     await asyncio.sleep(FAST.timeout + 0.1)  # Timer J
     assert not layer.server and layer.receive_request(options(30), flood) is not None
+
+
+def _retransmitted_bytes(sent: list[bytes]) -> int:
+    return sum(len(data) for data in sent[1:])  # after the first response
+
+
+@pytest.mark.parametrize("with_sdp", [True, False])
+async def test_a_spoofed_invite_gets_a_bounded_reflection(with_sdp: bool):
+    # A forged UDP source (never ACKs): Timer G stops at the count or byte budget, and nothing
+    # comes after Timer H.
+    layer, victim = TransactionLayer(FAST), RecordingPeerDouble()
+    invite = _invite()
+    if not with_sdp:
+        invite.body = b""
+        invite.set("Content-Length", "0")
+    transaction = layer.receive_request(invite, victim)
+    assert transaction is not None
+    transaction.respond(make_response(invite, 486, to_tag="t"))
+    await asyncio.sleep(FAST.timeout + 0.1)  # Timer H
+    assert not layer.server
+    retransmissions = len(victim.sent) - 1
+    assert 1 <= retransmissions <= transactions.MAX_RETRANSMISSIONS, retransmissions
+    assert _retransmitted_bytes(victim.sent) <= transactions.RETRANSMIT_FACTOR * len(invite.encode())
+    sent = len(victim.sent)
+    await asyncio.sleep(0.3)
+    assert len(victim.sent) == sent
+
+
+async def test_the_2xx_is_retransmitted_within_the_same_budget():
+    layer, victim = TransactionLayer(FAST), RecordingPeerDouble()
+    invite = _invite()
+    transaction = layer.receive_request(invite, victim)
+    assert transaction is not None
+    ok = make_response(invite, 200, to_tag="t")
+    ok.body = b"v=0\r\n" * 40
+    transaction.respond(ok)
+    encoded = ok.encode()
+    sent = [transaction.retransmit(encoded) for _ in range(20)]  # what the dialog core asks for
+    assert sent[0] and not sent[-1] and sum(sent) <= transactions.MAX_RETRANSMISSIONS
+    assert _retransmitted_bytes(victim.sent) <= transactions.RETRANSMIT_FACTOR * len(invite.encode())
+    reliable = TransactionLayer(FAST).receive_request(_invite(), RecordingPeerDouble(reliable=True))
+    assert reliable is not None and all(reliable.retransmit(encoded) for _ in range(20))  # TCP: not spoofable
+
+
+async def test_a_retransmission_from_another_address_is_not_answered():
+    layer, caller, forger = TransactionLayer(FAST), RecordingPeerDouble(), RecordingPeerDouble()
+    forger.address = ("192.0.2.7", 5060)
+    transaction = layer.receive_request(_invite(), caller)
+    assert transaction is not None
+    transaction.respond(make_response(_invite(), 486, to_tag="t"))
+    assert layer.receive_request(_invite(), forger) is None  # the same transaction, forged source
+    assert forger.sent == [] and len(caller.sent) == 1  # nobody answered (before Timer G's first)
+    assert layer.receive_request(_invite(), caller) is None  # the caller's own retransmission
+    assert len(caller.sent) == 2

@@ -6,6 +6,7 @@ messages that leaves it answering."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 
 import pytest
@@ -17,6 +18,7 @@ from gateway.transports.sip.transactions import Timers
 from gateway.transports.sip.user_agent import SipUserAgent
 from tests.doubles import FullPoolDoorDouble
 from tests.sip import sip_samples
+from tests.sip.conftest import WEBHOOK_SECRET
 from tests.sip.sip_socket import SipSocket
 from tests.sip.test_sip_message import FUZZ_SEEDS, _mutations
 
@@ -136,3 +138,28 @@ async def test_fuzzed_messages_over_udp_and_tcp_leave_it_answering(user_agent: S
     response = parse_message(head)
     assert isinstance(response, SipResponse) and response.status == 200
     writer.close()
+
+
+async def test_an_unsupported_extension_is_420_bad_extension(user_agent: SipUserAgent):
+    async with SipSocket(user_agent.port) as peer:
+        invite = sip_samples.invite(user_agent.port, caller_port=peer.port, extra="Require: 100rel, timer\r\n")
+        peer.send(invite)
+        refused = await peer.response(420)
+        assert refused.reason == "Bad Extension"  # RFC 3261 21.4.15
+        assert refused.get("Unsupported") == "100rel, timer"  # RFC 3261 8.2.2.3
+
+
+@pytest.mark.parametrize("secret", ["", WEBHOOK_SECRET])
+async def test_a_webhook_without_a_secret_is_warned_of_at_start(caplog: pytest.LogCaptureFixture, secret: str):
+    config = GatewayConfig(
+        sip_port=free_port(),
+        sip_host="127.0.0.1",
+        sip_webhook_url="http://127.0.0.1:9/webhook",
+        sip_webhook_secret=secret,
+    )
+    agent = SipUserAgent(config, FullPoolDoorDouble(), timers=FAST)
+    with caplog.at_level(logging.WARNING, logger="gateway.transports.sip.user_agent"):
+        await agent.start()
+    await agent.close()
+    unsigned = [record for record in caplog.records if "unsigned" in record.getMessage()]
+    assert len(unsigned) == (0 if secret else 1)

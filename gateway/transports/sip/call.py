@@ -173,8 +173,8 @@ class SipCall:
         return self.rtp.packets
 
     async def _retransmit_2xx(self, response: SipResponse) -> None:
-        """RFC 3261 13.3.1.4: the 2xx again at T1, doubling to T2, until the ACK; none within
-        64*T1: the call ends (BYE)."""
+        """RFC 3261 13.3.1.4: the 2xx again at T1, doubling to T2, until the ACK (over UDP within
+        the transaction's :class:`RetransmitBudget`); none within 64*T1: the call ends (BYE)."""
         timers = self.transaction.timers
         encoded = response.encode()
         interval = timers.t1
@@ -184,7 +184,7 @@ class SipCall:
                 await asyncio.wait_for(self.acknowledged.wait(), interval)
                 return
             except TimeoutError:
-                self.transaction.peer.send(encoded)
+                self.transaction.retransmit(encoded)  # within its budget (a spoofed caller)
                 interval = min(2 * interval, timers.t2)
         log.info("call %s: no ACK for the 200 OK", self.id)
         self.session.hangup_soon(EndReason.ACK_TIMEOUT, "the caller did not acknowledge the answer")

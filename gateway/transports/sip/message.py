@@ -417,6 +417,7 @@ REASONS = {
     405: "Method Not Allowed",
     408: "Request Timeout",
     415: "Unsupported Media Type",
+    420: "Bad Extension",
     480: "Temporarily Unavailable",
     481: "Call/Transaction Does Not Exist",
     483: "Too Many Hops",

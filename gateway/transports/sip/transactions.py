@@ -21,6 +21,14 @@ Caps: at most :data:`MAX_SERVER_TRANSACTIONS` live server transactions, and
 statelessly (with Retry-After) and holds nothing, so a flood of spoofed requests (each kept for
 64*T1 over UDP) cannot fill the memory.
 
+Reflection (a spoofed UDP source): every response goes to the address the request came from
+(RFC 3581), a retransmitted request from any other address is not answered, and the final
+response's retransmissions over UDP (Timer G; the 2xx's, 13.3.1.4) stop at
+:data:`MAX_RETRANSMISSIONS`, or once they would exceed :data:`RETRANSMIT_FACTOR` times the
+request's bytes (:class:`RetransmitBudget`), whichever comes first; a non-2xx is never
+retransmitted after Timer H. So a forged INVITE makes the gateway send a victim a few times its
+own size, not the 11 retransmissions of 64*T1.
+
 Matching (17.2.3, 17.1.3): a request by its top Via's branch, sent-by and method (ACK matches the
 INVITE); a response by its top Via's branch and CSeq method.
 """
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 
 MAX_SERVER_TRANSACTIONS = 2048  # with 16 KiB messages: at most 32 MiB of requests held
 MAX_SERVER_TRANSACTIONS_PER_SOURCE = 256  # one trunk or proxy sends everything from one IP
+MAX_RETRANSMISSIONS = 7  # T1 .. T2 with the defaults: 0.5+1+2+4+4+4+4 = 19.5 s of them
+RETRANSMIT_FACTOR = 4  # retransmitted bytes per byte of the request, at most
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,24 @@ def request_key(request: SipRequest) -> tuple[str, str, str]:
     return branch, sent_by, request.method
 
 
+class RetransmitBudget:
+    """What a server transaction may still retransmit over UDP to a source never proven real:
+    :data:`MAX_RETRANSMISSIONS` messages and :data:`RETRANSMIT_FACTOR` * ``request_bytes`` bytes."""
+
+    def __init__(self, request_bytes: int) -> None:
+        self.count = 0
+        self.bytes = 0
+        self.limit_bytes = RETRANSMIT_FACTOR * request_bytes
+
+    def take(self, size: int) -> bool:
+        """True (and counted) when one more message of ``size`` bytes fits; False: stop."""
+        if self.count >= MAX_RETRANSMISSIONS or self.bytes + size > self.limit_bytes:
+            return False
+        self.count += 1
+        self.bytes += size
+        return True
+
+
 class ServerTransaction:
     """One received request and the responses to it. ``on_end()`` runs once it has ended;
     ``on_ack_timeout()`` when an INVITE's non-2xx final response got no ACK within Timer H.
@@ -112,6 +140,7 @@ class ServerTransaction:
         self._on_end = on_end
         self._timers: list[asyncio.TimerHandle] = []
         self.on_ack_timeout: Callable[[], None] = lambda: None
+        self.budget = RetransmitBudget(len(request.encode()))
         self._expiry = asyncio.get_running_loop().call_later(timers.timeout if expiry is None else expiry, self._expire)
 
     def _expire(self) -> None:
@@ -149,10 +178,21 @@ class ServerTransaction:
             self.state = "completed"
             self._later(0 if self.peer.reliable else self.timers.timeout, self._end)  # Timer J
 
-    def retransmitted(self) -> None:
-        """The same request again: the last response again (none yet: nothing, RFC 3261 17.2.2)."""
+    def retransmitted(self, peer: Peer) -> None:
+        """The same request again from ``peer``: the last response again (none yet: nothing, RFC
+        3261 17.2.2); from another address than the request's: nothing (a forged copy)."""
+        if peer.address != self.peer.address:
+            return
         if self._encoded and self.state in ("proceeding", "completed"):
             self.peer.send(self._encoded)  # (in "accepted" it is absorbed: RFC 6026 8.7)
+
+    def retransmit(self, data: bytes) -> bool:
+        """Send ``data`` (the final response, again) unless the UDP budget is spent (see the
+        module); False when it was not sent."""
+        if not self.peer.reliable and not self.budget.take(len(data)):
+            return False
+        self.peer.send(data)
+        return True
 
     def acknowledged(self) -> None:
         """An ACK for a non-2xx final response: stop retransmitting; absorb ACKs for Timer I."""
@@ -162,9 +202,8 @@ class ServerTransaction:
             self._later(0 if self.peer.reliable else self.timers.t4, self._end)
 
     def _retransmit(self, interval: float) -> None:
-        if self.state != "completed":
-            return
-        self.peer.send(self._encoded)
+        if self.state != "completed" or not self.retransmit(self._encoded):
+            return  # acknowledged, or the budget is spent (Timer H still absorbs a late ACK)
         nxt = min(2 * interval, self.timers.t2)
         self._later(nxt, lambda: self._retransmit(nxt))
 
@@ -265,7 +304,7 @@ class TransactionLayer:
         key = request_key(request)
         existing = self.server.get(key)
         if existing is not None:
-            existing.retransmitted()
+            existing.retransmitted(peer)
             return None
         source = peer.address[0]
         held = self._per_source.get(source, 0)

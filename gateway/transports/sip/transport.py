@@ -7,6 +7,12 @@ A malformed message never reaches the dialogs: a request whose Via, From, To, Ca
 could be read is answered ``400 Bad Request``, anything else is dropped and counted. A TCP
 connection that sends something that cannot be framed (no blank line within
 ``MAX_MESSAGE_BYTES``, a bad ``Content-Length``) is closed.
+
+TCP limits: at most ``max_connections`` accepted connections at once (one beyond is closed at
+once; the first refusal is logged); a body must follow its head within ``body_timeout_s`` (a peer
+that sends a head with ``Content-Length`` and never the body is closed); a connection made to send
+a request gives up after ``connect_timeout_s``, and is forgotten once it closes (never written to
+again). Closing the transport ends every connection's reader quietly.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ log = logging.getLogger(__name__)
 MessageHandler = Callable[["SipRequest | SipResponse", "SipPeer"], None]
 # Seconds a TCP connection may stay silent before it is closed (keeps no dead sockets).
 TCP_IDLE_S = 600.0
+# Accepted TCP connections at once (a trunk or proxy holds a few; beyond: closed on accept).
+MAX_TCP_CONNECTIONS = 256
+# Seconds a message body may take after its head (64*T1, RFC 3261 Timer F's span).
+TCP_BODY_S = 32.0
+# Seconds an outgoing TCP connect may take (a request then fails like one unanswered).
+TCP_CONNECT_S = 10.0
 
 
 class SipPeer:
@@ -88,8 +100,14 @@ class SipTransport:
         self.answered_400 = 0
         self._udp: Optional[_Datagrams] = None
         self._server: Optional[asyncio.Server] = None
+        self.max_connections = MAX_TCP_CONNECTIONS
+        self.body_timeout_s = TCP_BODY_S
+        self.connect_timeout_s = TCP_CONNECT_S
+        self.refused_connections = 0  # accepted TCP connections closed over max_connections
         self._connections: dict[tuple[str, int], asyncio.StreamWriter] = {}
+        self._accepted = 0
         self._readers: set[asyncio.Task[None]] = set()
+        self._closing = False
 
     async def start(self) -> None:
         """Bind the TCP listener, then UDP on its port. Raises OSError when a port is taken."""
@@ -120,23 +138,37 @@ class SipTransport:
 
     # ----- TCP -----
     async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing or self._accepted >= self.max_connections:
+            self.refused_connections += 1
+            if self.refused_connections == 1:
+                log.warning("SIP over TCP: %d connections open, closing new ones", self._accepted)
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._readers.add(task)
+        self._accepted += 1
         name = writer.get_extra_info("peername")
         address = (str(name[0]), int(name[1]))
-        self._connections[address] = writer
-        peer = SipPeer("TCP", address, writer.write)
         try:
-            await self._read_stream(reader, peer)
+            await self._hold(reader, writer, address)
+        finally:
+            self._accepted -= 1
+            if task is not None:
+                self._readers.discard(task)
+
+    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: tuple[str, int]) -> None:
+        """Read ``writer``'s connection until it ends, then close it and forget it (a cancel by
+        :meth:`close` ends it quietly: asyncio would log a cancelled connection callback)."""
+        self._connections[address] = writer
+        try:
+            await self._read_stream(reader, SipPeer("TCP", address, writer.write))
+        except asyncio.CancelledError:
+            pass  # the transport closes (only close() cancels these tasks)
         finally:
             if self._connections.get(address) is writer:
                 del self._connections[address]
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-            if task is not None:
-                self._readers.discard(task)
 
     async def _read_stream(self, reader: asyncio.StreamReader, peer: SipPeer) -> None:
         while True:
@@ -153,8 +185,12 @@ class SipTransport:
                 log.info("SIP over TCP from %s:%d cannot be framed: closing", *peer.address)
                 return
             try:
-                body = await reader.readexactly(length)
+                body = await asyncio.wait_for(reader.readexactly(length), self.body_timeout_s)
             except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            except TimeoutError:
+                self.malformed += 1
+                log.info("SIP over TCP from %s:%d: no body within %g s: closing", *peer.address, self.body_timeout_s)
                 return
             self.deliver(head + body, peer)
 
@@ -168,15 +204,21 @@ class SipTransport:
                 raise OSError("SIP UDP socket is closed")
             datagrams = udp.transport
             return SipPeer("UDP", address, lambda out: datagrams.sendto(out, address))
-        writer = self._connections.get(address)
-        if writer is None or writer.is_closing():
-            reader, writer = await asyncio.open_connection(*address)
-            self._connections[address] = writer
-            peer = SipPeer("TCP", address, writer.write)
-            task = asyncio.ensure_future(self._read_stream(reader, peer))
-            self._readers.add(task)
-            task.add_done_callback(self._readers.discard)
-            return peer
+        existing = self._connections.get(address)
+        if existing is not None and not existing.is_closing():
+            return SipPeer("TCP", address, existing.write)
+        if self._closing:
+            raise OSError("SIP transport is closed")
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.connect_timeout_s)
+        except TimeoutError:
+            raise OSError(
+                f"SIP over TCP: no connection to {address[0]}:{address[1]} in {self.connect_timeout_s:g} s"
+            ) from None
+        self._connections[address] = writer  # (now: a second request reuses it)
+        task = asyncio.ensure_future(self._hold(reader, writer, address))
+        self._readers.add(task)
+        task.add_done_callback(self._readers.discard)
         return SipPeer("TCP", address, writer.write)
 
     @property
@@ -185,17 +227,22 @@ class SipTransport:
         return len(self._connections)
 
     async def close(self) -> None:
-        """Close the sockets and every TCP connection."""
+        """Close the sockets and every TCP connection (their readers end at the closed stream; any
+        still reading after a second are cancelled)."""
+        self._closing = True
         if self._udp is not None and self._udp.transport is not None:
             self._udp.transport.close()
         if self._server is not None:
             self._server.close()
         for writer in list(self._connections.values()):
             writer.close()
+        if self._readers:
+            await asyncio.wait(list(self._readers), timeout=1)
         for task in list(self._readers):
             task.cancel()
         if self._readers:
-            await asyncio.wait(self._readers, timeout=2)
+            await asyncio.wait(list(self._readers), timeout=2)
+        self._connections.clear()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)

@@ -131,6 +131,10 @@ class SipUserAgent:
         """Listen. Raises OSError when the port is taken."""
         await self.transport.start()
         log.info("SIP listening on %s:%d (UDP, TCP)", self.host, self.port)
+        if self.webhook is not None and not self.config.sip_webhook_secret:
+            log.warning(
+                "SIP webhooks to %s are unsigned: give --sip-webhook-secret whsec_...", self.config.sip_webhook_url
+            )
 
     # ----- dispatch -----
     def _on_message(self, message: SipRequest | SipResponse, peer: SipPeer) -> None:
