@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.realtime.session_update import SessionUpdate
+from gateway.server.errors import ApiError
 
 DEFAULT_TTL_S = 60
 MIN_TTL_S = 10
@@ -92,3 +93,17 @@ def bearer(header: Optional[str]) -> Optional[str]:
 def same_key(given: Optional[str], expected: str) -> bool:
     """Constant-time comparison of a presented key with the configured one."""
     return given is not None and secrets.compare_digest(given.encode(), expected.encode())
+
+
+def require_api_key(api_key: Optional[str], token: Optional[str], what: str = "This route") -> None:
+    """The operator's key check, the same on every route that needs it: nothing when no API key is
+    configured (``api_key`` None or empty) or ``token`` (the bearer token presented) is that key;
+    else ApiError 401 ``invalid_api_key`` saying ``what`` needs it. Ephemeral ``ek_`` keys open
+    calls only (:func:`gateway.server.admission.admit`), never pass here."""
+    if api_key and not same_key(token, api_key):
+        raise ApiError(
+            401,
+            f"{what} needs the API key: send 'Authorization: Bearer <API key>'.",
+            "invalid_api_key",
+            "authentication_error",
+        )

@@ -12,8 +12,7 @@ from aiohttp import web
 
 from gateway.logging_setup import redact_call_id
 from gateway.server.app_keys import CONFIG, METRICS, MODELS, POOL, SHUTDOWN
-from gateway.server.auth import bearer, same_key
-from gateway.server.errors import ApiError
+from gateway.server.auth import bearer, require_api_key
 
 __all__ = ["add_ops_routes", "redact_call_id"]
 
@@ -22,14 +21,8 @@ def require_operator(request: web.Request) -> None:
     """Raises ApiError 401 when ``protect_observability`` and ``api_key`` are set and the request
     does not carry the API key; nothing otherwise."""
     config = request.app[CONFIG]
-    if config.protect_observability and config.api_key:
-        if not same_key(bearer(request.headers.get("Authorization")), config.api_key):
-            raise ApiError(
-                401,
-                "This route needs the API key: send 'Authorization: Bearer <API key>'.",
-                "invalid_api_key",
-                "authentication_error",
-            )
+    if config.protect_observability:
+        require_api_key(config.api_key, bearer(request.headers.get("Authorization")))
 
 
 async def pool_status(request: web.Request) -> web.Response:

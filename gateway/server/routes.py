@@ -16,7 +16,7 @@ from aiohttp import web
 
 from gateway.server.admission import open_call
 from gateway.server.app_keys import CONFIG, KEYS, SESSIONS
-from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, KeyLimitError, bearer, same_key
+from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, KeyLimitError, bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import read_calls_offer, read_json_offer, read_text, session_update
 from gateway.server.ops_routes import add_ops_routes
@@ -49,9 +49,8 @@ async def hangup(request: web.Request) -> web.Response:
     of any transport) and drain its unit; 200 ``{"call_id", "status": "ended"}``, 404
     ``call_not_found``; 401 without the API key when one is configured (as OpenAI's hang-up
     wants it, and as every other ``/v1/realtime/*`` route: a SIP call's id is in its webhook)."""
-    config = request.app[CONFIG]
-    if config.api_key and not same_key(bearer(request.headers.get("Authorization")), config.api_key):
-        raise ApiError(401, "Missing or invalid API key.", "invalid_api_key", "authentication_error")
+    token = bearer(request.headers.get("Authorization"))
+    require_api_key(request.app[CONFIG].api_key, token, "Hanging up a call")
     call_id = request.match_info["call_id"]
     if not await request.app[SESSIONS].hangup(call_id):
         raise ApiError(404, f"no call {call_id}", "call_not_found")
@@ -66,8 +65,7 @@ async def client_secrets(request: web.Request) -> web.Response:
     opens. 200 ``{"value", "expires_at", "session"}``; 401, 400, 429 with ``Retry-After``.
     """
     config = request.app[CONFIG]
-    if config.api_key and not same_key(bearer(request.headers.get("Authorization")), config.api_key):
-        raise ApiError(401, "Missing or invalid API key.", "invalid_api_key", "authentication_error")
+    require_api_key(config.api_key, bearer(request.headers.get("Authorization")), "Minting a client secret")
     body: Any = {}
     if request.can_read_body:
         try:

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP
-from gateway.server.auth import bearer, same_key
+from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import read_text, session_update
 from gateway.transports.sip.call import CallStateError
@@ -25,9 +25,8 @@ from gateway.transports.sip.user_agent import CallNotFound, SipUserAgent
 
 
 def _user_agent(request: web.Request) -> SipUserAgent:
-    config = request.app[CONFIG]
-    if config.api_key and not same_key(bearer(request.headers.get("Authorization")), config.api_key):
-        raise ApiError(401, "Missing or invalid API key.", "invalid_api_key", "authentication_error")
+    token = bearer(request.headers.get("Authorization"))
+    require_api_key(request.app[CONFIG].api_key, token, "SIP call control")
     if SIP not in request.app:
         raise ApiError(404, "SIP is not enabled on this gateway (--sip-port)", "call_not_found")
     return request.app[SIP]

@@ -24,7 +24,7 @@ from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate, merged_updates
 from gateway.server.admission import admit, busy_error
 from gateway.server.app_keys import CONFIG, LIMITS, METRICS, SESSIONS
-from gateway.server.auth import bearer, same_key
+from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import requested_extensions
 from gateway.transports.door import TransportKind
@@ -101,14 +101,7 @@ async def sideband(
     """``GET /v1/realtime?call_id=rtc_...``: attach ``ws`` to the live WebRTC call ``call_id``
     (``gateway.transports.sideband``). Needs the API key when one is configured; without one, the
     call id is the capability (as for hang-up). Raises ApiError 401, 404 ``call_not_found``."""
-    config = request.app[CONFIG]
-    if config.api_key and not same_key(token, config.api_key):
-        raise ApiError(
-            401,
-            "A sideband connection needs the API key: send 'Authorization: Bearer <API key>'.",
-            "invalid_api_key",
-            "authentication_error",
-        )
+    require_api_key(request.app[CONFIG].api_key, token, "A sideband connection")
     door = request.app[SESSIONS]
     call = door.live(call_id)
     if call is None or call.kind is TransportKind.WEBSOCKET:  # a sideband steers a call with its media elsewhere

@@ -160,9 +160,9 @@ async def test_bad_http_input_gets_json_errors_and_the_server_lives(models, gate
 
 
 async def test_pool_view_does_not_hand_out_hang_up_capabilities(models, gateway_config):
-    """``DELETE /v1/realtime/calls/{id}`` needs no key (the call id is the capability), yet the
-    unauthenticated ``GET /v1/pool`` listed every live call id: anyone could end every call, even
-    with ``--api-key`` set."""
+    """The unauthenticated ``GET /v1/pool`` listed every live call id, and a call id was enough to
+    hang up (``DELETE /v1/realtime/calls/{id}``): anyone could end every call. The view shows a
+    shortened id, which is no call even to a holder of the key; without the key a hang-up is 401."""
     async with serve(gateway_config(pool_size=1, api_key="sk-review"), models) as (url, app):
         client = RealtimeClient(url)
         assert await client.connect(headers={"Authorization": "Bearer sk-review"}) == 201
@@ -173,7 +173,12 @@ async def test_pool_view_does_not_hand_out_hang_up_capabilities(models, gateway_
             assert client.call_id not in text
             assert shown and client.call_id.startswith(shown.rstrip("."))  # still matches the logs
             async with http.delete(f"{url}/v1/realtime/calls/{shown}") as response:
+                assert response.status == 401
+            key = {"Authorization": "Bearer sk-review"}
+            async with http.delete(f"{url}/v1/realtime/calls/{shown}", headers=key) as response:
                 assert response.status == 404
+            async with http.delete(f"{url}/v1/realtime/calls/{client.call_id}") as response:
+                assert response.status == 401
             assert app[POOL].units[0].state is UnitState.ACTIVE
         await client.hangup()
         assert await wait_until(lambda: all_idle(app), 5)
