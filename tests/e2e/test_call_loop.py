@@ -149,6 +149,8 @@ async def test_offer_json_health_and_demo_page(models, gateway_config):
             async with http.delete(f"{url}/v1/realtime/calls/{body['call_id']}") as response:
                 assert response.status == 200
             await pc.close()
+            # The hang-up answers as the drain starts; the one unit is free (not 503) once it ends.
+            assert await wait_until(lambda: app_idle(app), 5)
             async with http.post(f"{url}/offer", json={"sdp": "v=0\r\nnonsense", "type": "offer"}) as response:
                 assert response.status == 400
                 assert (await response.json())["error"]["code"] == "invalid_offer"

@@ -15,6 +15,7 @@ import pytest
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, Generation, GenerationOptions, ModelSet
 from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from tests.helpers import words
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
 
@@ -73,13 +74,16 @@ def test_token_cap_and_compute_budget_end_the_turn_incomplete(llm: LlamaCppLangu
 
 
 def test_sampling_follows_the_temperature(llm: LlamaCppLanguageModel) -> None:
-    greedy = [ask(llm, "Name one fruit.", max_tokens=8)[0].text for _ in range(2)]
-    assert greedy[0] == greedy[1], "temperature 0 is greedy: the same prompt gives the same reply"
+    """Compared by words: the second ask reads its prompt from the saved KV state of the first,
+    and llama.cpp's CPU kernels give slightly different logits for a prompt read in other chunks,
+    enough to flip a near tie of the last token (seen here: 'Apple.' then 'Apple')."""
+    greedy = [words(ask(llm, "Name one fruit.", max_tokens=8)[0].text) for _ in range(2)]
+    assert greedy[0] and greedy[0] == greedy[1], "temperature 0 is greedy: the same prompt gives the same words"
     seeded = [
-        ask(llm, "Name one fruit.", max_tokens=8, options=GenerationOptions(temperature=1.0, seed=7))[0].text
+        words(ask(llm, "Name one fruit.", max_tokens=8, options=GenerationOptions(temperature=1.0, seed=7))[0].text)
         for _ in range(2)
     ]
-    assert seeded[0] == seeded[1], "a fixed seed repeats a sampled reply"
+    assert seeded[0] and seeded[0] == seeded[1], "a fixed seed repeats a sampled reply"
 
 
 def test_the_conversation_is_remembered(llm: LlamaCppLanguageModel) -> None:
