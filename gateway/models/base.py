@@ -185,6 +185,14 @@ class LanguageModelError(RuntimeError):
     server, a prompt the engine cannot take); the LLM stage reports it as an ``error`` event."""
 
 
+class PromptWarm(Protocol):
+    """A session's hold on its instructions and tools being read ahead into an engine's cache
+    (an engine's optional ``prepare(messages, options)`` returns one, or None)."""
+
+    def cancel(self) -> None:
+        """The session no longer needs it (ended, or new instructions): stop reading for it."""
+
+
 class LanguageModel(Protocol):
     """Streaming chat completion for the LLM stage; ``name`` is the ``llm_model`` setting.
 

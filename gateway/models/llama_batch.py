@@ -64,6 +64,7 @@ class _Evaluation:
     logits: Optional[np.ndarray] = None
     error: Optional[str] = None
     abandoned: bool = False  # the caller stopped waiting: read no more of it
+    holders: int = 0  # a warm: the sessions that still want it (abandoned when the last lets go)
 
 
 class _Sequence:
@@ -148,27 +149,34 @@ class BatchDecoder:
             chosen.leased, chosen.used = True, time.monotonic()
             return SequenceLease(self, chosen)
 
-    def warm(self, tokens: list[int]) -> None:
+    def warm(self, tokens: list[int]) -> Optional[Warm]:
         """Read ``tokens`` (a session's instructions and tools) into a prefix sequence in the
         background, unless some sequence already holds them or they are over ``MAX_WARM_TOKENS``;
-        later turns copy its cells. Turns' own prompts are read first in each step."""
+        later turns copy its cells. Turns' own prompts are read first in each step.
+
+        Returns the session's hold on it (sessions asking for the same tokens share one warm; one
+        nobody holds stops at the next step), or None when nothing is read for it."""
         if len(tokens) < 2 or len(tokens) > MAX_WARM_TOKENS:
-            return
+            return None
         want = np.asarray(tokens, dtype=np.intc)
         with self._cond:
             held = (common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs)
             if any(length >= len(tokens) - 1 for length in held):
-                return
-            if any(e.wanted == tokens for e in self._pending):
-                return
+                return None
+            for evaluation in self._pending:
+                if evaluation.wanted == tokens and not evaluation.abandoned:
+                    evaluation.holders += 1
+                    return Warm(self, evaluation)
             busy = {e.seq for e in self._pending}
             free = [self._seqs[i] for i in self._prefix_ids if i not in busy]
             if not free:
-                return
+                return None
             target = min(free, key=lambda s: s.used)
             target.used = time.monotonic()
-            self._pending.append(_Evaluation(target.seq, list(tokens), reuse_others=True))
+            evaluation = _Evaluation(target.seq, list(tokens), reuse_others=True, holders=1)
+            self._pending.append(evaluation)
             self._cond.notify_all()
+            return Warm(self, evaluation)
 
     def measure_steps(self, repeats: int = 3) -> dict[int, float]:
         """Time ``repeats`` decode steps of every batch size 1..``sequences`` into :attr:`step_times`
@@ -413,6 +421,33 @@ class BatchDecoder:
             self._lib.llama_memory_seq_rm(self._memory, s.seq, -1, -1)
             s.tokens = []
         return bool(idle)
+
+
+class Warm:
+    """One session's hold on a background warm (:meth:`BatchDecoder.warm`)."""
+
+    def __init__(self, decoder: BatchDecoder, evaluation: _Evaluation) -> None:
+        self._decoder = decoder
+        self._evaluation: Optional[_Evaluation] = evaluation
+
+    def cancel(self) -> None:
+        """Let go (idempotent); the last holder's cancel stops the reading at the next step. The
+        tokens read so far stay in the prefix sequence for whoever needs them next."""
+        decoder, evaluation = self._decoder, self._evaluation
+        if evaluation is None:
+            return
+        self._evaluation = None
+        with decoder._cond:
+            evaluation.holders -= 1
+            if evaluation.holders <= 0:
+                evaluation.abandoned = True
+                decoder._cond.notify_all()
+
+    @property
+    def done(self) -> bool:
+        """True once the tokens are read, or the warm stopped or failed."""
+        e = self._evaluation
+        return e is None or e.done.is_set() or e.abandoned
 
 
 class SequenceLease:

@@ -60,7 +60,7 @@ from gateway.models.base import (
 from gateway.models.engine_queue import EngineQueue, Turn
 from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
 from gateway.models.grammar_sampler import GrammarSampler, sample_token
-from gateway.models.llama_batch import BatchDecoder, SequenceLease
+from gateway.models.llama_batch import BatchDecoder, SequenceLease, Warm
 from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
 from gateway.models.prompt_fit import fit_messages
 from gateway.models.tool_calls import (
@@ -223,16 +223,18 @@ class LlamaCppLanguageModel:
         two = self.tokenize(self.render([*head, ChatMessage("user", "b")], options))
         return one[: common_prefix(np.asarray(one), np.asarray(two))]
 
-    def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> None:
+    def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> Optional[Warm]:
         """Read a session's instructions and tools (the system message of ``messages``, the tools
         of ``options``) into the KV cache in the background, so its first turn does not have to;
-        sessions with the same ones share those cells. Returns at once."""
+        sessions with the same ones share those cells. Returns at once: the session's hold on the
+        reading (``cancel()`` it when the session ends or its instructions change), or None when
+        nothing is read."""
         options = options or GenerationOptions()
         try:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
-            return
-        self.decoder.warm(self.prefix_tokens(messages, options))
+            return None
+        return self.decoder.warm(self.prefix_tokens(messages, options))
 
     # ----- generation -----
 

@@ -18,7 +18,7 @@ from gateway.media.outbound import FrameHook, OutputAudioTrack
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
 from gateway.media.recording import StereoRecording
 from gateway.media.thinking_cue import ThinkingCue
-from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet
+from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, PromptWarm
 from gateway.pipeline.cancel import CancelScope
 from gateway.pipeline.chain import StageChain, StageFactory
 from gateway.pipeline.events import (
@@ -80,6 +80,9 @@ class PipelineUnit(UnitLifecycle):
         # The call's recording (``UnitLease.record``; None: not recorded): caller audio as it is
         # submitted, reply audio as the track or pacer plays it out. Event loop only.
         self.recording: Optional[StereoRecording] = None
+        # The call's instructions and tools being read ahead by the LLM (prepare_prompt); let go
+        # when they change and when the call ends, so nothing is read for a caller who has gone.
+        self._warm: Optional[PromptWarm] = None
         self._build()
 
     # ----- construction -----
@@ -173,6 +176,7 @@ class PipelineUnit(UnitLifecycle):
             return
         self.scope.cancel()
         self.cue.stop()
+        self._let_go_of_warm()
         self.playout.clear()
         self.chain.flush()
 
@@ -293,7 +297,14 @@ class PipelineUnit(UnitLifecycle):
         if self._active_session() is None or prepare is None:
             return
         options = GenerationOptions(tools=list(tools), tool_choice=tool_choice)
-        prepare([ChatMessage("system", instructions)], options)
+        warm = prepare([ChatMessage("system", instructions)], options)
+        self._let_go_of_warm()  # the earlier instructions are no longer this call's
+        self._warm = warm
+
+    def _let_go_of_warm(self) -> None:
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            warm.cancel()
 
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""

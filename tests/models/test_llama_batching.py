@@ -11,13 +11,16 @@ from __future__ import annotations
 import difflib
 import re
 import threading
+import time
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, FunctionTool, Generation, GenerationOptions, ModelSet
 from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.llama_state_cache import common_prefix
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
 
@@ -149,3 +152,35 @@ def test_prepared_instructions_and_tools_are_read_before_the_first_turn(llm: Lla
     assert first.cached_tokens >= len(prefix) - 1, (first, len(prefix))
     other = llm.generate(**plain([system, ChatMessage("user", "Good morning!")], 8, options=options))
     assert other.cached_tokens >= len(prefix) - 1, "a second session with the same tools shares the prefix"
+
+
+def pending_warms(llm: LlamaCppLanguageModel) -> int:
+    """Background warms the decoder still has to read (its pending evaluations on no turn's sequence)."""
+    decoder = llm.decoder
+    with decoder._cond:
+        return sum(1 for e in decoder._live_pending() if not decoder._seqs[e.seq].leased)
+
+
+def test_a_warm_nobody_holds_stops_reading(llm: LlamaCppLanguageModel) -> None:
+    """A session's instructions were read on after the session ended: a caller who connected with
+    ~900 tokens of instructions and hung up at once held every other caller's decode steps for
+    30 s on a slow box (a later test's 8-token reply took 25 s instead of 7). The warm is now the
+    session's to let go: the last holder's cancel stops it at the next step."""
+    system = ChatMessage("system", "Remember these words: " + " ".join(f"alpha{i} beta{i}" for i in range(150)))
+    prefix = llm.prefix_tokens([system], GenerationOptions())
+    assert 600 < len(prefix) <= 1024, len(prefix)  # read ahead (not over the warm limit), and seconds of work
+    first = llm.prepare([system])
+    second = llm.prepare([system])  # a second session with the same instructions shares the warm
+    assert first is not None and second is not None
+    first.cancel()
+    first.cancel()  # idempotent: one session's two cancels do not let go of the other's hold
+    assert not second.done, "still held by the second session"
+    second.cancel()
+    deadline = time.monotonic() + 30
+    while pending_warms(llm) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pending_warms(llm) == 0, "the warm stopped once nobody held it"
+    held = max(
+        common_prefix(np.asarray(s.tokens, dtype=np.intc), np.asarray(prefix, dtype=np.intc)) for s in llm.decoder._seqs
+    )
+    assert held < len(prefix) - 1, "it stopped before reading all of it"

@@ -56,3 +56,23 @@ async def test_connect_disconnect_cycles_leak_nothing(models, gateway_config):
         assert growth < 0.05, f"RSS grew {100 * growth:.1f} %"
         assert sum(u.sessions_served for u in pool.units) == CYCLES + 5
         assert pool.snapshot()["recoveries"] == 0
+
+
+async def test_a_hung_up_callers_instructions_are_not_read_on(models, gateway_config):
+    """The LLM reads a call's instructions ahead of its first turn; a caller who hung up at once
+    left that reading running (seconds of every other caller's decode steps on a slow box). The
+    unit lets go of it at the drain, so the engine stops reading for nobody."""
+    decoder = models.llm.decoder
+
+    def reading_ahead() -> int:
+        with decoder._cond:
+            return sum(1 for e in decoder._live_pending() if not decoder._seqs[e.seq].leased)
+
+    instructions = "Know these words: " + " ".join(f"gamma{i} delta{i}" for i in range(150))
+    async with serve(gateway_config(pool_size=1), models) as (url, app):
+        client = RealtimeClient(url)
+        assert await client.connect(offer_session={"type": "realtime", "instructions": instructions}) == 201
+        assert reading_ahead() == 1, "the instructions are being read ahead"
+        await client.hangup()
+        assert await wait_until(lambda: app[POOL].units[0].state is UnitState.IDLE, 10)
+        assert await wait_until(lambda: reading_ahead() == 0, 5), "nothing is read for a caller who has gone"
