@@ -15,23 +15,38 @@ serves one request at a time.)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, GenerationOptions
+from gateway.models.decode_capacity import StepTimes
 from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+
+
+@contextlib.contextmanager
+def on_threads(decoder: Any, threads: int) -> Iterator[None]:
+    """Every step on ``threads`` threads for a while, its step times kept apart: a gateway running
+    in the same process (``bench_talkers.py``) judges its talking capacity by the steps of its own
+    thread settings, which a 2-thread probe would otherwise skew."""
+    saved = decoder.threads, decoder.threads_busy, decoder.step_times
+    decoder.threads = decoder.threads_busy = threads
+    decoder.step_times = StepTimes()
+    try:
+        yield
+    finally:
+        decoder.threads, decoder.threads_busy, decoder.step_times = saved
 
 
 def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
     """Tokens/s of one sequence decoding ``tokens`` tokens alone on ``threads`` threads (llama.cpp
     context of ``engine``'s BatchDecoder, greedy on a short prompt)."""
     decoder = engine.decoder
-    saved = decoder.threads, decoder.threads_busy
-    decoder.threads = decoder.threads_busy = threads
-    try:
+    with on_threads(decoder, threads):
         prompt = engine.prompt_tokens([ChatMessage("user", "Count from one to fifty.")], tokens, GenerationOptions())
         lease = decoder.lease()
         try:
@@ -45,15 +60,16 @@ def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
             return tokens / (time.monotonic() - started)
         finally:
             lease.release()
-    finally:
-        decoder.threads, decoder.threads_busy = saved
 
 
 def batched_step_ms(engine: Any, sequences: int, threads: int, tokens: int = 16) -> float:
     """Mean ms per decode step with ``sequences`` sequences decoding together on ``threads`` threads."""
     decoder = engine.decoder
-    saved = decoder.threads, decoder.threads_busy
-    decoder.threads = decoder.threads_busy = threads
+    with on_threads(decoder, threads):
+        return _batched_steps(engine, decoder, sequences, tokens)
+
+
+def _batched_steps(engine: Any, decoder: Any, sequences: int, tokens: int) -> float:
     prompts = [
         engine.prompt_tokens([ChatMessage("user", f"Count from {i} to {i + 40}.")], tokens, GenerationOptions())
         for i in range(sequences)
@@ -81,7 +97,6 @@ def batched_step_ms(engine: Any, sequences: int, threads: int, tokens: int = 16)
     finally:
         for lease in leases:
             lease.release()
-        decoder.threads, decoder.threads_busy = saved
 
 
 def main() -> int:

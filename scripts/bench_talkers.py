@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 import numpy as np
 from bench_batch_decode import decode_speed
-from bench_turn import event_for, final_turn_response, percentile, trailing_silence_s, voiced_since
+from bench_turn import event_for, final_turn_response, percentile, trailing_silence_s, voiced_since, wait_pool_idle
 
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
@@ -58,6 +58,7 @@ class Caller:
     refused_ms: Optional[float] = None
     heard: str = ""
     said: str = ""
+    failed: str = ""  # admitted but not answered: why (the statuses of its responses)
 
 
 def recordings(folder: Path) -> dict[str, np.ndarray]:
@@ -86,7 +87,13 @@ async def talk(url: str, name: str, audio: np.ndarray, tail_s: float) -> Caller:
     try:
         await asyncio.sleep(0.3)
         client.say(audio)
-        done = await final_turn_response(client, tail_s)
+        try:
+            done = await final_turn_response(client, tail_s)
+        except RuntimeError as exc:
+            statuses = [d["response"]["status"] for d in client.of_type("response.done")]
+            errors = [e.get("error", {}).get("code") for e in client.of_type("error")]
+            caller.failed = f"{exc} (responses {statuses}, errors {errors})"
+            return caller
         response_id = done["response"]["id"]
         begun = await event_for(client, "output_audio_buffer.started", response_id)
         spoke_until = client.mic.finished_at - tail_s if client.mic.finished_at else None
@@ -124,6 +131,7 @@ async def one_round(url: str, app: Any, n: int, audio: dict[str, np.ndarray], st
 def print_round(result: dict[str, Any], alone: dict[str, float]) -> None:
     answered = [c.v2v_ms for c in result["callers"] if c.v2v_ms is not None]
     refused = [c for c in result["callers"] if c.refused_ms is not None]
+    failed = [c for c in result["callers"] if c.failed]
     print(f"\n### {result['n']} callers\n")
     if answered:
         p50, p95 = percentile(answered, 0.5), percentile(answered, 0.95)
@@ -137,11 +145,12 @@ def print_round(result: dict[str, Any], alone: dict[str, float]) -> None:
         print(f"max {max(times):.0f} ms)", end="")
     else:
         print("refused none", end="")
+    print(f"; unanswered {len(failed)}" if failed else "", end="")
     print(f"; LLM {result['tok_s']:.1f} tok/s; CPU {result['cpu']:.2f} cores\n")
     print("| caller | recording | voice-to-voice ms | × alone | heard -> said |")
     print("|---|---|---|---|---|")
     for i, c in enumerate(result["callers"]):
-        v2v = f"{c.v2v_ms:.0f}" if c.v2v_ms is not None else f"HTTP {c.status}"
+        v2v = f"{c.v2v_ms:.0f}" if c.v2v_ms is not None else (c.failed or f"HTTP {c.status}")
         ratio = f"{c.v2v_ms / alone[c.recording]:.2f}" if c.v2v_ms and alone.get(c.recording) else ""
         print(f"| {i + 1} | {c.recording} | {v2v} | {ratio} | {c.heard[:40]!r} -> {c.said[:40]!r} |")
 
@@ -172,12 +181,14 @@ async def main() -> int:
         alone: dict[str, float] = {}
         for name, samples in audio.items():  # every recording alone first: the × alone baseline
             if 1 in counts:
+                await wait_pool_idle(url)
                 caller = await talk(url, name, samples, trailing_silence_s(samples))
                 if caller.v2v_ms is not None:
                     alone[name] = caller.v2v_ms
         if alone:
             print("\nalone: " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in alone.items()))
         for n in counts:
+            await wait_pool_idle(url)
             print_round(await one_round(url, app, n, audio, args.stagger_s), alone)
     return 0
 
