@@ -206,8 +206,10 @@ async def test_barge_in_keeps_the_words_the_caller_heard(models, speech, gateway
             first = await client.wait_for("response.output_audio.delta", after=mark, within=90)
             started = client.times[client.events.index(first)]
             # The caller listens to the first words of the reply (a microphone streams the silence
-            # too), then talks over it.
-            await client.stream(np.zeros(48000 * 6 // 10, np.int16))
+            # too), then talks over it once two clauses are queued: with only the first one out
+            # (a slow LLM), all of it could be heard and nothing read ahead (heard == generated).
+            await client.wait_for("response.output_audio_transcript.delta", after=mark, within=90, count=2)
+            await client.stream(np.zeros(48000 * 2 // 10, np.int16))
             interrupted_at = time.monotonic()
             await client.stream(speech("Wait, stop."), silence_s=1.0)
             done = await client.wait_for("response.done", after=mark, within=30)
