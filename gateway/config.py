@@ -271,6 +271,13 @@ class GatewayConfig:
     sip_accept_timeout_s: float = field(
         default=30.0, metadata={"help": "a call neither accepted nor rejected within this gets 480"}
     )
+    sip_tls_cert: str = field(
+        default="", metadata={"help": "PEM certificate (chain) for SIP over TLS; with sip_tls_key, TLS is on"}
+    )
+    sip_tls_key: str = field(default="", metadata={"help": "PEM private key of sip_tls_cert"})
+    sip_tls_port: int = field(
+        default=0, metadata={"help": "SIP over TLS port; 0: sip_port + 1 (5061 for 5060), ephemeral when sip_port is 0"}
+    )
 
     # --- lifecycle ---
     drain_timeout_s: float = field(default=10.0, metadata={"help": "a drain longer than this quarantines the unit"})
@@ -329,7 +336,8 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         """Raises ValueError for a ``log_format``, ``thinking_cue``, ``instance_id`` or ``talking_capacity``
-        that cannot be used, or ``record_all_calls`` without a ``record_dir``."""
+        that cannot be used, ``record_all_calls`` without a ``record_dir``, or one of ``sip_tls_cert``
+        and ``sip_tls_key`` without the other."""
         if self.record_all_calls and not self.record_dir:
             raise ValueError("record_all_calls needs record_dir: where the recordings go")
         if self.log_format not in ("text", "json"):
@@ -338,6 +346,8 @@ class GatewayConfig:
             raise ValueError(f"thinking_cue {self.thinking_cue!r}: use 'off', 'tone' or 'filler'")
         if self.talking_capacity < 0:
             raise ValueError(f"talking_capacity {self.talking_capacity}: use 0 (measured) or a count of callers")
+        if bool(self.sip_tls_cert) != bool(self.sip_tls_key):
+            raise ValueError("SIP over TLS needs both sip_tls_cert and sip_tls_key")
         if self.instance_id and not _INSTANCE_RE.fullmatch(self.instance_id):
             raise ValueError(f"instance_id {self.instance_id!r}: use 1-40 letters, digits or '-'")
 

@@ -472,6 +472,7 @@ class RecordingPeerDouble:
 
     def __init__(self, reliable: bool = False) -> None:
         self.reliable = reliable
+        self.transport = "TCP" if reliable else "UDP"
         self.address = ("127.0.0.1", 15070)
         self.sent: list[bytes] = []
 

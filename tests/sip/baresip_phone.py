@@ -48,9 +48,12 @@ class BaresipPhone:
     """``async with BaresipPhone(folder, play=samples_8k) as phone``: a running baresip whose
     microphone is ``play`` (int16 mono 8 kHz) and whose call audio is recorded under ``folder``."""
 
-    def __init__(self, folder: Path, play: np.ndarray, *, transport: str = "udp") -> None:
+    def __init__(
+        self, folder: Path, play: np.ndarray, *, transport: str = "udp", cafile: Optional[Path] = None
+    ) -> None:
         self.folder = folder
         self.play = play
+        self.cafile = cafile  # CA (or self-signed certificate) a TLS server is checked against
         self.sip_port = free_port()
         self.control_port = free_port()
         self.transport = transport
@@ -88,6 +91,7 @@ class BaresipPhone:
                     "module_app ctrl_tcp.so",
                     f"ctrl_tcp_listen 127.0.0.1:{self.control_port}",
                     f"snd_path {self.folder}",
+                    *([f"sip_cafile {self.cafile}"] if self.cafile else []),
                     "",
                 ]
             )

@@ -26,7 +26,7 @@ class Dialog:
     """``call_id`` (the SIP Call-ID), ``local_tag`` (ours, the To tag), ``local`` (the INVITE's To
     without a tag: our address of record), ``remote`` (the From value, with the caller's tag),
     ``remote_target`` (the caller's Contact URI), ``route_set`` (the INVITE's Record-Route values in
-    order), ``transport`` (UDP/TCP, as the INVITE came), ``contact`` (our Contact value),
+    order), ``transport`` (UDP/TCP/TLS, as the INVITE came), ``contact`` (our Contact value),
     ``via_host`` / ``via_port`` (our address as others reach it)."""
 
     call_id: str
@@ -57,7 +57,7 @@ class Dialog:
             hop_port = parse_uri(uri).port
             if hop_port is not None and not 0 < hop_port < 65536:
                 raise SipParseError(f"port {hop_port} in {uri!r}")
-        param = ";transport=tcp" if transport == "TCP" else ""
+        param = f";transport={transport.lower()}" if transport in ("TCP", "TLS") else ""
         host_text = f"[{host}]" if ":" in host else host
         return cls(
             call_id=invite.call_id,
@@ -106,7 +106,7 @@ class Dialog:
         target; a ``transport=`` URI parameter wins over the dialog's transport. Raises
         SipParseError for a URI that is not SIP."""
         uri = parse_uri(parse_name_addr(self.route_set[0]).uri if self.route_set else self.remote_target)
-        transport = uri.params.get("transport", self.transport).upper()
+        transport = uri.params.get("transport", "tls" if uri.scheme == "sips" else self.transport).upper()
         if transport not in _DEFAULT_PORTS:
             transport = self.transport
         host = uri.host.strip("[]")

@@ -78,6 +78,10 @@ class Peer(Protocol):
     def address(self) -> tuple[str, int]:
         """The remote (host, port) the message came from."""
 
+    @property
+    def transport(self) -> str:
+        """The transport the message came over: UDP, TCP or TLS."""
+
     def send(self, data: bytes) -> None:
         """Send one encoded message (never raises: a failed send is logged and dropped)."""
 

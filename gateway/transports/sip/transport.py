@@ -1,7 +1,8 @@
-"""SIP over UDP and TCP (RFC 3261 section 18) on asyncio: one UDP socket and one TCP listener on
-the same port, messages framed (a datagram each; on TCP by ``Content-Length``, 18.3) and parsed,
-responses sent back where the request came from (the source address and port, as RFC 3581's
-``rport`` asks: right behind NAT and for a proxy alike).
+"""SIP over UDP, TCP and TLS (RFC 3261 sections 18 and 26.2) on asyncio: one UDP socket and one TCP
+listener on the same port, and with a server certificate a TLS listener on a port of its own
+(5061 beside 5060); messages framed (a datagram each; on TCP and TLS by ``Content-Length``, 18.3)
+and parsed, responses sent back where the request came from (the source address and port, as RFC
+3581's ``rport`` asks: right behind NAT and for a proxy alike).
 
 A malformed message never reaches the dialogs: a request whose Via, From, To, Call-ID and CSeq
 could be read is answered ``400 Bad Request``, anything else is dropped and counted. A TCP
@@ -12,14 +13,20 @@ TCP limits: at most ``max_connections`` accepted connections at once (one beyond
 once; the first refusal is logged); a body must follow its head within ``body_timeout_s`` (a peer
 that sends a head with ``Content-Length`` and never the body is closed); a connection made to send
 a request gives up after ``connect_timeout_s``, and is forgotten once it closes (never written to
-again). Closing the transport ends every connection's reader quietly.
+again). Closing the transport ends every connection's reader quietly. TLS: a handshake must finish
+within ``TLS_HANDSHAKE_S``; a request the gateway sends over TLS (BYE, REFER) goes on the
+connection open to that address, else on a new one that verifies the peer's certificate against
+the system's CAs (a caller behind NAT is reached on the connection its INVITE came on:
+``gateway.transports.sip.user_agent``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Optional, cast
 
@@ -43,10 +50,23 @@ MAX_TCP_CONNECTIONS = 256
 TCP_BODY_S = 32.0
 # Seconds an outgoing TCP connect may take (a request then fails like one unanswered).
 TCP_CONNECT_S = 10.0
+# Seconds a TLS handshake may take (a peer that connects and says nothing is closed).
+TLS_HANDSHAKE_S = 10.0
+
+
+def server_tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """The TLS server context of SIP over TLS: the certificate chain and key (PEM files); no client
+    certificate asked for. Raises ValueError naming the file when they cannot be loaded."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"SIP TLS certificate {cert_file!r} / key {key_file!r}: {exc}") from None
+    return context
 
 
 class SipPeer:
-    """The other end of one message: ``transport`` "UDP" or "TCP", ``address`` (host, port)."""
+    """The other end of one message: ``transport`` "UDP", "TCP" or "TLS", ``address`` (host, port)."""
 
     def __init__(self, transport: str, address: tuple[str, int], write: Callable[[bytes], None]) -> None:
         self.transport = transport
@@ -55,7 +75,7 @@ class SipPeer:
 
     @property
     def reliable(self) -> bool:
-        """TCP: no retransmissions (RFC 3261 17)."""
+        """TCP and TLS: no retransmissions (RFC 3261 17)."""
         return self.transport != "UDP"
 
     def send(self, data: bytes) -> None:
@@ -87,35 +107,56 @@ class _Datagrams(asyncio.DatagramProtocol):
 
 class SipTransport:
     """The SIP sockets of the gateway: :meth:`start` binds UDP and TCP on (``host``, ``port``)
-    (port 0: an ephemeral one, the same for both); each valid message goes to ``on_message``.
-    ``received`` counts the messages read, ``malformed`` those refused, ``answered_400`` those of
-    them answered."""
+    (port 0: an ephemeral one, the same for both), and with ``tls`` (a server context,
+    :func:`server_tls_context`) TLS on ``tls_port`` (0: ``port`` + 1, or an ephemeral one when
+    ``port`` is 0); each valid message goes to ``on_message``. ``received`` counts the messages
+    read, ``malformed`` those refused, ``answered_400`` those of them answered."""
 
-    def __init__(self, host: str, port: int, on_message: MessageHandler) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        on_message: MessageHandler,
+        tls: Optional[ssl.SSLContext] = None,
+        tls_port: int = 0,
+    ) -> None:
         self.host = host
         self.port = port
+        self.tls = tls
+        self.tls_port = tls_port or (port + 1 if port else 0)
         self.on_message = on_message
         self.received = 0
         self.malformed = 0
         self.answered_400 = 0
         self._udp: Optional[_Datagrams] = None
         self._server: Optional[asyncio.Server] = None
+        self._tls_server: Optional[asyncio.Server] = None
         self.max_connections = MAX_TCP_CONNECTIONS
         self.body_timeout_s = TCP_BODY_S
         self.connect_timeout_s = TCP_CONNECT_S
         self.refused_connections = 0  # accepted TCP connections closed over max_connections
-        self._connections: dict[tuple[str, int], asyncio.StreamWriter] = {}
+        self._connections: dict[tuple[str, tuple[str, int]], asyncio.StreamWriter] = {}  # (transport, address)
         self._accepted = 0
         self._readers: set[asyncio.Task[None]] = set()
         self._closing = False
 
     async def start(self) -> None:
-        """Bind the TCP listener, then UDP on its port. Raises OSError when a port is taken."""
-        self._server = await asyncio.start_server(self._serve_tcp, self.host, self.port)
+        """Bind the TCP listener, then UDP on its port, then TLS (when set). Raises OSError when a
+        port is taken."""
+        self._server = await asyncio.start_server(functools.partial(self._serve_stream, "TCP"), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         loop = asyncio.get_running_loop()
         _, protocol = await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=(self.host, self.port))
         self._udp = protocol
+        if self.tls is not None:
+            self._tls_server = await asyncio.start_server(
+                functools.partial(self._serve_stream, "TLS"),
+                self.host,
+                self.tls_port,
+                ssl=self.tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_S,
+            )
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
 
     def deliver(self, data: bytes, peer: SipPeer) -> None:
         """Parse ``data`` from ``peer`` and hand it on (malformed: 400 or dropped, see the module)."""
@@ -136,12 +177,12 @@ class SipTransport:
         except Exception:  # a fault in the core must not take the socket down (its transaction answered 500)
             log.exception("SIP message from %s:%d not handled", *peer.address)
 
-    # ----- TCP -----
-    async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # ----- TCP and TLS -----
+    async def _serve_stream(self, transport: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing or self._accepted >= self.max_connections:
             self.refused_connections += 1
             if self.refused_connections == 1:
-                log.warning("SIP over TCP: %d connections open, closing new ones", self._accepted)
+                log.warning("SIP over TCP and TLS: %d connections open, closing new ones", self._accepted)
             writer.close()
             return
         task = asyncio.current_task()
@@ -151,75 +192,94 @@ class SipTransport:
         name = writer.get_extra_info("peername")
         address = (str(name[0]), int(name[1]))
         try:
-            await self._hold(reader, writer, address)
+            await self._hold(reader, writer, transport, address)
         finally:
             self._accepted -= 1
             if task is not None:
                 self._readers.discard(task)
 
-    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: tuple[str, int]) -> None:
+    async def _hold(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, transport: str, address: tuple[str, int]
+    ) -> None:
         """Read ``writer``'s connection until it ends, then close it and forget it (a cancel by
         :meth:`close` ends it quietly: asyncio would log a cancelled connection callback)."""
-        self._connections[address] = writer
+        key = (transport, address)
+        self._connections[key] = writer
         try:
-            await self._read_stream(reader, SipPeer("TCP", address, writer.write))
+            await self._read_stream(reader, SipPeer(transport, address, writer.write))
         except asyncio.CancelledError:
             pass  # the transport closes (only close() cancels these tasks)
         finally:
-            if self._connections.get(address) is writer:
-                del self._connections[address]
+            if self._connections.get(key) is writer:
+                del self._connections[key]
             writer.close()
 
     async def _read_stream(self, reader: asyncio.StreamReader, peer: SipPeer) -> None:
         while True:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TCP_IDLE_S)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError):
-                return
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError, TimeoutError):
+                return  # (OSError: a reset connection, a TLS record that does not decrypt)
             head = head.lstrip(b"\r\n")
             if not head:
                 continue  # CRLF keep-alives
             length = _content_length(head)
             if length is None or len(head) + length > MAX_MESSAGE_BYTES:
                 self.malformed += 1
-                log.info("SIP over TCP from %s:%d cannot be framed: closing", *peer.address)
+                log.info("SIP over %s from %s:%d cannot be framed: closing", peer.transport, *peer.address)
                 return
             try:
                 body = await asyncio.wait_for(reader.readexactly(length), self.body_timeout_s)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
             except TimeoutError:
                 self.malformed += 1
-                log.info("SIP over TCP from %s:%d: no body within %g s: closing", *peer.address, self.body_timeout_s)
+                log.info(
+                    "SIP over %s from %s:%d: no body within %g s: closing",
+                    peer.transport,
+                    *peer.address,
+                    self.body_timeout_s,
+                )
+                return
+            except (asyncio.IncompleteReadError, OSError):
                 return
             self.deliver(head + body, peer)
 
     async def connect(self, transport: str, address: tuple[str, int]) -> SipPeer:
-        """A peer to send requests to ``address``: over UDP from the listening socket; over TCP on
-        the open connection from that address, else a new one (read like an accepted one).
-        Raises OSError when a TCP connection cannot be made."""
+        """A peer to send requests to ``address``: over UDP from the listening socket; over TCP or
+        TLS on the open connection from that address, else a new one (read like an accepted one;
+        TLS verifies the peer's certificate against the system's CAs). Raises OSError when a
+        connection cannot be made (an ssl.SSLError for a certificate refused)."""
         if transport == "UDP":
             udp = self._udp
             if udp is None or udp.transport is None:
                 raise OSError("SIP UDP socket is closed")
             datagrams = udp.transport
             return SipPeer("UDP", address, lambda out: datagrams.sendto(out, address))
-        existing = self._connections.get(address)
+        key = (transport, address)
+        existing = self._connections.get(key)
         if existing is not None and not existing.is_closing():
-            return SipPeer("TCP", address, existing.write)
+            return SipPeer(transport, address, existing.write)
         if self._closing:
             raise OSError("SIP transport is closed")
+        tls = ssl.create_default_context() if transport == "TLS" else None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.connect_timeout_s)
+            opening = asyncio.open_connection(*address, ssl=tls)
+            reader, writer = await asyncio.wait_for(opening, self.connect_timeout_s)
         except TimeoutError:
             raise OSError(
-                f"SIP over TCP: no connection to {address[0]}:{address[1]} in {self.connect_timeout_s:g} s"
+                f"SIP over {transport}: no connection to {address[0]}:{address[1]} in {self.connect_timeout_s:g} s"
             ) from None
-        self._connections[address] = writer  # (now: a second request reuses it)
-        task = asyncio.ensure_future(self._hold(reader, writer, address))
+        self._connections[key] = writer  # (now: a second request reuses it)
+        task = asyncio.ensure_future(self._hold(reader, writer, transport, address))
         self._readers.add(task)
         task.add_done_callback(self._readers.discard)
-        return SipPeer("TCP", address, writer.write)
+        return SipPeer(transport, address, writer.write)
+
+    def connection(self, transport: str, address: tuple[str, int]) -> Optional[SipPeer]:
+        """A peer on the open ``transport`` connection from or to ``address``, None when there is none."""
+        writer = self._connections.get((transport, address))
+        if writer is None or writer.is_closing():
+            return None
+        return SipPeer(transport, address, writer.write)
 
     @property
     def open_connections(self) -> int:
@@ -232,8 +292,9 @@ class SipTransport:
         self._closing = True
         if self._udp is not None and self._udp.transport is not None:
             self._udp.transport.close()
-        if self._server is not None:
-            self._server.close()
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                server.close()
         for writer in list(self._connections.values()):
             writer.close()
         if self._readers:
@@ -243,9 +304,10 @@ class SipTransport:
         if self._readers:
             await asyncio.wait(list(self._readers), timeout=2)
         self._connections.clear()
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(server.wait_closed(), 2)
 
 
 def _content_length(head: bytes) -> Optional[int]:

@@ -1,4 +1,4 @@
-"""The gateway's SIP user agent server: incoming calls over UDP and TCP, and their control
+"""The gateway's SIP user agent server: incoming calls over UDP, TCP and TLS, and their control
 (accept, reject, refer, hang up), in the shape of OpenAI's SIP interface.
 
 Incoming call (RFC 3261 13.3): ``100 Trying`` at once; an offer that cannot be answered gets
@@ -43,7 +43,7 @@ from gateway.transports.sip.message import (
 from gateway.transports.sip.rtp import RtpStream
 from gateway.transports.sip.sdp import SdpError, parse_offer
 from gateway.transports.sip.transactions import DEFAULT_TIMERS, ServerTransaction, Timers, TransactionLayer
-from gateway.transports.sip.transport import SipPeer, SipTransport
+from gateway.transports.sip.transport import SipPeer, SipTransport, server_tls_context
 from gateway.transports.sip.webhook import WebhookSender, incoming_call_event
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,8 @@ class SipUserAgent:
         self.public_address = config.sip_public_address or self.host
         if self.public_address in ("0.0.0.0", "::"):
             raise ValueError("SIP listens on every address: give --sip-public-address (put in Contact and SDP)")
-        self.transport = SipTransport(self.host, config.sip_port, self._on_message)
+        tls = server_tls_context(config.sip_tls_cert, config.sip_tls_key) if config.sip_tls_cert else None
+        self.transport = SipTransport(self.host, config.sip_port, self._on_message, tls, config.sip_tls_port)
         # the INVITE's final response comes within the accept timeout (480), plus a margin
         self.transactions = TransactionLayer(timers, invite_expiry=config.sip_accept_timeout_s + timers.timeout)
         self.webhook = (
@@ -131,6 +132,8 @@ class SipUserAgent:
         """Listen. Raises OSError when the port is taken."""
         await self.transport.start()
         log.info("SIP listening on %s:%d (UDP, TCP)", self.host, self.port)
+        if self.transport.tls is not None:
+            log.info("SIP over TLS listening on %s:%d", self.host, self.transport.tls_port)
         if self.webhook is not None and not self.config.sip_webhook_secret:
             log.warning(
                 "SIP webhooks to %s are unsigned: give --sip-webhook-secret whsec_...", self.config.sip_webhook_url
@@ -244,9 +247,10 @@ class SipUserAgent:
             transaction.respond(response)
             return
         peer = transaction.peer
-        transport = "TCP" if peer.reliable else "UDP"
+        transport = peer.transport
+        port = self.transport.tls_port if transport == "TLS" else self.port
         try:
-            dialog = Dialog.from_invite(invite, transport, self.public_address, self.port)
+            dialog = Dialog.from_invite(invite, transport, self.public_address, port)
         except SipParseError as exc:
             log.info("INVITE refused: %s", exc)
             transaction.respond(make_response(invite, 400))
@@ -331,11 +335,16 @@ class SipUserAgent:
     async def _send_in_dialog(self, call: SipCall, request: SipRequest) -> SipResponse:
         """Send an in-dialog request of ``call`` to its next hop (the connection the INVITE came
         on when that is the next hop, a hostname resolved off the event loop); resolves with the
-        final response. Raises TimeoutError, OSError."""
+        final response. A call that came over TLS is sent to on the connection its INVITE came on
+        while that is open (RFC 5923's reuse: a TLS caller seldom takes connections, and one behind
+        NAT cannot), whatever its Contact says. Raises TimeoutError, OSError."""
+        peer = call.transaction.peer
+        inbound = self.transport.connection(peer.transport, peer.address) if peer.transport == "TLS" else None
+        if inbound is not None:
+            return await self.transactions.send_request(request, inbound).done
         transport, address = call.dialog.next_hop()
         address = await resolve(address)
-        peer = call.transaction.peer
-        if not (peer.address == address and ("TCP" if peer.reliable else "UDP") == transport):
+        if not (peer.address == address and peer.transport == transport):
             peer = await self.transport.connect(transport, address)
         return await self.transactions.send_request(request, peer).done
 
