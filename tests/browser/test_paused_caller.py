@@ -27,7 +27,8 @@ from tests.browser.conftest import LEAD_SILENCE_S, TRAIL_SILENCE_S, console_coll
 from tests.doubles import SlowSpeechToTextDouble
 from tests.helpers import serve, words
 
-pytestmark = pytest.mark.browser
+# Slow (~40 s for both): the demo page's transcript order, a regression check CI runs with -m slow.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 # One request, said in four parts with a breath between them.
 PARTS = ["My name is Anna.", "I live in a small flat.", "I have a balcony.", "What flowers could I grow there?"]

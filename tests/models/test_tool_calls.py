@@ -65,6 +65,7 @@ def test_a_plain_question_gets_text(models: ModelSet) -> None:
     assert "tokyo" in result.text.lower() and "".join(pieces) == result.text
 
 
+@pytest.mark.slow  # several constrained calls (~15 s); CI runs it with -m slow
 def test_required_and_named_choices_always_call(models: ModelSet) -> None:
     required, _ = run(models, [ChatMessage("user", "Hello!")], choice="required")
     assert required.tool_calls and check(required.tool_calls[0]) is not None
