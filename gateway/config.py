@@ -275,9 +275,7 @@ class GatewayConfig:
         default="", metadata={"help": "PEM certificate (chain) for SIP over TLS; with sip_tls_key, TLS is on"}
     )
     sip_tls_key: str = field(default="", metadata={"help": "PEM private key of sip_tls_cert"})
-    sip_tls_port: int = field(
-        default=0, metadata={"help": "SIP over TLS port; 0: sip_port + 1 (5061 for 5060), ephemeral when sip_port is 0"}
-    )
+    sip_tls_port: int = field(default=0, metadata={"help": "SIP over TLS port; 0: sip_port + 1 (5061 for 5060)"})
 
     # --- lifecycle ---
     drain_timeout_s: float = field(default=10.0, metadata={"help": "a drain longer than this quarantines the unit"})
@@ -336,8 +334,9 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         """Raises ValueError for a ``log_format``, ``thinking_cue``, ``instance_id`` or ``talking_capacity``
-        that cannot be used, ``record_all_calls`` without a ``record_dir``, or one of ``sip_tls_cert``
-        and ``sip_tls_key`` without the other."""
+        that cannot be used, ``record_all_calls`` without a ``record_dir``, or SIP over TLS settings
+        that cannot work (one of ``sip_tls_cert`` and ``sip_tls_key`` without the other, a file that
+        is not there, no ``sip_port``, a TLS port out of range or equal to ``sip_port``)."""
         if self.record_all_calls and not self.record_dir:
             raise ValueError("record_all_calls needs record_dir: where the recordings go")
         if self.log_format not in ("text", "json"):
@@ -346,10 +345,23 @@ class GatewayConfig:
             raise ValueError(f"thinking_cue {self.thinking_cue!r}: use 'off', 'tone' or 'filler'")
         if self.talking_capacity < 0:
             raise ValueError(f"talking_capacity {self.talking_capacity}: use 0 (measured) or a count of callers")
-        if bool(self.sip_tls_cert) != bool(self.sip_tls_key):
-            raise ValueError("SIP over TLS needs both sip_tls_cert and sip_tls_key")
+        self._check_sip_tls()
         if self.instance_id and not _INSTANCE_RE.fullmatch(self.instance_id):
             raise ValueError(f"instance_id {self.instance_id!r}: use 1-40 letters, digits or '-'")
+
+    def _check_sip_tls(self) -> None:
+        if not (self.sip_tls_cert or self.sip_tls_key):
+            return
+        if not (self.sip_tls_cert and self.sip_tls_key):
+            raise ValueError("SIP over TLS needs both sip_tls_cert and sip_tls_key")
+        if not self.sip_port:
+            raise ValueError("SIP over TLS needs sip_port (SIP is off without it)")
+        for name in ("sip_tls_cert", "sip_tls_key"):
+            if not Path(getattr(self, name)).expanduser().is_file():
+                raise ValueError(f"{name} {getattr(self, name)!r}: no such file")
+        tls_port = self.sip_tls_port or self.sip_port + 1
+        if not 0 < tls_port < 65536 or tls_port == self.sip_port:
+            raise ValueError(f"sip_tls_port {tls_port}: use a free port other than sip_port ({self.sip_port})")
 
     @property
     def instance(self) -> str:

@@ -20,13 +20,12 @@ decided per step (two threads collapse when the other core is busy with STT/TTS 
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
-Step times: each pure decode step (one token per sequence) is timed into :attr:`BatchDecoder.step_times`
-by its size; :meth:`BatchDecoder.measure_steps` seeds every size at start-up. Admission reads them
-as a talking capacity (``gateway.models.decode_capacity``).
+Step times: each pure decode step (one token per sequence) is timed by its size into
+:attr:`BatchDecoder.step_times` (seeded by :meth:`BatchDecoder.measure_steps`): admission's talking
+capacity (``gateway.models.decode_capacity``).
 
-Positions: a sequence holding tokens ``t[0..n)`` has them at positions ``0..n-1``. Errors: a step
-that finds no free KV cell first frees idle sequences, then fails the evaluations in that step with
-:class:`~gateway.models.base.LanguageModelError`.
+Positions: a sequence's tokens ``t[0..n)`` sit at ``0..n-1``. A step with no free KV cell frees idle
+sequences, then fails its evaluations (:class:`~gateway.models.base.LanguageModelError`).
 """
 
 from __future__ import annotations
@@ -64,7 +63,8 @@ class _Evaluation:
     logits: Optional[np.ndarray] = None
     error: Optional[str] = None
     abandoned: bool = False  # the caller stopped waiting: read no more of it
-    holders: int = 0  # a warm: the sessions that still want it (abandoned when the last lets go)
+    warm: bool = False  # a background warm (BatchDecoder.warm), not a turn's
+    holders: int = 0  # a warm's sessions that still want it (abandoned when the last lets go)
 
 
 class _Sequence:
@@ -128,6 +128,7 @@ class BatchDecoder:
         self._pending: list[_Evaluation] = []
         self._controls: list[Callable[[], None]] = []
         self._cond = threading.Condition()
+        self._holders = threading.Lock()  # warms' holders (Warm.cancel takes no step-thread lock)
         self._threads_now = threads
         self.steps = 0
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
@@ -164,8 +165,9 @@ class BatchDecoder:
             if any(length >= len(tokens) - 1 for length in held):
                 return None
             for evaluation in self._pending:
-                if evaluation.wanted == tokens and not evaluation.abandoned:
-                    evaluation.holders += 1
+                if evaluation.warm and evaluation.wanted == tokens:
+                    with self._holders:  # (one let go of but not yet dropped is taken up again)
+                        evaluation.holders, evaluation.abandoned = evaluation.holders + 1, False
                     return Warm(self, evaluation)
             busy = {e.seq for e in self._pending}
             free = [self._seqs[i] for i in self._prefix_ids if i not in busy]
@@ -173,7 +175,7 @@ class BatchDecoder:
                 return None
             target = min(free, key=lambda s: s.used)
             target.used = time.monotonic()
-            evaluation = _Evaluation(target.seq, list(tokens), reuse_others=True, holders=1)
+            evaluation = _Evaluation(target.seq, list(tokens), reuse_others=True, warm=True, holders=1)
             self._pending.append(evaluation)
             self._cond.notify_all()
             return Warm(self, evaluation)
@@ -259,8 +261,8 @@ class BatchDecoder:
             return False
         want = np.asarray(evaluation.wanted[:-1], dtype=np.intc)
         held = max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs)
-        for warm in self._pending:
-            if warm is not evaluation and not self._seqs[warm.seq].leased:
+        for warm in self._pending:  # only warms being read: two unresolved ones would wait on each other
+            if warm is not evaluation and warm.warm and warm.resolved:
                 if common_prefix(np.asarray(warm.wanted, dtype=np.intc), want) > held + 8:
                     return True
         return False
@@ -437,17 +439,15 @@ class Warm:
         if evaluation is None:
             return
         self._evaluation = None
-        with decoder._cond:
+        with decoder._holders:  # not the step thread's condition: a hang-up never waits for a step
             evaluation.holders -= 1
             if evaluation.holders <= 0:
-                evaluation.abandoned = True
-                decoder._cond.notify_all()
+                evaluation.abandoned = True  # dropped from the pending list before the next step
 
     @property
     def done(self) -> bool:
         """True once the tokens are read, or the warm stopped or failed."""
-        e = self._evaluation
-        return e is None or e.done.is_set() or e.abandoned
+        return self._evaluation is None or self._evaluation.done.is_set() or self._evaluation.abandoned
 
 
 class SequenceLease:

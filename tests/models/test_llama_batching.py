@@ -158,7 +158,7 @@ def pending_warms(llm: LlamaCppLanguageModel) -> int:
     """Background warms the decoder still has to read (its pending evaluations on no turn's sequence)."""
     decoder = llm.decoder
     with decoder._cond:
-        return sum(1 for e in decoder._live_pending() if not decoder._seqs[e.seq].leased)
+        return sum(1 for e in decoder._live_pending() if e.warm)
 
 
 def test_a_warm_nobody_holds_stops_reading(llm: LlamaCppLanguageModel) -> None:
@@ -184,3 +184,28 @@ def test_a_warm_nobody_holds_stops_reading(llm: LlamaCppLanguageModel) -> None:
         common_prefix(np.asarray(s.tokens, dtype=np.intc), np.asarray(prefix, dtype=np.intc)) for s in llm.decoder._seqs
     )
     assert held < len(prefix) - 1, "it stopped before reading all of it"
+
+
+def test_two_warms_sharing_a_prefix_do_not_wait_on_each_other(llm: LlamaCppLanguageModel) -> None:
+    """Two sessions whose instructions share a long opening (a persona, then their own tools or
+    rules) asked to be warmed in the same moment: each unread warm waited for the other, neither
+    was ever read, and the step thread spun. A turn waits only for a warm being read now."""
+    persona = "You are Ada, the booking line of the Lisbon harbour ferries. " * 6
+    first = [ChatMessage("system", persona + "Answer about timetables.")]
+    second = [ChatMessage("system", persona + "Answer about ticket prices.")]
+    decoder = llm.decoder
+    with decoder._cond:  # both queued before the step thread looks at either
+        warms = [llm.prepare(first), llm.prepare(second)]
+    assert all(warm is not None for warm in warms)
+    deadline = time.monotonic() + 90
+    while not all(w.done for w in warms if w is not None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(w.done for w in warms if w is not None), "both warms were read"
+    for warm in warms:
+        assert warm is not None
+        warm.cancel()
+    prefix = llm.prefix_tokens(second, GenerationOptions())
+    held = max(
+        common_prefix(np.asarray(s.tokens, dtype=np.intc), np.asarray(prefix, dtype=np.intc)) for s in decoder._seqs
+    )
+    assert held >= len(prefix) - 1

@@ -6,6 +6,8 @@ import asyncio
 import gc
 import threading
 
+import numpy as np
+
 from gateway.client import RealtimeClient
 from gateway.pool.unit import UnitState
 from gateway.server.app import POOL
@@ -62,17 +64,27 @@ async def test_a_hung_up_callers_instructions_are_not_read_on(models, gateway_co
     """The LLM reads a call's instructions ahead of its first turn; a caller who hung up at once
     left that reading running (seconds of every other caller's decode steps on a slow box). The
     unit lets go of it at the drain, so the engine stops reading for nobody."""
+    from gateway.models.base import ChatMessage, GenerationOptions
+    from gateway.models.llama_state_cache import common_prefix
+
     decoder = models.llm.decoder
+    instructions = "Know these words: " + " ".join(f"gamma{i} delta{i}" for i in range(130))
+    prefix = models.llm.prefix_tokens([ChatMessage("system", instructions)], GenerationOptions())
+    assert 600 < len(prefix) <= 1024, len(prefix)  # read ahead (under the warm limit), and seconds of work
+
+    def most_held() -> int:
+        want = np.asarray(prefix, dtype=np.intc)
+        with decoder._cond:
+            return max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in decoder._seqs)
 
     def reading_ahead() -> int:
         with decoder._cond:
-            return sum(1 for e in decoder._live_pending() if not decoder._seqs[e.seq].leased)
+            return sum(1 for e in decoder._live_pending() if e.warm)
 
-    instructions = "Know these words: " + " ".join(f"gamma{i} delta{i}" for i in range(150))
     async with serve(gateway_config(pool_size=1), models) as (url, app):
         client = RealtimeClient(url)
         assert await client.connect(offer_session={"type": "realtime", "instructions": instructions}) == 201
-        assert reading_ahead() == 1, "the instructions are being read ahead"
         await client.hangup()
         assert await wait_until(lambda: app[POOL].units[0].state is UnitState.IDLE, 10)
         assert await wait_until(lambda: reading_ahead() == 0, 5), "nothing is read for a caller who has gone"
+        assert most_held() < len(prefix) - 1, "the reading stopped before the end"

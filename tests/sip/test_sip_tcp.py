@@ -125,3 +125,22 @@ async def test_close_ends_connections_quietly(caplog: pytest.LogCaptureFixture):
     finally:
         remote.close()
         await remote.wait_closed()
+
+
+async def test_a_connection_a_live_call_is_reached_on_is_not_closed_for_being_quiet(transport, monkeypatch):
+    """A quiet connection is closed after ``TCP_IDLE_S``, but not one a live call's caller is
+    reached on (the BYE of a TLS caller behind NAT can go nowhere else): pinned, it stays open."""
+    import gateway.transports.sip.transport as sip_transport
+
+    monkeypatch.setattr(sip_transport, "TCP_IDLE_S", 0.3)
+    quiet_reader, quiet = await asyncio.open_connection("127.0.0.1", transport.port)
+    held_reader, held = await asyncio.open_connection("127.0.0.1", transport.port)
+    address = held.get_extra_info("sockname")
+    transport.pin("TCP", (address[0], address[1]))
+    assert await asyncio.wait_for(quiet_reader.read(), 5) == b""  # closed for being quiet
+    await asyncio.sleep(1.0)
+    assert transport.connection("TCP", (address[0], address[1])) is not None, "the pinned one stays"
+    transport.unpin("TCP", (address[0], address[1]))
+    assert await asyncio.wait_for(held_reader.read(), 5) == b""  # quiet and unpinned: closed
+    quiet.close()
+    held.close()

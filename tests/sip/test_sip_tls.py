@@ -9,6 +9,7 @@ import asyncio
 import datetime
 import ipaddress
 import logging
+import ssl
 from pathlib import Path
 
 import aiohttp
@@ -22,16 +23,20 @@ from cryptography.x509.oid import NameOID
 from gateway.config import GatewayConfig
 from gateway.server.app_keys import SIP
 from gateway.server.runner import free_port
-from gateway.transports.sip.transport import server_tls_context
+from gateway.transports.sip.transport import SipTransport, server_tls_context
 from tests.helpers import app_idle, serve, wait_until
 from tests.sip.baresip_phone import BaresipPhone
 from tests.sip.conftest import sip_config
 from tests.transports.ws_client import EventClient
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A self-signed ECDSA P-256 certificate for 127.0.0.1 and its key (PEM files in ``folder``)."""
+def self_signed(folder: Path, dns_name: str = "") -> tuple[Path, Path]:
+    """A self-signed ECDSA P-256 certificate for 127.0.0.1 (or, given ``dns_name``, for that host
+    name only) and its key (PEM files in ``folder``)."""
     key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = (
+        [x509.DNSName(dns_name)] if dns_name else [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    )
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "voice-gateway test")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
@@ -42,7 +47,7 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.SubjectAlternativeName(names), False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
         .sign(key, hashes.SHA256())
     )
@@ -85,9 +90,10 @@ async def test_baresip_calls_over_tls_and_hears_the_gateways_bye(models, speech_
         assert await wait_until(lambda: app_idle(app), 15)
 
 
-async def test_the_tls_port_takes_no_plain_sip_and_the_gateway_goes_on(models, gateway_config, tmp_path):
+async def test_the_tls_port_takes_no_plain_sip_and_the_gateway_goes_on(models, gateway_config, tmp_path, caplog):
     cert_file, key_file = self_signed(tmp_path / "tls")
-    config = sip_config(gateway_config, sip_tls_cert=str(cert_file), sip_tls_key=str(key_file))
+    tls = {"sip_tls_cert": str(cert_file), "sip_tls_key": str(key_file), "sip_tls_port": free_port()}
+    config = sip_config(gateway_config, **tls)
     async with serve(config, models) as (_url, app):
         sip = app[SIP]
         options = (
@@ -105,12 +111,57 @@ async def test_the_tls_port_takes_no_plain_sip_and_the_gateway_goes_on(models, g
         writer.write(options.replace(b"plain-on-tls", b"plain-on-tcp"))
         assert (await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)).startswith(b"SIP/2.0 200")
         writer.close()
+        client = ssl.create_default_context(cafile=str(cert_file))
+        reader, writer = await asyncio.open_connection("127.0.0.1", sip.transport.tls_port, ssl=client)
+        writer.write(options.replace(b"plain-on-tls", b"over-tls").replace(b"SIP/2.0/TCP", b"SIP/2.0/TLS"))
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)).startswith(b"SIP/2.0 200")
+        writer.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "no warning, no traceback"
+
+
+async def test_a_new_tls_connection_checks_the_host_name_it_was_asked_for(tmp_path):
+    """A BYE or REFER to a next hop named by host name (a proxy's Record-Route, a ``sips:`` Contact)
+    verifies the certificate for that name, not for the address it resolved to."""
+    cert_file, key_file = self_signed(tmp_path, dns_name="localhost")
+    received: list[bytes] = []
+
+    async def serve_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.close()
+
+    server = await asyncio.start_server(
+        serve_once, "127.0.0.1", 0, ssl=server_tls_context(str(cert_file), str(key_file))
+    )
+    port = server.sockets[0].getsockname()[1]
+    client = ssl.create_default_context(cafile=str(cert_file))
+    transport = SipTransport("127.0.0.1", 0, lambda message, peer: None, client_tls=client)
+    await transport.start()
+    try:
+        with pytest.raises(ssl.SSLCertVerificationError):  # the certificate names localhost, not 127.0.0.1
+            await transport.connect("TLS", ("127.0.0.1", port))
+        peer = await transport.connect("TLS", ("127.0.0.1", port), server_hostname="localhost")
+        peer.send(b"OPTIONS sip:x@localhost SIP/2.0\r\nContent-Length: 0\r\n\r\n")
+        assert await wait_until(lambda: bool(received), 10)
+        assert received[0].startswith(b"OPTIONS")
+    finally:
+        await transport.close()
+        server.close()
 
 
 def test_tls_settings_are_checked(tmp_path):
     cert_file, key_file = self_signed(tmp_path)
+    tls = {"sip_tls_cert": str(cert_file), "sip_tls_key": str(key_file)}
     with pytest.raises(ValueError, match="both sip_tls_cert and sip_tls_key"):
-        GatewayConfig(sip_tls_cert=str(cert_file))
+        GatewayConfig(sip_port=5060, sip_tls_cert=str(cert_file))
+    with pytest.raises(ValueError, match="needs sip_port"):
+        GatewayConfig(**tls)  # SIP is off: TLS would silently not start
+    with pytest.raises(ValueError, match="sip_tls_port 5060"):
+        GatewayConfig(sip_port=5060, sip_tls_port=5060, **tls)
+    with pytest.raises(ValueError, match="sip_tls_port 65536"):
+        GatewayConfig(sip_port=65535, **tls)
+    with pytest.raises(ValueError, match="no such file"):
+        GatewayConfig(sip_port=5060, sip_tls_cert=str(tmp_path / "missing.pem"), sip_tls_key=str(key_file))
+    assert GatewayConfig(sip_port=5060, **tls).sip_tls_cert == str(cert_file)
     with pytest.raises(ValueError, match=r"missing\.pem"):
         server_tls_context(str(tmp_path / "missing.pem"), str(key_file))
     with pytest.raises(ValueError, match=r"sip-key\.pem"):

@@ -106,8 +106,10 @@ class Dialog:
         target; a ``transport=`` URI parameter wins over the dialog's transport. Raises
         SipParseError for a URI that is not SIP."""
         uri = parse_uri(parse_name_addr(self.route_set[0]).uri if self.route_set else self.remote_target)
-        transport = uri.params.get("transport", "tls" if uri.scheme == "sips" else self.transport).upper()
+        transport = uri.params.get("transport", self.transport).upper()
         if transport not in _DEFAULT_PORTS:
             transport = self.transport
+        if uri.scheme == "sips":  # TLS whatever the parameter says (RFC 3261 19.1.2, 26.2.2)
+            transport = "TLS"
         host = uri.host.strip("[]")
         return transport, (host, uri.port or _DEFAULT_PORTS[transport])

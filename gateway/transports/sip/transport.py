@@ -13,11 +13,12 @@ TCP limits: at most ``max_connections`` accepted connections at once (one beyond
 once; the first refusal is logged); a body must follow its head within ``body_timeout_s`` (a peer
 that sends a head with ``Content-Length`` and never the body is closed); a connection made to send
 a request gives up after ``connect_timeout_s``, and is forgotten once it closes (never written to
-again). Closing the transport ends every connection's reader quietly. TLS: a handshake must finish
-within ``TLS_HANDSHAKE_S``; a request the gateway sends over TLS (BYE, REFER) goes on the
-connection open to that address, else on a new one that verifies the peer's certificate against
-the system's CAs (a caller behind NAT is reached on the connection its INVITE came on:
-``gateway.transports.sip.user_agent``).
+again). A connection a live call is reached on (:meth:`SipTransport.pin`) is never closed for
+being idle. Closing the transport ends every connection's reader quietly. TLS: an accepted
+connection must finish its handshake within ``TLS_HANDSHAKE_S`` and counts towards
+``max_connections`` once it has (asyncio's TLS server hands it over only then: handshakes in
+progress are bounded by time, not by count); a connection the gateway opens verifies the peer's
+certificate, for the host name it was asked to reach, against the system's CAs (``client_tls``).
 """
 
 from __future__ import annotations
@@ -119,11 +120,13 @@ class SipTransport:
         on_message: MessageHandler,
         tls: Optional[ssl.SSLContext] = None,
         tls_port: int = 0,
+        client_tls: Optional[ssl.SSLContext] = None,
     ) -> None:
         self.host = host
         self.port = port
         self.tls = tls
         self.tls_port = tls_port or (port + 1 if port else 0)
+        self._client_tls = client_tls  # made at the first outgoing TLS connection when None
         self.on_message = on_message
         self.received = 0
         self.malformed = 0
@@ -137,6 +140,7 @@ class SipTransport:
         self.refused_connections = 0  # accepted TCP connections closed over max_connections
         self._connections: dict[tuple[str, tuple[str, int]], asyncio.StreamWriter] = {}  # (transport, address)
         self._accepted = 0
+        self._pins: dict[tuple[str, tuple[str, int]], int] = {}  # connection -> live calls reached on it
         self._readers: set[asyncio.Task[None]] = set()
         self._closing = False
 
@@ -149,13 +153,14 @@ class SipTransport:
         _, protocol = await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=(self.host, self.port))
         self._udp = protocol
         if self.tls is not None:
-            self._tls_server = await asyncio.start_server(
-                functools.partial(self._serve_stream, "TLS"),
-                self.host,
-                self.tls_port,
-                ssl=self.tls,
-                ssl_handshake_timeout=TLS_HANDSHAKE_S,
-            )
+            try:
+                serve = functools.partial(self._serve_stream, "TLS")
+                self._tls_server = await asyncio.start_server(
+                    serve, self.host, self.tls_port, ssl=self.tls, ssl_handshake_timeout=TLS_HANDSHAKE_S
+                )
+            except OSError:
+                await self.close()
+                raise
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
 
     def deliver(self, data: bytes, peer: SipPeer) -> None:
@@ -198,6 +203,21 @@ class SipTransport:
             if task is not None:
                 self._readers.discard(task)
 
+    def pin(self, transport: str, address: tuple[str, int]) -> None:
+        """A live call is reached on the ``transport`` connection from ``address``: keep it open
+        however long it is quiet (until :meth:`unpin`). Nothing for UDP."""
+        if transport != "UDP":
+            key = (transport, address)
+            self._pins[key] = self._pins.get(key, 0) + 1
+
+    def unpin(self, transport: str, address: tuple[str, int]) -> None:
+        """The call :meth:`pin` was for has ended."""
+        key = (transport, address)
+        if key in self._pins:
+            self._pins[key] -= 1
+            if self._pins[key] <= 0:
+                del self._pins[key]
+
     async def _hold(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, transport: str, address: tuple[str, int]
     ) -> None:
@@ -215,10 +235,15 @@ class SipTransport:
             writer.close()
 
     async def _read_stream(self, reader: asyncio.StreamReader, peer: SipPeer) -> None:
+        key = (peer.transport, peer.address)
         while True:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TCP_IDLE_S)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError, TimeoutError):
+            except TimeoutError:
+                if key in self._pins:
+                    continue  # quiet, but a live call is reached on it
+                return
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
                 return  # (OSError: a reset connection, a TLS record that does not decrypt)
             head = head.lstrip(b"\r\n")
             if not head:
@@ -243,11 +268,13 @@ class SipTransport:
                 return
             self.deliver(head + body, peer)
 
-    async def connect(self, transport: str, address: tuple[str, int]) -> SipPeer:
-        """A peer to send requests to ``address``: over UDP from the listening socket; over TCP or
-        TLS on the open connection from that address, else a new one (read like an accepted one;
-        TLS verifies the peer's certificate against the system's CAs). Raises OSError when a
-        connection cannot be made (an ssl.SSLError for a certificate refused)."""
+    async def connect(self, transport: str, address: tuple[str, int], server_hostname: Optional[str] = None) -> SipPeer:
+        """A peer to send requests to ``address`` (an IP address): over UDP from the listening
+        socket; over TCP or TLS on the open connection from that address, else a new one (read like
+        an accepted one). A new TLS connection verifies the peer's certificate for
+        ``server_hostname`` (the host name the address was resolved from; default: the address)
+        against ``client_tls``. Raises OSError when a connection cannot be made (an ssl.SSLError
+        for a certificate refused)."""
         if transport == "UDP":
             udp = self._udp
             if udp is None or udp.transport is None:
@@ -260,14 +287,21 @@ class SipTransport:
             return SipPeer(transport, address, existing.write)
         if self._closing:
             raise OSError("SIP transport is closed")
-        tls = ssl.create_default_context() if transport == "TLS" else None
+        tls, hostname = None, None
+        if transport == "TLS":
+            if self._client_tls is None:
+                self._client_tls = ssl.create_default_context()
+            tls, hostname = self._client_tls, server_hostname or address[0]
         try:
-            opening = asyncio.open_connection(*address, ssl=tls)
+            opening = asyncio.open_connection(*address, ssl=tls, server_hostname=hostname)
             reader, writer = await asyncio.wait_for(opening, self.connect_timeout_s)
         except TimeoutError:
             raise OSError(
                 f"SIP over {transport}: no connection to {address[0]}:{address[1]} in {self.connect_timeout_s:g} s"
             ) from None
+        if self._closing:  # closed while connecting: this connection would outlive the transport
+            writer.close()
+            raise OSError("SIP transport is closed")
         self._connections[key] = writer  # (now: a second request reuses it)
         task = asyncio.ensure_future(self._hold(reader, writer, transport, address))
         self._readers.add(task)

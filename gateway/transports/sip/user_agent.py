@@ -85,12 +85,14 @@ class CallNotFound(LookupError):
 
 
 class SipUserAgent:
-    """The SIP side of the gateway on ``config.sip_host``:``config.sip_port`` (UDP and TCP); each
+    """The SIP side of the gateway on ``config.sip_host``:``config.sip_port`` (UDP and TCP; TLS on
+    ``sip_tls_port`` with a certificate); each
     call's session is opened through ``door`` (its metrics, watchdogs, hang-up and sideband are the
     door's). ``calls`` maps the call ids (``sip_...``) to live calls. ``draining()`` True refuses
     new calls (503); ``on_busy(code)`` is told of each call refused for a full pool or busy
     compute (``pool_full``, ``compute_busy``: the metrics). Raises
-    ValueError for unusable SIP settings (webhook secret, RTP port range, no public address).
+    ValueError for unusable SIP settings (webhook secret, RTP port range, no public address, a TLS
+    certificate or key that cannot be loaded).
     """
 
     def __init__(
@@ -291,6 +293,7 @@ class SipUserAgent:
             return
         call = calls[0]
         self.calls[call.id] = call
+        self.transport.pin(peer.transport, peer.address)  # the caller is reached on it while the call lasts
         self._dialogs[(dialog.call_id, dialog.local_tag)] = call
         self._ringing[id(transaction)] = call
         self._spawn(self._ring(call))
@@ -328,7 +331,8 @@ class SipUserAgent:
         task.add_done_callback(self._tasks.discard)
 
     def _closed(self, call: SipCall) -> None:
-        self.calls.pop(call.id, None)
+        if self.calls.pop(call.id, None) is not None:
+            self.transport.unpin(call.transaction.peer.transport, call.transaction.peer.address)
         self._dialogs.pop((call.dialog.call_id, call.dialog.local_tag), None)
         self._ringing.pop(id(call.transaction), None)
 
@@ -336,17 +340,17 @@ class SipUserAgent:
         """Send an in-dialog request of ``call`` to its next hop (the connection the INVITE came
         on when that is the next hop, a hostname resolved off the event loop); resolves with the
         final response. A call that came over TLS is sent to on the connection its INVITE came on
-        while that is open (RFC 5923's reuse: a TLS caller seldom takes connections, and one behind
-        NAT cannot), whatever its Contact says. Raises TimeoutError, OSError."""
+        while that is open (it is kept open for the call: a TLS phone seldom accepts connections,
+        and one behind NAT cannot), whatever its Contact says; else a new TLS connection verifies
+        the next hop's certificate for its host name. Raises TimeoutError, OSError."""
         peer = call.transaction.peer
         inbound = self.transport.connection(peer.transport, peer.address) if peer.transport == "TLS" else None
         if inbound is not None:
             return await self.transactions.send_request(request, inbound).done
-        transport, address = call.dialog.next_hop()
-        address = await resolve(address)
-        if not (peer.address == address and peer.transport == transport):
-            peer = await self.transport.connect(transport, address)
-        return await self.transactions.send_request(request, peer).done
+        transport, (host, port) = call.dialog.next_hop()
+        address = await resolve((host, port))
+        hop = await self.transport.connect(transport, address, server_hostname=host.strip("[]"))
+        return await self.transactions.send_request(request, hop).done
 
     # ----- control (the HTTP routes) -----
     def live(self, call_id: str) -> SipCall:
