@@ -149,6 +149,13 @@ class GatewayConfig:
         default=30.0,
         metadata={"help": "most seconds of LLM compute per response (then 'incomplete')"},
     )
+    llm_read_ahead: bool = field(
+        default=True,
+        metadata={
+            "help": "llama.cpp reads a reply's prompt from the transcript at the caller's first pause, "
+            "while the end of the turn is decided (kept only if the caller said nothing more)"
+        },
+    )
     llm_state_cache_mb: int = field(
         default=128,
         metadata={"help": "llama.cpp KV states kept for sessions taking turns (0 = off)"},

@@ -25,16 +25,22 @@ from pathlib import Path
 
 import aiohttp
 import numpy as np
+from bench_batch_decode import decode_speed
 
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
 from gateway.media.audio_file import read_audio_file
 from gateway.pipeline.latency import STAGES
+from gateway.server.app import MODELS
 from gateway.server.runner import free_port, running_gateway
 
 # (key, label): the gateway's stages (its gateway.latency keys, in order), then this client's own
 # voice-to-voice, measured on what it sent and heard.
-ROWS: tuple[tuple[str, str], ...] = (*STAGES, ("client_voice_to_voice", "Voice-to-voice (client, loopback)"))
+ROWS: tuple[tuple[str, str], ...] = (
+    *STAGES,
+    ("client_voice_to_voice", "Voice-to-voice (client, loopback)"),
+    ("prompt_read", "LLM prompt tokens read in the turn (count)"),
+)
 
 
 async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
@@ -147,6 +153,9 @@ async def one_call(url: str, audio: np.ndarray, tail_s: float = 0.0) -> dict:
         transcripts = client.of_type("conversation.item.input_audio_transcription.completed")
         result["_heard"] = " ".join(t["transcript"].strip() for t in transcripts if t["transcript"].strip())
         result["_said"] = done["response"]["output"][0]["content"][0].get("transcript", "")
+        usage = done["response"].get("usage") or {}
+        if usage.get("input_tokens"):  # engines that count them (llama.cpp): what the turn itself read
+            result["prompt_read"] = usage["input_tokens"] - usage["input_token_details"]["cached_tokens"]
         return result
     finally:
         await client.hangup()
@@ -211,6 +220,12 @@ async def main() -> int:
     parser.add_argument("audio", nargs="+", help="speech files (WAV or anything FFmpeg decodes)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--url", help="a running gateway (default: start one in this process)")
+    parser.add_argument(
+        "--forget",
+        action="store_true",
+        help="drop the LLM's cached prompts before each call (every call a new caller with new words; "
+        "otherwise a repeated recording finds its whole prompt cached)",
+    )
     args = parser.parse_args()
     try:
         recordings = {path: read_audio_file(path) for path in args.audio}
@@ -220,17 +235,26 @@ async def main() -> int:
     tails = {path: trailing_silence_s(audio) for path, audio in recordings.items()}
 
     async with contextlib.AsyncExitStack() as stack:
-        url = args.url
+        url, app = args.url, None
         if url is None:
             started = time.monotonic()
             config = GatewayConfig.from_env(port=free_port(), pool_size=1, max_response_tokens=40)
-            url, _app = await stack.enter_async_context(running_gateway(config))
+            url, app = await stack.enter_async_context(running_gateway(config))
             print(f"gateway up in {time.monotonic() - started:.1f} s (models loaded)", file=sys.stderr)
-            print(f"LLM: {config.llm_model} on {config.llm_backend}; turn detector: {config.turn_detector}")
+            print(
+                f"LLM: {config.llm_model} on {config.llm_backend}; turn detector: {config.turn_detector}; "
+                f"read ahead at the pause: {config.llm_read_ahead}"
+            )
+            llm = app[MODELS].llm
+            if hasattr(llm, "decoder"):
+                one, two = decode_speed(llm, 1), decode_speed(llm, 2)
+                print(f"machine: decode {one:.1f} tok/s on 1 thread, {two:.1f} on 2")
         every: list[dict] = []
         for path, audio in recordings.items():
             results = []
             for run in range(args.runs):
+                if args.forget and app is not None and hasattr(app[MODELS].llm, "decoder"):
+                    app[MODELS].llm.decoder.forget()
                 result = await one_call(url, audio, tails[path])
                 print(f"run {run + 1}: heard {result['_heard']!r} -> said {result['_said']!r}", file=sys.stderr)
                 results.append(result)

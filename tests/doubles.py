@@ -129,12 +129,16 @@ class PipelineControlDouble:
         self.audio: Optional[tuple[int, int, str]] = None  # (generation, played_ms, heard text)
         self.touches = 0
         self.prepared: list[tuple[str, list, str]] = []
+        self.read_aheads: list[tuple[list[ChatMessage], Optional[int], list, str]] = []
 
     def current_settings(self) -> SessionState:
         return dataclasses.replace(self.session_state, turn=dataclasses.replace(self.session_state.turn))
 
     def prepare_prompt(self, instructions: str, tools: list, tool_choice: str) -> None:
         self.prepared.append((instructions, list(tools), tool_choice))
+
+    def read_ahead(self, messages: list[ChatMessage], *, max_tokens, tools: list, tool_choice: str) -> None:
+        self.read_aheads.append((list(messages), max_tokens, list(tools), tool_choice))
 
     def update_settings(
         self,

@@ -186,11 +186,17 @@ class LanguageModelError(RuntimeError):
 
 
 class PromptWarm(Protocol):
-    """A session's hold on its instructions and tools being read ahead into an engine's cache
-    (an engine's optional ``prepare(messages, options)`` returns one, or None)."""
+    """A session's hold on a prompt being read ahead into an engine's cache: its instructions and
+    tools (an engine's optional ``prepare(messages, options)``) or a whole reply's prompt from the
+    transcript so far (optional ``read_ahead(messages, max_tokens, options)``); either returns one,
+    or None."""
 
     def cancel(self) -> None:
         """The session no longer needs it (ended, or new instructions): stop reading for it."""
+
+    @property
+    def done(self) -> bool:
+        """True once it is read (or stopped)."""
 
 
 class LanguageModel(Protocol):

@@ -150,14 +150,14 @@ class BatchDecoder:
             chosen.leased, chosen.used = True, time.monotonic()
             return SequenceLease(self, chosen)
 
-    def warm(self, tokens: list[int]) -> Optional[Warm]:
-        """Read ``tokens`` (a session's instructions and tools) into a prefix sequence in the
-        background, unless some sequence already holds them or they are over ``MAX_WARM_TOKENS``;
-        later turns copy its cells. Turns' own prompts are read first in each step.
+    def warm(self, tokens: list[int], limit: int = MAX_WARM_TOKENS) -> Optional[Warm]:
+        """Read ``tokens`` (a session's instructions and tools, or a whole prompt read ahead) into a
+        prefix sequence in the background, unless some sequence already holds them or they are over
+        ``limit``; later turns copy its cells. Turns' own prompts are read first in each step.
 
         Returns the session's hold on it (sessions asking for the same tokens share one warm; one
         nobody holds stops at the next step), or None when nothing is read for it."""
-        if len(tokens) < 2 or len(tokens) > MAX_WARM_TOKENS:
+        if len(tokens) < 2 or len(tokens) > limit:
             return None
         want = np.asarray(tokens, dtype=np.intc)
         with self._cond:
@@ -263,7 +263,7 @@ class BatchDecoder:
         held = max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs)
         for warm in self._pending:  # only warms being read: two unresolved ones would wait on each other
             if warm is not evaluation and warm.warm and warm.resolved:
-                if common_prefix(np.asarray(warm.wanted, dtype=np.intc), want) > held + 8:
+                if common_prefix(np.asarray(warm.wanted, dtype=np.intc), want) > held:
                     return True
         return False
 

@@ -13,8 +13,9 @@ One generation, on its leased KV sequence:
    tools are listed through it when it supports them) and fitted into ``n_ctx`` by dropping the
    oldest turns (``gateway.models.prompt_fit``).
 2. The longest prefix already held is kept: the sequence's own cells, another sequence's (a
-   session's instructions and tools read by :meth:`LlamaCppLanguageModel.prepare`, or another
-   caller with the same ones: copied cell references, no compute), or a saved state of this
+   session's instructions and tools read by :meth:`LlamaCppLanguageModel.prepare`, the prompt
+   read ahead from the transcript at the caller's pause by :meth:`LlamaCppLanguageModel.read_ahead`,
+   or another caller with the same ones: copied cell references, no compute), or a saved state of this
    conversation (``gateway.models.llama_state_cache``). The rest is read in chunks between other
    turns' decode steps; ``should_stop`` and the compute budget are checked at every step.
 3. Tokens are chosen one at a time in the caller's thread (greedy at temperature 0, else sampled
@@ -235,6 +236,21 @@ class LlamaCppLanguageModel:
         except ValueError:
             return None
         return self.decoder.warm(self.prefix_tokens(messages, options))
+
+    def read_ahead(
+        self, messages: list[ChatMessage], max_tokens: int, options: Optional[GenerationOptions] = None
+    ) -> Optional[Warm]:
+        """Read the whole prompt of a reply to ``messages`` (a caller's words transcribed at a pause,
+        before the turn is known to be over) in the background: a :meth:`generate` with the same
+        arguments then reads only what differs. Nothing is generated, so nothing of a transcript
+        that did not stand can be said. Returns the hold (``cancel()`` it when the turn went
+        otherwise), or None when nothing is read (a bad ``tool_choice``, no free prefix sequence)."""
+        options = options or GenerationOptions()
+        try:
+            check_tool_choice(options.tools, options.tool_choice)
+        except ValueError:
+            return None
+        return self.decoder.warm(self.prompt_tokens(messages, max(1, max_tokens), options), limit=self.n_ctx)
 
     # ----- generation -----
 

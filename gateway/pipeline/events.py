@@ -59,6 +59,16 @@ class TranscriptionCompleted(PipelineEvent):
 
 
 @dataclass
+class TranscriptDrafted(PipelineEvent):
+    """STT's text of the caller's turn so far, at a short pause (a speculative transcription),
+    before the turn is known to be over. Never reported to the client: the session may have the
+    LLM read the reply's prompt ahead (``PipelineControl.read_ahead``); the finished turn's
+    :class:`TranscriptionCompleted` follows, with this text when the caller said nothing more."""
+
+    transcript: str = ""
+
+
+@dataclass
 class TranscriptionFailed(PipelineEvent):
     """A committed turn could not be transcribed (made by the session from an stt StageFailed).
     Becomes ``conversation.item.input_audio_transcription.failed``."""
@@ -98,6 +108,8 @@ class ResponseFinished(PipelineEvent):
     audio: bool = True
     output_tokens: int = 0
     tool_calls: list[ToolCall] = field(default_factory=list)
+    input_tokens: int = 0  # the prompt's tokens, and of those ``cached_tokens`` reused (0: not known)
+    cached_tokens: int = 0
 
 
 @dataclass

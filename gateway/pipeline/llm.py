@@ -76,6 +76,8 @@ class LlmStage(Stage):
                 audio=message.audio,
                 output_tokens=result.tokens,
                 tool_calls=result.tool_calls,
+                input_tokens=result.prompt_tokens,
+                cached_tokens=result.cached_tokens,
             )
         )
 

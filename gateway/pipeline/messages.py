@@ -123,3 +123,5 @@ class ResponseEnd(Message):
     audio: bool = True
     output_tokens: int = 0
     tool_calls: list[ToolCall] = field(default_factory=list)  # calls the model made instead of (or after) text
+    input_tokens: int = 0  # the prompt's tokens (0: the engine does not say)
+    cached_tokens: int = 0  # of those, how many were reused from the cache rather than read

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import SpeechToText
-from gateway.pipeline.events import TranscriptionCompleted
+from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted
 from gateway.pipeline.messages import Message, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stage import Stage, StageContext
@@ -68,7 +68,8 @@ class SttStage(Stage):
     one transcript of the whole turn, never the part before the pause. ``speculation`` holds the
     counters (:class:`SpeculationStats`). A speculative utterance marked ``probe`` (speech under
     the reply's audio, ``gateway.pipeline.bargein``) also has its text handed back at once
-    (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in.
+    (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in; any other one's text goes
+    to the session as :class:`TranscriptDrafted` (the LLM may read the reply's prompt ahead).
     """
 
     name = "stt"
@@ -102,6 +103,8 @@ class SttStage(Stage):
         self.speculation.add(started=1)
         if message.probe:
             self.ctx.barge_in_heard(message.call_id, message.speculation, text)
+        elif text.strip():
+            self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text))
 
     def _take_kept(self, number: int) -> Optional[str]:
         """The kept text if it is speculation ``number`` (> 0); any other kept text is discarded."""

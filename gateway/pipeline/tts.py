@@ -50,6 +50,8 @@ class TtsStage(Stage):
                     audio=message.audio,
                     output_tokens=message.output_tokens,
                     tool_calls=message.tool_calls,
+                    input_tokens=message.input_tokens,
+                    cached_tokens=message.cached_tokens,
                 )
             )
 

@@ -138,6 +138,13 @@ class UnitLease:
         if self.live:
             self._unit.prepare_prompt(instructions, tools, tool_choice)
 
+    def read_ahead(
+        self, messages: list[ChatMessage], *, max_tokens: Optional[int], tools: list[FunctionTool], tool_choice: str
+    ) -> None:
+        """See ``PipelineControl.read_ahead``; ignored once released."""
+        if self.live:
+            self._unit.read_ahead(messages, max_tokens=max_tokens, tools=tools, tool_choice=tool_choice)
+
     def keep_alive(self) -> None:
         """See ``PipelineControl.keep_alive``; ignored once released."""
         if self.live:

@@ -78,6 +78,14 @@ class PipelineControl(Protocol):
         instructions and tools (``tool_choice`` as ``GenerationOptions`` takes it) into its cache
         now, before the caller's first question. Returns at once; nothing is sent."""
 
+    def read_ahead(
+        self, messages: list[ChatMessage], *, max_tokens: Optional[int], tools: list[FunctionTool], tool_choice: str
+    ) -> None:
+        """A hint, at the caller's pause: the reply to the turn so far would be ``messages`` (with
+        ``max_tokens``, ``tools``, ``tool_choice`` as :meth:`create_response` takes them); the LLM
+        may read that prompt now, while the end of the turn is decided. Kept only if the response
+        that follows asks for exactly this; nothing is generated or sent. Returns at once."""
+
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart the call's own idle
         watchdog, which counts from the last activity."""

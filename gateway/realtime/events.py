@@ -107,9 +107,11 @@ def public_item(item: dict, beta: bool = False) -> dict:
     return clean
 
 
-def usage(output_tokens: int, input_tokens: int = 0) -> dict:
-    """``response.usage``. Input tokens are not counted by the local LLM backends (reported as 0);
-    output tokens are the LLM tokens of the reply, whether spoken or written."""
+def usage(output_tokens: int, input_tokens: int = 0, cached_tokens: int = 0) -> dict:
+    """``response.usage``: output tokens are the LLM tokens of the reply, whether spoken or
+    written; input tokens the prompt's (0 where the engine does not count them), of which
+    ``cached_tokens`` were reused rather than read (llama.cpp: the instructions, earlier turns and
+    a prompt read ahead at the caller's pause)."""
     return {
         "total_tokens": input_tokens + output_tokens,
         "input_tokens": input_tokens,
@@ -118,8 +120,8 @@ def usage(output_tokens: int, input_tokens: int = 0) -> dict:
             "text_tokens": input_tokens,
             "audio_tokens": 0,
             "image_tokens": 0,
-            "cached_tokens": 0,
-            "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0, "image_tokens": 0},
+            "cached_tokens": cached_tokens,
+            "cached_tokens_details": {"text_tokens": cached_tokens, "audio_tokens": 0, "image_tokens": 0},
         },
         "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
     }

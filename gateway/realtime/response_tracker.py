@@ -160,6 +160,17 @@ class ResponseTracker:
         self.launch_when_ready()
         return response
 
+    def read_ahead(self, transcript: str) -> None:
+        """The caller paused with ``transcript`` said so far: have the LLM read the prompt of the
+        response :meth:`start` would make if the turn ends here (the session's tools, the
+        conversation with ``transcript`` as its newest user turn). Nothing is sent; the read is
+        used only if that response's prompt comes out the same."""
+        tools = self._settings.tools
+        draft = message_item("user", [{"type": "input_audio", "transcript": transcript}])
+        messages = self._conversation.prompt(PromptSpec(extra=[draft]), self._settings.instructions)
+        choice = engine_tool_choice(self._settings.tool_choice, tools)
+        self._control.read_ahead(messages, max_tokens=None, tools=list(tools), tool_choice=choice)
+
     def _open_message(self, response: Response) -> None:
         """Announce the response's message item (``response.output_item.added``,
         ``conversation.item.added``, ``response.content_part.added``), once."""
@@ -205,9 +216,12 @@ class ResponseTracker:
         self._by_generation = {g: r for g, r in self._by_generation.items() if not r.done or r.playing}
         self._by_generation[response.generation] = response
 
-    def finish(self, response: Response, status: str, reason: Optional[str] = None, tokens: int = 0) -> None:
+    def finish(
+        self, response: Response, status: str, reason: Optional[str] = None, tokens: tuple[int, int, int] = (0, 0, 0)
+    ) -> None:
         """End ``response`` with ``status`` (completed, incomplete, cancelled, failed): its ``*.done``
-        events, ``response.done`` and ``rate_limits.updated``. A second finish does nothing."""
+        events, ``response.done`` (``tokens``: its usage, output, input and cached input tokens) and
+        ``rate_limits.updated``. A second finish does nothing."""
         if response.done:
             return
         response.done = True
@@ -223,7 +237,7 @@ class ResponseTracker:
             status=status,
             output=[view(item) for item in response.output],
             status_details=status_details(status, reason),
-            usage=usage(tokens),
+            usage=usage(*tokens),
         )
         send("response.done", response=body)
         send("rate_limits.updated", rate_limits=rate_limits(self._settings.max_tokens))
@@ -339,7 +353,8 @@ class ResponseTracker:
                     if call.call_id not in self._reported_calls:
                         self._reported_calls.add(call.call_id)
                         response.calls.append(call)
-            self.finish(response, event.status, tokens=event.output_tokens)
+            used = (event.output_tokens, event.input_tokens, event.cached_tokens)
+            self.finish(response, event.status, tokens=used)
 
     def on_interrupted(self, event: pe.ResponseInterrupted) -> None:
         """Barge-in: the caller's speech cut the response (``turn_detected``)."""

@@ -124,6 +124,7 @@ class RealtimeSession:
             pe.SpeechStopped: self._on_speech_stopped,
             pe.InputCommitted: self._on_input_committed,
             pe.InputRejected: self._on_input_rejected,
+            pe.TranscriptDrafted: self._on_transcript_drafted,
             pe.TranscriptionCompleted: self._on_transcription_completed,
             pe.TranscriptionFailed: self._on_transcription_failed,
             pe.ResponseTextDelta: self.responses.on_text_delta,
@@ -411,6 +412,12 @@ class RealtimeSession:
         if event.code.startswith("input_audio_buffer_commit") and self._pending_commits:
             event_id = self._pending_commits.popleft()
         self.send_error(event.message, code=event.code, event_id=event_id)
+
+    def _on_transcript_drafted(self, event: pe.TranscriptDrafted) -> None:
+        # Only when this turn's end would start a response at once. (STT keeps order: a turn still
+        # awaiting its transcript now is the one this draft is of, committed during the pause.)
+        if self.responses.active() is None and self.answers_by_itself() and event.transcript.strip():
+            self.responses.read_ahead(event.transcript)
 
     def _on_transcription_completed(self, event: pe.TranscriptionCompleted) -> None:
         item = self.conversation.transcribed(event.transcript)

@@ -88,3 +88,54 @@ async def test_a_hung_up_callers_instructions_are_not_read_on(models, gateway_co
         assert await wait_until(lambda: app[POOL].units[0].state is UnitState.IDLE, 10)
         assert await wait_until(lambda: reading_ahead() == 0, 5), "nothing is read for a caller who has gone"
         assert most_held() < len(prefix) - 1, "the reading stopped before the end"
+
+
+async def test_a_read_ahead_is_let_go_when_the_turn_went_otherwise_or_the_call_ends(models, gateway_config):
+    """The prompt read ahead at a pause is the unit's to let go: a response to other words (the
+    caller went on) or the end of the call stops the reading, so no compute goes on a prompt nobody
+    will ask for; a response to exactly those words keeps it."""
+    from gateway.models.base import ChatMessage
+    from gateway.pool.unit import PipelineUnit
+
+    decoder = models.llm.decoder
+    system = ChatMessage(
+        "system", "You answer questions about these words: " + " ".join(f"omega{i}" for i in range(60))
+    )
+
+    def reading_ahead() -> int:
+        with decoder._cond:
+            return sum(1 for e in decoder._live_pending() if e.warm)
+
+    unit = PipelineUnit(0, models, gateway_config(), asyncio.get_running_loop())
+    try:
+        assert unit.claim("rtc_read_ahead", lambda event: None)
+        draft = [system, ChatMessage("user", "What is the first word")]
+        unit.read_ahead(draft, max_tokens=2, tools=[], tool_choice="none")
+        assert reading_ahead() == 1, "the draft's prompt is being read"
+        unit.create_response([system, ChatMessage("user", "What is the first word of the list?")], False, max_tokens=2)
+        assert await wait_until(lambda: reading_ahead() == 0, 5), "the other words' read stopped"
+        unit.interrupt()
+
+        same = [system, ChatMessage("user", "What is the second word?")]
+        unit.read_ahead(same, max_tokens=2, tools=[], tool_choice="none")
+        warm = unit._read_ahead[0] if unit._read_ahead else None
+        assert warm is not None
+        assert await wait_until(lambda: warm.done, 60), "read to the end"
+        unit.create_response(same, audio=False, max_tokens=2, tool_choice="none")
+        assert unit._read_ahead is not None and unit._read_ahead[0] is warm, "kept for the response that asked for it"
+        unit.interrupt()
+
+        late = [system, ChatMessage("user", "What is the fourth word? And the fifth one, and the sixth?")]
+        unit.read_ahead(late, max_tokens=2, tools=[], tool_choice="none")
+        unit.create_response(late, False, max_tokens=2, tool_choice="none")  # at once: the read has not got far
+        assert unit._read_ahead is None, "a read not done is let go: the turn reads its prompt itself"
+        assert await wait_until(lambda: reading_ahead() == 0, 5)
+        unit.interrupt()
+
+        unit.read_ahead([system, ChatMessage("user", "And the third")], max_tokens=2, tools=[], tool_choice="none")
+        assert reading_ahead() >= 1
+        unit.begin_drain("client_hangup")
+        assert await wait_until(lambda: reading_ahead() == 0, 5), "nothing is read for a caller who has gone"
+    finally:
+        unit.close()
+        unit.join(5)

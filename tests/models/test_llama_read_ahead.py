@@ -1,0 +1,64 @@
+"""Reading a reply's prompt ahead (real default model, shared instance): at the caller's pause the
+engine reads the prompt the turn would get; a turn asking for exactly that reads one token, and a
+turn asking for something else (the caller went on) gets the answer it would get without it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.models.base import ChatMessage, ModelSet
+from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from tests.models.test_llama_batching import plain, same_answer
+
+SYSTEM = ChatMessage("system", GatewayConfig().instructions)
+HISTORY = [
+    ChatMessage("user", "I am planning a trip to the Baltic coast next week."),
+    ChatMessage("assistant", "That sounds lovely. How can I help with your trip?"),
+]
+
+
+@pytest.fixture(scope="module")
+def llm(models: ModelSet) -> LlamaCppLanguageModel:
+    assert isinstance(models.llm, LlamaCppLanguageModel), "the default engine is llama.cpp"
+    return models.llm
+
+
+def conversation(question: str) -> list[ChatMessage]:
+    return [SYSTEM, *HISTORY, ChatMessage("user", question)]
+
+
+def test_a_turn_whose_prompt_was_read_ahead_reads_one_token_and_answers_the_same(llm) -> None:
+    messages = conversation("Which city on the Baltic coast has the oldest harbour?")
+    llm.decoder.forget()
+    alone = llm.generate(**plain(messages, 16))
+    assert alone.cached_tokens < alone.prompt_tokens - 8, "nothing of this turn was held before"
+    llm.decoder.forget()
+    warm = llm.read_ahead(messages, 16)
+    assert warm is not None
+    # The turn comes at once (the read is not done yet): it waits for the read, not reading twice.
+    read = llm.generate(**plain(messages, 16))
+    assert read.cached_tokens == read.prompt_tokens - 1, (read.cached_tokens, read.prompt_tokens)
+    assert same_answer(read.text, alone.text), (read.text, alone.text)
+    warm.cancel()
+
+
+def test_a_read_ahead_the_caller_talked_past_changes_nothing_said(llm) -> None:
+    """The caller paused after "What should I pack", then went on: the turn's prompt differs from
+    the one read ahead after its first words, and the answer is the one it gets without it."""
+    said = conversation("What should I pack for a rainy week by the sea? Answer in one short sentence.")
+    llm.decoder.forget()
+    alone = llm.generate(**plain(said, 20))
+    llm.decoder.forget()
+    warm = llm.read_ahead(conversation("What should I pack"), 20)
+    assert warm is not None
+    deadline = time.monotonic() + 60
+    while not warm.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert warm.done
+    turn = llm.generate(**plain(said, 20))
+    assert turn.cached_tokens < turn.prompt_tokens - 8, "only the words both prompts share were reused"
+    assert same_answer(turn.text, alone.text), (turn.text, alone.text)
+    warm.cancel()
