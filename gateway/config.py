@@ -115,7 +115,16 @@ class GatewayConfig:
         default=1,
         metadata={"help": "llama.cpp decode threads (1 holds its speed when the other core is busy)"},
     )
-    llm_batch_threads: int = field(default=1, metadata={"help": "llama.cpp prompt-processing threads"})
+    llm_batch_threads: int = field(
+        default=1, metadata={"help": "llama.cpp prompt-processing threads (while STT/TTS run; see llm_idle_threads)"}
+    )
+    llm_idle_threads: int = field(
+        default=2,
+        metadata={
+            "help": "llama.cpp threads for every step while no STT, TTS or end-of-turn call runs in this "
+            "process (0 = off; give it llm_threads when other processes share the cores)"
+        },
+    )
     admit_by_compute: bool = field(
         default=True,
         metadata={

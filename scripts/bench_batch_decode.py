@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,22 +26,23 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, GenerationOptions
+from gateway.models.core_use import LlamaThreads
 from gateway.models.decode_capacity import StepTimes
 from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
 
 
 @contextlib.contextmanager
-def on_threads(decoder: Any, threads: int) -> Iterator[None]:
+def on_threads(decoder: Any, threads: int, prompt: int = 0) -> Iterator[None]:
     """Every step on ``threads`` threads for a while, its step times kept apart: a gateway running
     in the same process (``bench_talkers.py``) judges its talking capacity by the steps of its own
     thread settings, which a 2-thread probe would otherwise skew."""
-    saved = decoder.threads, decoder.threads_busy, decoder.step_times
-    decoder.threads = decoder.threads_busy = threads
+    saved = decoder.threads, decoder.step_times
+    decoder.threads = LlamaThreads(decode=threads, prompt=prompt or threads, several=threads)
     decoder.step_times = StepTimes()
     try:
         yield
     finally:
-        decoder.threads, decoder.threads_busy, decoder.step_times = saved
+        decoder.threads, decoder.step_times = saved
 
 
 def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
@@ -60,6 +63,45 @@ def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
             return tokens / (time.monotonic() - started)
         finally:
             lease.release()
+
+
+QUESTIONS = (
+    "Which city on the Baltic coast has the oldest harbour?",
+    "What should I pack for a rainy week by the sea?",
+    "How long should I boil an egg for a soft yolk?",
+)
+
+
+def prompt_read_ms(engine: Any, threads: int) -> tuple[float, int]:
+    """Median ms to the first token of a spoken-length question nothing holds yet (the system
+    prompt cached, as in a call), with prompt chunks on ``threads`` threads and decode steps on 1;
+    and the median tokens it read."""
+    decoder = engine.decoder
+    system = ChatMessage("system", GatewayConfig().instructions)
+    times, read = [], []
+    with on_threads(decoder, 1, prompt=threads):
+        for question in QUESTIONS:
+            decoder.forget()
+            engine.generate([system, ChatMessage("user", "Hi.")], 1, lambda: False, lambda piece: None)
+            started = time.monotonic()
+            result = engine.generate([system, ChatMessage("user", question)], 1, lambda: False, lambda piece: None)
+            times.append((time.monotonic() - started) * 1000)
+            read.append(result.prompt_tokens - result.cached_tokens)
+    return sorted(times)[1], sorted(read)[1]
+
+
+@contextlib.contextmanager
+def other_core_busy() -> Iterator[None]:
+    """A process spinning on one core for a while (as Whisper or Piper of another caller would)."""
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 120\nwhile time.time() < end: pass"]
+    )
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def batched_step_ms(engine: Any, sequences: int, threads: int, tokens: int = 16) -> float:
@@ -109,6 +151,14 @@ def main() -> int:
     engine = LlamaCppLanguageModel(args.model, Path(GatewayConfig().model_cache_dir), sequences=max(counts))
     print(f"{args.model}: decode {decode_speed(engine, 1, args.tokens):.1f} tok/s on 1 thread, ", end="")
     print(f"{decode_speed(engine, 2, args.tokens):.1f} on 2\n")
+    print("| prompt threads | other core | first token of a new question, ms | tokens read |")
+    print("|---|---|---|---|")
+    for busy in (False, True):
+        for threads in (1, 2):
+            with other_core_busy() if busy else contextlib.nullcontext():
+                ms, read = prompt_read_ms(engine, threads)
+            print(f"| {threads} | {'busy' if busy else 'idle'} | {ms:.0f} | {read} |")
+    print()
     print("| sequences | threads | ms per step | aggregate tok/s |")
     print("|---|---|---|---|")
     for threads in (1, 2):

@@ -172,8 +172,8 @@ async def main() -> int:
             print(f"machine: decode {one:.1f} tok/s on 1 thread, {two:.1f} on 2 ({config.llm_model})")
         print(
             f"LLM {config.llm_backend}, {config.llm_sequences} sequences, threads {config.llm_threads}/busy "
-            f"{config.llm_busy_threads}; admit_by_compute {config.admit_by_compute}; {os.cpu_count()} CPUs; "
-            f"load {os.getloadavg()[0]:.2f}"
+            f"{config.llm_busy_threads}/idle {config.llm_idle_threads}; admit_by_compute {config.admit_by_compute}; "
+            f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}"
         )
         capacity = app[POOL].capacity_now()
         steps = ", ".join(f"{size}: {ms:.0f}" for size, ms in capacity.step_ms.items()) or "none"

@@ -1,31 +1,29 @@
 """Continuous batching on one llama.cpp context: several conversations advance in one forward pass.
 
 On a CPU, decoding is bound by reading the weights, so one ``llama_decode`` over N sequences costs far
-less than N single ones (measured on a slow 2-core box, Qwen2.5-1.5B Q4_K_M, 2 threads: 101 / 144 /
-227 ms per step for 1 / 2 / 4 sequences; ``scripts/bench_batch_decode.py``). A :class:`BatchDecoder`
-owns one context with ``sequences + prefixes`` KV sequences in a unified cache (``kv_unified``: cells
-are shared, so a prefix copied with ``llama_memory_seq_cp`` costs no memory or compute) and one
-thread that runs the steps. Callers (LLM stage threads of several units) each hold a
-:class:`SequenceLease` and call :meth:`SequenceLease.evaluate` with the whole token list their
-sequence should hold; the decoder keeps the longest prefix it already has (its own cells, another
-sequence's cells, a prefix warmed by :meth:`BatchDecoder.warm` or a saved state from
+less than N single ones (a slow 2-core box, Qwen2.5-1.5B Q4_K_M, 2 threads: 101 / 144 / 227 ms per step
+for 1 / 2 / 4 sequences; ``scripts/bench_batch_decode.py``). A :class:`BatchDecoder` owns one context
+with ``sequences + prefixes`` KV sequences in a unified cache (``kv_unified``: a prefix copied with
+``llama_memory_seq_cp`` costs no memory or compute) and one thread that runs the steps. Callers (LLM
+stage threads) each hold a :class:`SequenceLease` and call :meth:`SequenceLease.evaluate` with the
+whole token list their sequence should hold; the decoder keeps the longest prefix it already has (its
+own cells, another sequence's, a prefix warmed by :meth:`BatchDecoder.warm` or a saved state from
 :class:`~gateway.models.llama_state_cache.LlamaStateCache`), evaluates the rest and returns the
 logits of the last position. Sampling stays in the caller's thread.
 
 One step: every pending evaluation contributes its next tokens (one for a decoding turn, up to
 ``chunk`` prompt tokens for one being read; a prompt read while others decode gets ``shared_chunk``
 per step so their tokens are not held back); new turns join at the next step (continuous batching).
-Threads by load: ``threads`` while one sequence is evaluated, ``threads_busy`` (1) when several are,
-decided per step (two threads collapse when the other core is busy with STT/TTS of other callers).
+Threads by load, per step (:class:`~gateway.models.core_use.LlamaThreads`): all cores while no STT,
+TTS or end-of-turn call runs in the process (``CORE_USE``), else 1 (two collapse on a busy core).
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
-Step times: each pure decode step (one token per sequence) is timed by its size into
-:attr:`BatchDecoder.step_times` (seeded by :meth:`BatchDecoder.measure_steps`): admission's talking
-capacity (``gateway.models.decode_capacity``).
-
-Positions: a sequence's tokens ``t[0..n)`` sit at ``0..n-1``. A step with no free KV cell frees idle
-sequences, then fails its evaluations (:class:`~gateway.models.base.LanguageModelError`).
+Step times: pure decode steps (one token per sequence) are timed by size into
+:attr:`BatchDecoder.step_times` (seeded by :meth:`BatchDecoder.measure_steps`), admission's talking
+capacity (``gateway.models.decode_capacity``). Positions: a sequence's tokens ``t[0..n)`` sit at
+``0..n-1``. A step with no free KV cell frees idle sequences, then fails its evaluations
+(:class:`~gateway.models.base.LanguageModelError`).
 """
 
 from __future__ import annotations
@@ -40,6 +38,7 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.models.base import LanguageModelError
+from gateway.models.core_use import CORE_USE, LlamaThreads
 from gateway.models.decode_capacity import StepTimes
 from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
 
@@ -91,8 +90,7 @@ class BatchDecoder:
         n_ctx: int,
         sequences: int = 4,
         prefixes: int = 2,
-        threads: int = 2,
-        threads_busy: int = 1,
+        threads: Optional[LlamaThreads] = None,
         chunk: int = 64,
         shared_chunk: int = 16,
         state_cache: Optional[LlamaStateCache] = None,
@@ -105,7 +103,7 @@ class BatchDecoder:
         self.model = model
         self.n_vocab = int(model.n_vocab())
         self.sequences = sequences
-        self.threads, self.threads_busy = threads, threads_busy
+        self.threads = threads or LlamaThreads()
         self.chunk, self.shared_chunk = chunk, min(shared_chunk, chunk)
         self.state_cache = state_cache or LlamaStateCache(0)
         self._poll_s, self._gather_s = poll_s, gather_s
@@ -115,7 +113,8 @@ class BatchDecoder:
         params.n_batch = params.n_ubatch = self._capacity
         params.n_seq_max = sequences + prefixes
         params.kv_unified = True
-        params.n_threads = params.n_threads_batch = threads
+        self._threads_now = self.threads.for_step(1, busy=True)
+        params.n_threads, params.n_threads_batch = self._threads_now
         params.no_perf = True
         self.ctx = llama_cpp.llama_init_from_model(model._model.model, params)
         if not self.ctx:
@@ -129,7 +128,6 @@ class BatchDecoder:
         self._controls: list[Callable[[], None]] = []
         self._cond = threading.Condition()
         self._holders = threading.Lock()  # warms' holders (Warm.cancel takes no step-thread lock)
-        self._threads_now = threads
         self.steps = 0
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
         self.step_times = StepTimes()  # pure decode steps by size (admission's talking capacity)
@@ -198,7 +196,7 @@ class BatchDecoder:
                         batch.token[i], batch.pos[i] = 0, len(seq.tokens) + r
                         batch.n_seq_id[i], batch.seq_id[i][0], batch.logits[i] = 1, seq.seq, 1
                     batch.n_tokens = size
-                    self._use_threads(size)
+                    self._use_threads(size, busy=True)  # capacity is judged on the busy setting
                     started = time.perf_counter()
                     status = self._lib.llama_decode(self.ctx, batch)
                     if status != 0:
@@ -355,16 +353,17 @@ class BatchDecoder:
             room -= take
         return plan
 
-    def _use_threads(self, size: int) -> None:
-        """``threads`` for a step of one sequence, ``threads_busy`` for several (decided per step)."""
-        threads = self.threads if size == 1 else self.threads_busy
+    def _use_threads(self, size: int, busy: bool) -> bool:
+        """Set the threads for a step of ``size`` sequences; True when they are the busy setting."""
+        threads = self.threads.for_step(size, busy)
         if threads != self._threads_now:
-            self._lib.llama_set_n_threads(self.ctx, threads, threads)
+            self._lib.llama_set_n_threads(self.ctx, *threads)
             self._threads_now = threads
+        return threads == self.threads.for_step(size, busy=True)
 
     def _step(self, plan: list[tuple[_Evaluation, int]]) -> None:
         lib, batch = self._lib, self._batch
-        self._use_threads(len(plan))
+        timed = self._use_threads(len(plan), busy=CORE_USE.busy > 0)
         n, outputs = 0, []
         for evaluation, take in plan:
             seq = self._seqs[evaluation.seq]
@@ -379,7 +378,7 @@ class BatchDecoder:
         batch.n_tokens = n
         started = time.perf_counter()
         status = lib.llama_decode(self.ctx, batch)
-        if status == 0 and n == len(plan):  # a pure decode step: one token per sequence
+        if status == 0 and n == len(plan) and timed:  # a pure decode step (one token per sequence)
             self.step_times.record(n, time.perf_counter() - started)
         with self._cond:
             if status == 1 and self._free_idle():

@@ -28,11 +28,10 @@ One generation, on its leased KV sequence:
    so its name and arguments are valid; "required" or a tool name go to the constrained call at
    once. Call text is never streamed.
 
-Threads, per step: ``threads`` (the larger of ``threads`` and ``batch_threads``) while one turn is
-evaluated, ``busy_threads`` when several are (then STT and TTS of the other callers want the
-other core). Measured on the 2-core machine this was written on: 2 decode threads give ~34
-tokens/s idle but ~5 tokens/s when the other core is busy, 1 thread holds ~21-23 tokens/s idle and
-8-21 busy. Memory: the 1.5B instance adds ~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of
+Threads, per step (``threads``, :class:`~gateway.models.core_use.LlamaThreads`): all of ``idle``
+while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
+~34 tokens/s idle but ~5 when the other core is busy; 1 thread holds ~21-23 idle and 8-21 busy).
+Memory: the 1.5B instance adds ~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of
 KV cache per cell (``kv_cells``, by default ``n_ctx`` per two sequences, shared by all sequences)
 and compute buffers; plus the saved states (``state_cache_mb``).
 """
@@ -58,6 +57,7 @@ from gateway.models.base import (
     ModelNotFoundError,
     ToolCall,
 )
+from gateway.models.core_use import LlamaThreads
 from gateway.models.engine_queue import EngineQueue, Turn
 from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
 from gateway.models.grammar_sampler import GrammarSampler, sample_token
@@ -121,8 +121,7 @@ class LlamaCppLanguageModel:
         self,
         model: str,
         cache_dir: Path,
-        threads: int = 1,
-        batch_threads: int = 1,
+        threads: Optional[LlamaThreads] = None,
         n_ctx: int = 4096,
         temperature: float = 0.0,
         top_p: float = 0.95,
@@ -130,7 +129,6 @@ class LlamaCppLanguageModel:
         state_cache_mb: int = 128,
         prefill_chunk: int = 32,
         sequences: int = 4,
-        busy_threads: int = 1,
         kv_cells: int = 0,
     ) -> None:
         try:
@@ -155,8 +153,7 @@ class LlamaCppLanguageModel:
             self._llm,
             n_ctx=kv_cells or n_ctx * max(1, (sequences + 1) // 2),
             sequences=sequences,
-            threads=max(threads, batch_threads),
-            threads_busy=busy_threads,
+            threads=threads,
             chunk=max(prefill_chunk, 8),
             shared_chunk=max(prefill_chunk // 2, 4),
             state_cache=self.state_cache,

@@ -25,20 +25,24 @@ def load_language_model(config: GatewayConfig) -> LanguageModel:
     install) when its library or weights are missing, ValueError for an unknown backend."""
     cache = Path(config.model_cache_dir)
     if config.llm_backend == "llama_cpp":
+        from gateway.models.core_use import LlamaThreads
         from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
 
         return LlamaCppLanguageModel(
             config.llm_model,
             cache,
-            threads=config.llm_threads,
-            batch_threads=config.llm_batch_threads,
+            threads=LlamaThreads(
+                decode=config.llm_threads,
+                prompt=config.llm_batch_threads,
+                several=config.llm_busy_threads,
+                idle=config.llm_idle_threads,
+            ),
             n_ctx=config.llm_context_tokens,
             temperature=config.llm_temperature,
             top_p=config.llm_top_p,
             budget_s=config.llm_turn_budget_s,
             state_cache_mb=config.llm_state_cache_mb,
             sequences=config.llm_sequences,
-            busy_threads=config.llm_busy_threads,
         )
     if config.llm_backend == "openai_http":
         from gateway.models.openai_http_llm import OpenAIHttpLanguageModel

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import SpeechToText
+from gateway.models.core_use import CORE_USE
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted
 from gateway.pipeline.messages import Message, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -91,14 +92,16 @@ class SttStage(Stage):
             return
         text = self._take_kept(message.speculation)
         if text is None:
-            text = self._stt.transcribe(message.audio, language=self.ctx.language)
+            with CORE_USE.heavy():
+                text = self._stt.transcribe(message.audio, language=self.ctx.language)
         message.latency.mark("stt_done", time.monotonic())
         self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
 
     def _speculate(self, message: Utterance) -> None:
         self._discard_kept()  # an older speculation was overtaken by this one
         started = time.monotonic()
-        text = self._stt.transcribe(message.audio, language=self.ctx.language)
+        with CORE_USE.heavy():
+            text = self._stt.transcribe(message.audio, language=self.ctx.language)
         self._kept = _Speculation(message.speculation, text, time.monotonic() - started)
         self.speculation.add(started=1)
         if message.probe:

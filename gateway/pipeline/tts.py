@@ -8,6 +8,7 @@ from typing import Optional
 from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
+from gateway.models.core_use import CORE_USE
 from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
 from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
 from gateway.pipeline.queues import StageQueue
@@ -58,7 +59,7 @@ class TtsStage(Stage):
     def _speak(self, chunk: TextChunk) -> None:
         generation = chunk.generation
         first = True
-        for audio in self._tts.synthesize(chunk.text, speed=chunk.speed, voice=chunk.voice):
+        for audio in CORE_USE.each_heavy(self._tts.synthesize(chunk.text, speed=chunk.speed, voice=chunk.voice)):
             if not self.ctx.is_current(generation) or self.retired.is_set():
                 return
             samples = self._resampler.resample_array(audio, self._tts.sample_rate)

@@ -11,6 +11,7 @@ import numpy as np
 
 from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
+from gateway.models.core_use import CORE_USE
 from gateway.pipeline.bargein import Action, BargeInDecider, BargeInRules
 from gateway.pipeline.events import BargeInDecided, InputCommitted, InputRejected, SpeechStarted, SpeechStopped
 from gateway.pipeline.latency import TurnLatency
@@ -219,7 +220,8 @@ class VadStage(Stage):
             return None
         self.semantic_checks += 1
         try:
-            return self._end_of_turn.end_of_turn_probability(np.concatenate(self._utterance[-self._model_window :]))
+            with CORE_USE.heavy():
+                return self._end_of_turn.end_of_turn_probability(np.concatenate(self._utterance[-self._model_window :]))
         except Exception:
             if not self._model_failed:
                 log.exception("end-of-turn model failed; ending turns by silence")

@@ -9,6 +9,7 @@ from typing import Optional
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
+from gateway.models.core_use import CORE_USE
 from gateway.pipeline.chain import StageFactory
 from gateway.pool.capacity import CapacityNow, TalkingCapacity
 from gateway.pool.lease import UnitLease
@@ -46,8 +47,12 @@ class UnitPool:
         self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
         self.on_recovery: Callable[[PipelineUnit], None] = lambda unit: None  # a stuck unit rebuilt (metrics)
         for unit in self.units:
-            unit.on_state_change = lambda u: self.on_state_change(u)
+            unit.on_state_change = self._state_changed
             unit.on_recovery = lambda u: self.on_recovery(u)
+
+    def _state_changed(self, unit: PipelineUnit) -> None:
+        CORE_USE.calls = sum(1 for u in self.units if u.state is not UnitState.IDLE)  # the LLM's threads
+        self.on_state_change(unit)
 
     def claim(self, call_id: str, sink: EventSink) -> UnitLease:
         """An idle unit now bound to ``call_id``, as the call's lease (inert once released); raises

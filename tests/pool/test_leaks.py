@@ -139,3 +139,21 @@ async def test_a_read_ahead_is_let_go_when_the_turn_went_otherwise_or_the_call_e
     finally:
         unit.close()
         unit.join(5)
+
+
+async def test_the_pool_counts_connected_calls_for_the_llm_threads(models, gateway_config):
+    """The LLM takes both cores only for a lone call: the pool keeps the count of calls connected
+    (claimed, draining or stuck units) where the decoder reads it."""
+    from gateway.models.core_use import CORE_USE
+    from gateway.pool.pool import UnitPool
+
+    pool = UnitPool(models, gateway_config(pool_size=2, talking_capacity=2))
+    try:
+        first = pool.claim("rtc_first", lambda event: None)
+        assert CORE_USE.calls == 1 and CORE_USE.busy == 0
+        pool.claim("rtc_second", lambda event: None)
+        assert CORE_USE.calls == 2 and CORE_USE.busy == 1
+        first.release("client_hangup")
+        assert await wait_until(lambda: CORE_USE.calls == 1, 15), "a drained unit no longer counts"
+    finally:
+        pool.close()
