@@ -121,8 +121,8 @@ class GatewayConfig:
     llm_idle_threads: int = field(
         default=2,
         metadata={
-            "help": "llama.cpp threads for every step while no STT, TTS or end-of-turn call runs in this "
-            "process (0 = off; give it llm_threads when other processes share the cores)"
+            "help": "llama.cpp threads for every step while one call is connected and no STT, TTS or "
+            "end-of-turn call runs in this process (0 = off; 1 when other processes share the cores)"
         },
     )
     admit_by_compute: bool = field(

@@ -70,7 +70,8 @@ class LlamaThreads:
     """llama.cpp threads for one step of the batched decoder (``gateway.models.llama_batch``), as
     (decode threads, prompt threads): llama.cpp uses the second for a batch of several tokens.
 
-    ``idle``: every step while no heavy model call runs in the process (0: no such rule). Otherwise
+    ``idle``: every step while :attr:`CoreUse.busy` is 0, i.e. at most one call is connected and no
+    heavy model call runs (0: no such rule). Otherwise
     one sequence gets ``decode`` for its tokens and ``prompt`` for its prompt chunks; several get
     ``several`` (their callers' STT and TTS want the other cores)."""
 

@@ -14,8 +14,8 @@ logits of the last position. Sampling stays in the caller's thread.
 One step: every pending evaluation contributes its next tokens (one for a decoding turn, up to
 ``chunk`` prompt tokens for one being read; a prompt read while others decode gets ``shared_chunk``
 per step so their tokens are not held back); new turns join at the next step (continuous batching).
-Threads by load, per step (:class:`~gateway.models.core_use.LlamaThreads`): all cores while no STT,
-TTS or end-of-turn call runs in the process (``CORE_USE``), else 1 (two collapse on a busy core).
+Threads by load, per step (:class:`~gateway.models.core_use.LlamaThreads`): ``idle`` threads (2) for
+a lone call while no STT, TTS or end-of-turn call runs (``CORE_USE``), else 1 (2 collapse on a busy core).
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
@@ -32,7 +32,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -40,30 +39,15 @@ import numpy as np
 from gateway.models.base import LanguageModelError
 from gateway.models.core_use import CORE_USE, LlamaThreads
 from gateway.models.decode_capacity import StepTimes
+from gateway.models.llama_holds import Evaluation, SequenceLease, Warm
 from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
 
-# Longer instructions and tools are not read ahead (a warm runs in every step until it is done).
+# Longer instructions and tools are not read at call start (a warm runs in every step until it is
+# done); a prompt read ahead at a caller's pause is bounded by the context only, and gives way to
+# turns when the KV cache is full.
 MAX_WARM_TOKENS = 1024
-
-
-@dataclass
-class _Evaluation:
-    """Tokens a sequence must still read; ``logits`` set (a copy) when the last one has been read."""
-
-    seq: int
-    wanted: list[int]  # every token the sequence must hold when done
-    reuse_others: bool = False  # may copy a prefix from another sequence or a saved state
-    resolved: bool = False  # the prefix kept has been settled; ``tokens`` are the ones left to read
-    tokens: list[int] = field(default_factory=list)
-    kept: int = 0
-    done: threading.Event = field(default_factory=threading.Event)
-    logits: Optional[np.ndarray] = None
-    error: Optional[str] = None
-    abandoned: bool = False  # the caller stopped waiting: read no more of it
-    warm: bool = False  # a background warm (BatchDecoder.warm), not a turn's
-    holders: int = 0  # a warm's sessions that still want it (abandoned when the last lets go)
 
 
 class _Sequence:
@@ -124,7 +108,7 @@ class BatchDecoder:
         self._batch = llama_cpp.llama_batch_init(self._capacity, 0, 1)
         self._seqs = [_Sequence(i) for i in range(sequences + prefixes)]
         self._prefix_ids = list(range(sequences, sequences + prefixes))
-        self._pending: list[_Evaluation] = []
+        self._pending: list[Evaluation] = []
         self._controls: list[Callable[[], None]] = []
         self._cond = threading.Condition()
         self._holders = threading.Lock()  # warms' holders (Warm.cancel takes no step-thread lock)
@@ -173,7 +157,7 @@ class BatchDecoder:
                 return None
             target = min(free, key=lambda s: s.used)
             target.used = time.monotonic()
-            evaluation = _Evaluation(target.seq, list(tokens), reuse_others=True, warm=True, holders=1)
+            evaluation = Evaluation(target.seq, list(tokens), reuse_others=True, warm=True, holders=1)
             self._pending.append(evaluation)
             self._cond.notify_all()
             return Warm(self, evaluation)
@@ -252,20 +236,19 @@ class BatchDecoder:
                 s.tokens = []
         self.state_cache.clear()
 
-    def _warming_for(self, evaluation: _Evaluation) -> bool:
-        """True while a prefix being warmed covers more of this new turn than anything held now:
-        the turn waits for it rather than reading the same tokens a second time."""
+    def _warming_for(self, evaluation: Evaluation) -> bool:
+        """True while a warm being read will cover 8+ more tokens of this new turn than any sequence
+        not being warmed holds: the turn waits rather than read them a second time beside it."""
         if not evaluation.reuse_others:
             return False
         want = np.asarray(evaluation.wanted[:-1], dtype=np.intc)
-        held = max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs)
-        for warm in self._pending:  # only warms being read: two unresolved ones would wait on each other
-            if warm is not evaluation and warm.warm and warm.resolved:
-                if common_prefix(np.asarray(warm.wanted, dtype=np.intc), want) > held:
-                    return True
-        return False
+        # Only warms being read: two unresolved ones would wait on each other.
+        warms = [w for w in self._pending if w is not evaluation and w.warm and w.resolved]
+        warming = {w.seq for w in warms}
+        held = max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs if s.seq not in warming)
+        return any(common_prefix(np.asarray(w.wanted, dtype=np.intc), want) > held + 8 for w in warms)
 
-    def _resolve(self, evaluation: _Evaluation) -> None:
+    def _resolve(self, evaluation: Evaluation) -> None:
         """Make the sequence hold the longest available prefix of ``wanted[:-1]``; queue the rest."""
         target = self._seqs[evaluation.seq]
         tokens = evaluation.wanted
@@ -320,7 +303,7 @@ class BatchDecoder:
             if plan:
                 self._step(plan)
 
-    def _live_pending(self) -> list[_Evaluation]:
+    def _live_pending(self) -> list[Evaluation]:
         self._pending = [e for e in self._pending if not e.abandoned]
         return self._pending
 
@@ -335,7 +318,7 @@ class BatchDecoder:
                 return
             self._cond.wait(remaining)
 
-    def _plan(self) -> list[tuple[_Evaluation, int]]:
+    def _plan(self) -> list[tuple[Evaluation, int]]:
         """(evaluation, how many of its tokens) for this step: single tokens first, then prompt chunks."""
         pending = [e for e in self._live_pending() if e.resolved]
         decoding = [e for e in pending if len(e.tokens) == 1]
@@ -361,7 +344,7 @@ class BatchDecoder:
             self._threads_now = threads
         return threads == self.threads.for_step(size, busy=True)
 
-    def _step(self, plan: list[tuple[_Evaluation, int]]) -> None:
+    def _step(self, plan: list[tuple[Evaluation, int]]) -> None:
         lib, batch = self._lib, self._batch
         timed = self._use_threads(len(plan), busy=CORE_USE.busy > 0)
         n, outputs = 0, []
@@ -383,6 +366,8 @@ class BatchDecoder:
         with self._cond:
             if status == 1 and self._free_idle():
                 status = lib.llama_decode(self.ctx, batch)
+            if status == 1 and self._drop_warms():
+                return  # the turns' tokens are planned again, without the background reads
             self.steps += 1
             self.step_sizes = [*self.step_sizes[-999:], len(plan)]
             if status != 0:
@@ -399,20 +384,30 @@ class BatchDecoder:
                 self._finish(evaluation)
             self._cond.notify_all()
 
-    def _finish(self, evaluation: _Evaluation) -> None:
+    def _finish(self, evaluation: Evaluation) -> None:
         if evaluation in self._pending:
             self._pending.remove(evaluation)
         seq = self._seqs[evaluation.seq]
         seq.waiting = seq.leased and not evaluation.abandoned  # its next token is gathered into the step
         evaluation.done.set()
 
-    def _fail(self, plan: list[tuple[_Evaluation, int]], reason: str) -> None:
+    def _fail(self, plan: list[tuple[Evaluation, int]], reason: str) -> None:
         for evaluation, _ in plan:
             seq = self._seqs[evaluation.seq]
             self._lib.llama_memory_seq_rm(self._memory, seq.seq, len(seq.tokens), -1)
             evaluation.error = reason
             self._finish(evaluation)
         self._cond.notify_all()
+
+    def _drop_warms(self) -> bool:
+        """The KV cache is full: background reads give way to turns (their cells are dropped)."""
+        warms = [e for e in self._pending if e.warm]
+        for evaluation in warms:
+            evaluation.abandoned = True
+            self._lib.llama_memory_seq_rm(self._memory, evaluation.seq, -1, -1)
+            self._seqs[evaluation.seq].tokens = []
+            self._finish(evaluation)
+        return bool(warms)
 
     def _free_idle(self) -> bool:
         """Drop the cells of idle sequences (least recently used first); True if any were dropped."""
@@ -422,78 +417,3 @@ class BatchDecoder:
             self._lib.llama_memory_seq_rm(self._memory, s.seq, -1, -1)
             s.tokens = []
         return bool(idle)
-
-
-class Warm:
-    """One session's hold on a background warm (:meth:`BatchDecoder.warm`)."""
-
-    def __init__(self, decoder: BatchDecoder, evaluation: _Evaluation) -> None:
-        self._decoder = decoder
-        self._evaluation: Optional[_Evaluation] = evaluation
-
-    def cancel(self) -> None:
-        """Let go (idempotent); the last holder's cancel stops the reading at the next step. The
-        tokens read so far stay in the prefix sequence for whoever needs them next."""
-        decoder, evaluation = self._decoder, self._evaluation
-        if evaluation is None:
-            return
-        self._evaluation = None
-        with decoder._holders:  # not the step thread's condition: a hang-up never waits for a step
-            evaluation.holders -= 1
-            if evaluation.holders <= 0:
-                evaluation.abandoned = True  # dropped from the pending list before the next step
-
-    @property
-    def done(self) -> bool:
-        """True once the tokens are read, or the warm stopped or failed."""
-        return self._evaluation is None or self._evaluation.done.is_set() or self._evaluation.abandoned
-
-
-class SequenceLease:
-    """One turn's hold on a KV sequence of a :class:`BatchDecoder`; :meth:`release` when done."""
-
-    def __init__(self, decoder: BatchDecoder, seq: _Sequence) -> None:
-        self._decoder = decoder
-        self._seq = seq
-        self.seq_id = seq.seq
-        self._first = True
-
-    @property
-    def tokens(self) -> list[int]:
-        """The tokens the sequence holds now (a copy)."""
-        with self._decoder._cond:
-            return list(self._seq.tokens)
-
-    def evaluate(self, tokens: list[int], should_stop: Callable[[], bool]) -> tuple[Optional[np.ndarray], int]:
-        """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
-        (n_vocab,); how many tokens were reused rather than read). Logits are None when
-        ``should_stop`` became True first (the read stops at the next step). Raises
-        LanguageModelError when llama.cpp fails the step."""
-        decoder = self._decoder
-        evaluation = _Evaluation(self.seq_id, list(tokens), reuse_others=self._first)
-        self._first = False
-        with decoder._cond:
-            self._seq.waiting = False
-            decoder._pending.append(evaluation)
-            decoder._cond.notify_all()
-        while not evaluation.done.wait(decoder._poll_s):
-            if should_stop():
-                with decoder._cond:
-                    evaluation.abandoned = True
-                    decoder._cond.notify_all()
-                return None, evaluation.kept
-        if evaluation.error:
-            raise LanguageModelError(evaluation.error)
-        return evaluation.logits, evaluation.kept
-
-    def release(self) -> None:
-        """Give the sequence back; its cells stay for a later turn (and are saved to the state cache)."""
-        decoder = self._decoder
-        with decoder._cond:
-            for evaluation in decoder._pending:
-                if evaluation.seq == self.seq_id:
-                    evaluation.abandoned = True
-            self._seq.waiting = False
-            self._seq.leased = False
-        seq = self._seq
-        decoder._control(lambda: decoder._save(seq), wait=False)

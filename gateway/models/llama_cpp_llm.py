@@ -28,8 +28,8 @@ One generation, on its leased KV sequence:
    so its name and arguments are valid; "required" or a tool name go to the constrained call at
    once. Call text is never streamed.
 
-Threads, per step (``threads``, :class:`~gateway.models.core_use.LlamaThreads`): all of ``idle``
-while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
+Threads, per step (``threads``, :class:`~gateway.models.core_use.LlamaThreads`): ``idle`` (2) for a
+lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
 ~34 tokens/s idle but ~5 when the other core is busy; 1 thread holds ~21-23 idle and 8-21 busy).
 Memory: the 1.5B instance adds ~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of
 KV cache per cell (``kv_cells``, by default ``n_ctx`` per two sequences, shared by all sequences)
@@ -61,7 +61,8 @@ from gateway.models.core_use import LlamaThreads
 from gateway.models.engine_queue import EngineQueue, Turn
 from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
 from gateway.models.grammar_sampler import GrammarSampler, sample_token
-from gateway.models.llama_batch import BatchDecoder, SequenceLease, Warm
+from gateway.models.llama_batch import BatchDecoder
+from gateway.models.llama_holds import SequenceLease, Warm
 from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
 from gateway.models.prompt_fit import fit_messages
 from gateway.models.tool_calls import (

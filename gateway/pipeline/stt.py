@@ -63,7 +63,7 @@ class SttStage(Stage):
     as ``turn_detection.create_response`` says), not straight on to the LLM.
 
     A speculative utterance (the turn so far, sent by the VAD at a short pause) is transcribed and
-    its text kept, never reported. A finished turn whose ``speculation`` names the kept one (the
+    its text kept, never reported to the client. A finished turn whose ``speculation`` names the kept one (the
     caller said nothing more after it) is reported with that text at once; any other finished turn
     is transcribed whole, and the kept text is discarded. So a caller who pauses and goes on gets
     one transcript of the whole turn, never the part before the pause. ``speculation`` holds the

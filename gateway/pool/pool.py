@@ -51,7 +51,8 @@ class UnitPool:
             unit.on_recovery = lambda u: self.on_recovery(u)
 
     def _state_changed(self, unit: PipelineUnit) -> None:
-        CORE_USE.calls = sum(1 for u in self.units if u.state is not UnitState.IDLE)  # the LLM's threads
+        # The LLM's threads: calls being served (a draining unit's stages are counted by their work).
+        CORE_USE.calls = sum(1 for u in self.units if u.state is UnitState.ACTIVE)
         self.on_state_change(unit)
 
     def claim(self, call_id: str, sink: EventSink) -> UnitLease:
@@ -96,6 +97,7 @@ class UnitPool:
 
     def close(self, timeout: float = 10.0) -> bool:
         """Stop every unit's stage threads and wait up to ``timeout`` s for them (blocking)."""
+        CORE_USE.calls = 0
         for unit in self.units:
             unit.close()
         return all([unit.join(timeout) for unit in self.units])

@@ -35,6 +35,7 @@ from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, ResponseRequest
 from gateway.pipeline.turn import TurnDetection
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
+from gateway.pool.read_ahead import PromptReadAhead
 from gateway.pool.session_state import SessionState
 from gateway.pool.thinking import arm_cue, prepare_filler
 
@@ -83,9 +84,9 @@ class PipelineUnit(UnitLifecycle):
         # The call's instructions and tools being read ahead by the LLM (prepare_prompt); let go
         # when they change and when the call ends, so nothing is read for a caller who has gone.
         self._warm: Optional[PromptWarm] = None
-        # The prompt of a reply to the turn so far, being read ahead (read_ahead), with what it was
-        # asked for: let go when a different response starts, a newer one comes or the call ends.
-        self._read_ahead: Optional[tuple[PromptWarm, tuple]] = None
+        # The prompt of a reply to the turn so far, read ahead (read_ahead) off the event loop: let
+        # go when a different response starts, a newer draft comes or the call ends.
+        self.prompt_read = PromptReadAhead(loop)
         self._build()
 
     # ----- construction -----
@@ -180,7 +181,7 @@ class PipelineUnit(UnitLifecycle):
         self.scope.cancel()
         self.cue.stop()
         self._let_go_of_warm()
-        self._let_go_of_read_ahead()
+        self.prompt_read.let_go()
         self.playout.clear()
         self.chain.flush()
 
@@ -318,26 +319,13 @@ class PipelineUnit(UnitLifecycle):
         read = getattr(self.models.llm, "read_ahead", None)
         if self._active_session() is None or read is None or not self.config.llm_read_ahead:
             return
-        self._let_go_of_read_ahead()  # the caller went on: the older draft is stale
-        asked = self._request_key(messages, max_tokens, tools, tool_choice)
-        warm = read(messages, asked[1], asked[2])
-        if warm is not None:
-            self._read_ahead = (warm, asked)
+        self.prompt_read.start(read, self._request_key(messages, max_tokens, tools, tool_choice))
 
     def _request_key(
         self, messages: list[ChatMessage], max_tokens: Optional[int], tools: Optional[list], tool_choice: str
     ) -> tuple[list[ChatMessage], int, GenerationOptions]:
         tokens = self.session_state.max_tokens if max_tokens is None else max_tokens
         return list(messages), tokens, GenerationOptions(tools=list(tools or []), tool_choice=tool_choice)
-
-    def _let_go_of_read_ahead(self, unless: Optional[tuple] = None) -> None:
-        """Let go of the prompt read ahead, unless it was for request ``unless`` and is read. (One
-        still being read would only be read beside the turn, which then reads its last token
-        again, a step more than reading it all itself: the turn keeps whatever was read so far.)"""
-        held = self._read_ahead
-        if held is not None and not (held[1] == unless and held[0].done):
-            held[0].cancel()
-            self._read_ahead = None
 
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""
@@ -375,7 +363,7 @@ class PipelineUnit(UnitLifecycle):
         if session is None:
             raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         request = self._request_key(messages, max_tokens, tools, tool_choice)
-        self._let_go_of_read_ahead(unless=request)  # a read of another prompt would only compete
+        self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
         generation = self.scope.begin()
         latency = latency or TurnLatency()
         latency.mark("response_requested", time.monotonic())

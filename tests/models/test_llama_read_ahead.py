@@ -62,3 +62,25 @@ def test_a_read_ahead_the_caller_talked_past_changes_nothing_said(llm) -> None:
     assert turn.cached_tokens < turn.prompt_tokens - 8, "only the words both prompts share were reused"
     assert same_answer(turn.text, alone.text), (turn.text, alone.text)
     warm.cancel()
+
+
+def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
+    """A read-ahead (or instructions warm) still being read when the KV cache runs out of cells gave
+    the turn in the same step an error (``llm_failed``); the background read now gives way."""
+    from gateway.models.llama_batch import BatchDecoder
+
+    decoder = BatchDecoder(llm._llm, n_ctx=256, sequences=1, prefixes=1)
+    try:
+        background = llm.tokenize(" ".join(f"north{i}" for i in range(60)))[:150]
+        turn = llm.tokenize(" ".join(f"south{i}" for i in range(60)))[:150]
+        assert len(background) == len(turn) == 150, "together over the 256 cells"
+        lease = decoder.lease()
+        with decoder._cond:  # both queued before the step thread looks at either
+            warm = decoder.warm(background, limit=1000)
+            assert warm is not None
+        logits, _ = lease.evaluate(turn, lambda: False)
+        assert logits is not None and logits.shape == (decoder.n_vocab,), "the turn was read"
+        assert warm.done, "the background read was dropped"
+        lease.release()
+    finally:
+        decoder.close()

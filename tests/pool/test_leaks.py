@@ -111,29 +111,33 @@ async def test_a_read_ahead_is_let_go_when_the_turn_went_otherwise_or_the_call_e
         assert unit.claim("rtc_read_ahead", lambda event: None)
         draft = [system, ChatMessage("user", "What is the first word")]
         unit.read_ahead(draft, max_tokens=2, tools=[], tool_choice="none")
-        assert reading_ahead() == 1, "the draft's prompt is being read"
+        assert await wait_until(lambda: reading_ahead() == 1, 5), "the draft's prompt is being read"
         unit.create_response([system, ChatMessage("user", "What is the first word of the list?")], False, max_tokens=2)
         assert await wait_until(lambda: reading_ahead() == 0, 5), "the other words' read stopped"
         unit.interrupt()
 
         same = [system, ChatMessage("user", "What is the second word?")]
         unit.read_ahead(same, max_tokens=2, tools=[], tool_choice="none")
-        warm = unit._read_ahead[0] if unit._read_ahead else None
-        assert warm is not None
+        assert await wait_until(lambda: unit.prompt_read.held is not None, 5)
+        held = unit.prompt_read.held
+        assert held is not None
+        warm = held[0]
         assert await wait_until(lambda: warm.done, 60), "read to the end"
         unit.create_response(same, audio=False, max_tokens=2, tool_choice="none")
-        assert unit._read_ahead is not None and unit._read_ahead[0] is warm, "kept for the response that asked for it"
+        assert unit.prompt_read.held is held, "kept for the response that asked for it"
         unit.interrupt()
 
         late = [system, ChatMessage("user", "What is the fourth word? And the fifth one, and the sixth?")]
         unit.read_ahead(late, max_tokens=2, tools=[], tool_choice="none")
-        unit.create_response(late, False, max_tokens=2, tool_choice="none")  # at once: the read has not got far
-        assert unit._read_ahead is None, "a read not done is let go: the turn reads its prompt itself"
+        unit.create_response(late, False, max_tokens=2, tool_choice="none")  # before the read came back
+        assert unit.prompt_read.held is None
+        await asyncio.sleep(0.5)  # the read comes back from its worker thread, unwanted
+        assert unit.prompt_read.held is None, "a read not done is let go: the turn reads its prompt itself"
         assert await wait_until(lambda: reading_ahead() == 0, 5)
         unit.interrupt()
 
         unit.read_ahead([system, ChatMessage("user", "And the third")], max_tokens=2, tools=[], tool_choice="none")
-        assert reading_ahead() >= 1
+        assert await wait_until(lambda: reading_ahead() >= 1, 5)
         unit.begin_drain("client_hangup")
         assert await wait_until(lambda: reading_ahead() == 0, 5), "nothing is read for a caller who has gone"
     finally:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import socket
 import wave
 from pathlib import Path
 from typing import Any, Optional
@@ -44,6 +45,30 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
         return np.frombuffer(source.readframes(source.getnframes()), "<i2").astype(np.int16), source.getframerate()
 
 
+def sip_listen_port() -> int:
+    """A port P for baresip's ``sip_listen``: it listens on P (UDP and TCP) and on P + 1 (its SIP/TLS
+    transport, whatever the account uses). A plain free port failed a CI run when P + 1 was taken:
+    "SIP/TLS transport failed: Address already in use", and baresip never started."""
+    for _ in range(100):
+        port = free_port()
+        if port < 65535 and all(_bindable(kind, number) for kind, number in _listens(port)):
+            return port
+    raise RuntimeError("no free port pair for baresip")
+
+
+def _listens(port: int) -> tuple[tuple[int, int], ...]:
+    return ((socket.SOCK_DGRAM, port), (socket.SOCK_STREAM, port), (socket.SOCK_STREAM, port + 1))
+
+
+def _bindable(kind: int, port: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class BaresipPhone:
     """``async with BaresipPhone(folder, play=samples_8k) as phone``: a running baresip whose
     microphone is ``play`` (int16 mono 8 kHz) and whose call audio is recorded under ``folder``."""
@@ -54,7 +79,7 @@ class BaresipPhone:
         self.folder = folder
         self.play = play
         self.cafile = cafile  # CA (or self-signed certificate) a TLS server is checked against
-        self.sip_port = free_port()
+        self.sip_port = sip_listen_port()
         self.control_port = free_port()
         self.transport = transport
         self.events: list[dict[str, Any]] = []
