@@ -165,6 +165,14 @@ class GatewayConfig:
             "while the end of the turn is decided (kept only if the caller said nothing more)"
         },
     )
+    llm_warm_session: str = field(
+        default="",
+        metadata={
+            "help": "a JSON file holding the session object your app sends (instructions, tools: the "
+            "'session' of session.update); its prompt is read into the LLM at start-up, so the first "
+            "call of the process with it is as fast as the tenth"
+        },
+    )
     llm_state_cache_mb: int = field(
         default=128,
         metadata={"help": "llama.cpp KV states kept for sessions taking turns (0 = off)"},

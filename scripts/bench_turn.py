@@ -124,12 +124,34 @@ async def voiced_since(client: RealtimeClient, since: float) -> list[float]:
         await asyncio.sleep(0.02)
 
 
-async def one_call(url: str, audio: np.ndarray, tail_s: float = 0.0) -> dict:
+# ``--tools``: a session with function tools, as an app with a weather and a booking tool would
+# set them (the first turn reads their schemas unless the call's warm read them already).
+TOOLS = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+    {
+        "type": "function",
+        "name": "book_table",
+        "description": "Book a restaurant table.",
+        "parameters": {
+            "type": "object",
+            "properties": {"restaurant": {"type": "string"}, "time": {"type": "string"}, "people": {"type": "integer"}},
+            "required": ["restaurant", "time", "people"],
+        },
+    },
+]
+
+
+async def one_call(url: str, audio: np.ndarray, tail_s: float = 0.0, session: dict | None = None) -> dict:
     """One call speaking ``audio`` (int16 mono 48 kHz): the gateway's latency_ms of the answered
     turn, plus client_voice_to_voice (ms), _heard (the caller's transcript) and _said (the answer)."""
     await wait_pool_idle(url)
     client = RealtimeClient(url)
-    status = await client.connect()
+    status = await client.connect(session=session)
     if status != 201:
         raise RuntimeError(f"offer refused: HTTP {status}")
     try:
@@ -220,6 +242,7 @@ async def main() -> int:
     parser.add_argument("audio", nargs="+", help="speech files (WAV or anything FFmpeg decodes)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--url", help="a running gateway (default: start one in this process)")
+    parser.add_argument("--tools", action="store_true", help="give each call's session two function tools")
     parser.add_argument(
         "--forget",
         action="store_true",
@@ -255,7 +278,9 @@ async def main() -> int:
             for run in range(args.runs):
                 if args.forget and app is not None and hasattr(app[MODELS].llm, "decoder"):
                     app[MODELS].llm.decoder.forget()
-                result = await one_call(url, audio, tails[path])
+                result = await one_call(
+                    url, audio, tails[path], {"type": "realtime", "tools": TOOLS} if args.tools else None
+                )
                 print(f"run {run + 1}: heard {result['_heard']!r} -> said {result['_said']!r}", file=sys.stderr)
                 results.append(result)
             print(

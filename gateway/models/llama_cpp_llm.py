@@ -397,6 +397,7 @@ class _Run:
         engine = self.engine
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         deciding = bool(tools)  # hold text back until it is clear whether a call opens
+        names, first_logits = tuple(t.name for t in tools), logits
         held, text = "", ""
         accepted: list[int] = []  # tokens of the text reply
         finish = "stop"
@@ -419,9 +420,9 @@ class _Run:
             piece = decoder.decode(self.llm.detokenize([token]))
             if deciding:
                 held += piece
-                opens = classify_start(held)
-                if opens:
-                    return self.call(prompt + accepted, logits, text, len(accepted), tools)
+                opens = classify_start(held, names)
+                if opens:  # nothing was said yet: the call follows the prompt itself
+                    return self.call(prompt, first_logits, "", 0, tools)
                 if opens is False:
                     deciding, piece, held = False, held, ""
             accepted.append(token)

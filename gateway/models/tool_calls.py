@@ -81,13 +81,16 @@ def _object_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def classify_start(text: str) -> Optional[bool]:
+def classify_start(text: str, names: tuple[str, ...] = ()) -> Optional[bool]:
     """True when the reply so far opens a call, False when it is plain text, None while its
-    first non-blank characters could still be either."""
+    first non-blank characters could still be either.
+
+    ``names``: the tools' names; a reply starting ``name(`` opens a call too (a code model given
+    tools may write ``get_weather(city="Paris")`` as its reply, which must never be spoken)."""
     head = text.lstrip()
     if not head:
         return None
-    for opener in CALL_OPENERS:
+    for opener in (*CALL_OPENERS, *(name + "(" for name in names)):
         if head.startswith(opener):
             return True
         if opener.startswith(head):

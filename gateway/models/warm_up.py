@@ -13,7 +13,14 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.models.base import ChatMessage, LanguageModel, LanguageModelError, TextToSpeech
+from gateway.models.base import (
+    ChatMessage,
+    FunctionTool,
+    GenerationOptions,
+    LanguageModel,
+    LanguageModelError,
+    TextToSpeech,
+)
 from gateway.models.decode_capacity import talking_capacity
 from gateway.models.llama_batch import BatchDecoder
 
@@ -52,3 +59,25 @@ def warm_up_models(
     except Exception:
         log.warning("TTS warm-up failed; the first reply audio may be slow", exc_info=True)
     log.info("warm-up: LLM %.2f s, TTS %.2f s", llm_s, time.monotonic() - started)
+
+
+def read_session_prompt(
+    llm: LanguageModel, instructions: str, tools: list[FunctionTool], tool_choice: str, timeout_s: float = 300.0
+) -> None:
+    """Read the prompt a session with ``instructions`` and ``tools`` starts with (the system turn
+    its engine renders, tool schemas included) into the shared LLM, and wait until it is read (at
+    most ``timeout_s`` s), so that the first call with that session finds it read, as every later
+    call does. Done by an engine with a ``prepare`` method (llama.cpp); others ignore it."""
+    prepare = getattr(llm, "prepare", None)
+    if prepare is None:
+        return
+    started = time.monotonic()
+    warm = prepare([ChatMessage("system", instructions)], GenerationOptions(tools=list(tools), tool_choice=tool_choice))
+    if warm is None:  # held by a sequence already, or not readable (over the warm limit)
+        return
+    try:
+        while not warm.done and time.monotonic() - started < timeout_s:
+            time.sleep(0.02)
+    finally:
+        warm.cancel()  # the cells stay in the prefix sequence for the calls that share them
+    log.info("session prompt (%d tools) read at start-up in %.2f s", len(tools), time.monotonic() - started)

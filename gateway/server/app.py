@@ -30,6 +30,7 @@ from gateway.server.middleware import cors_middleware, error_middleware
 from gateway.server.shutdown import GracefulShutdown
 from gateway.server.sip_routes import sip_user_agent
 from gateway.server.static_files import static_root
+from gateway.server.warm_session import WarmSession, warm_session
 from gateway.signaling.ice import ice_configuration
 from gateway.transports.call_record import RecordPolicy, prepare_directory
 from gateway.transports.door import Door, LiveSession
@@ -48,7 +49,7 @@ def create_app(
     """Build the app. ``models`` None: load them at start-up (once per process, in a thread).
 
     ``stage_factories`` replaces stage classes (test doubles for failure tests only). Raises
-    ValueError for an unusable ``ice_servers`` setting.
+    ValueError for an unusable ``ice_servers`` or ``llm_warm_session`` setting.
     """
     ice_configuration(config)  # a bad STUN/TURN setting fails here, not at the first call
     app = web.Application(
@@ -57,11 +58,12 @@ def create_app(
     )
     app[CONFIG] = config
     app[LIMITS] = SessionLimits.from_config(config)
+    session_to_read = warm_session(config, app[LIMITS])  # a bad file fails here, before models load
     app[METRICS] = GatewayMetrics()
     app[KEYS] = EphemeralKeys(prefix=key_prefix(config.instance))
     app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.retry_after_s, config.drain_timeout_s)
     shutdown.on_begin = lambda: app[METRICS].draining.set(1)
-    app.cleanup_ctx.append(_models_and_pool(models, stage_factories))
+    app.cleanup_ctx.append(_models_and_pool(models, stage_factories, session_to_read))
     app.cleanup_ctx.append(_door)
     app.cleanup_ctx.append(sip_user_agent)  # after the door: SIP calls are its sessions
     routes.add_routes(app, static_root())
@@ -71,10 +73,15 @@ def create_app(
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 
 
-def _models_and_pool(models: Optional[ModelSet], stage_factories: Optional[dict[str, StageFactory]]) -> CleanupContext:
-    """The cleanup context of the models (loaded now unless given) and the unit pool (its units'
-    stage threads stopped at clean-up). The pool's models are metered (compute seconds per stage),
-    its units' frame hooks feed the frame counters, and the ``vg_pool_units`` gauge follows them."""
+def _models_and_pool(
+    models: Optional[ModelSet],
+    stage_factories: Optional[dict[str, StageFactory]],
+    session_to_read: Optional[WarmSession] = None,
+) -> CleanupContext:
+    """The cleanup context of the models (loaded now unless given; ``session_to_read``'s prompt
+    read into the LLM before the port opens) and the unit pool (its units' stage threads stopped at
+    clean-up). The pool's models are metered (compute seconds per stage), its units' frame hooks
+    feed the frame counters, and the ``vg_pool_units`` gauge follows them."""
 
     async def models_and_pool(app: web.Application) -> AsyncIterator[None]:
         config = app[CONFIG]
@@ -84,6 +91,13 @@ def _models_and_pool(models: Optional[ModelSet], stage_factories: Optional[dict[
             app[MODELS] = await asyncio.to_thread(load_models, config)
         else:
             app[MODELS] = models
+        if session_to_read is not None:
+            from gateway.models.warm_up import read_session_prompt
+
+            read = session_to_read
+            await asyncio.to_thread(
+                read_session_prompt, app[MODELS].llm, read.instructions, read.tools, read.tool_choice
+            )
         metrics = app[METRICS]
         metrics.watch_llm_queue(app[MODELS].llm)
         pool = UnitPool(metered_models(app[MODELS], metrics.model_compute), config, stage_factories=stage_factories)

@@ -99,6 +99,9 @@ def test_a_tool_choice_naming_no_tool_is_an_error(models: ModelSet) -> None:
 
 def test_call_helpers() -> None:
     assert classify_start("  <tool") is None and classify_start("```json") is True and classify_start("The") is False
+    names = ("get_weather", "set_timer")
+    assert classify_start("get_wea", names) is None and classify_start('get_weather(city="Paris")', names) is True
+    assert classify_start("get going", names) is False and classify_start("Get_weather(", names) is False
     assert parse_call('{"name": "f", "arguments": {"a": 1}} trailing') == ("f", {"a": 1})
     assert call_schema([WEATHER])["properties"]["name"] == {"const": "get_weather"}
     assert len(call_schema(TOOLS)["oneOf"]) == 2
@@ -136,3 +139,25 @@ def test_a_prompt_ending_in_a_tool_output_asks_for_the_answer(models: ModelSet) 
     assert prompt.index("</tool_response>") < prompt.index(ANSWER_CUE), prompt
     later = models.llm.render([*history, ChatMessage("assistant", "It is 31 degrees.")], options)
     assert ANSWER_CUE not in later and later.startswith(prompt[: prompt.index(ANSWER_CUE) - 30])
+
+
+def test_a_call_written_as_code_is_made_not_spoken(models: ModelSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A code model given tools may write a call as code (over WebRTC, "1 2 3" got the reply
+    ``1. get_weather(city="New York")`` from it), below the call threshold. A reply that starts so
+    must become a call under the tools' grammar, never speech. The model's first tokens are forced
+    to ``get_weather(`` here; the rest is the real model (on this question it opens no call by
+    itself: the plain-question test)."""
+    import gateway.models.llama_cpp_llm as engine_module
+    from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+
+    assert isinstance(models.llm, LlamaCppLanguageModel)
+    forced = list(models.llm._llm.tokenize(b"get_weather(", add_bos=False))
+    real = engine_module.sample_token
+
+    def writes_code_first(logits, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return forced.pop(0) if forced else real(logits, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "sample_token", writes_code_first)
+    result, pieces = run(models, [ChatMessage("user", "What is the capital of Japan?")])
+    assert pieces == [] and result.finish_reason == "tool_calls", (pieces, result)
+    assert result.tool_calls[0].name == "get_weather" and check(result.tool_calls[0]) is not None
