@@ -16,7 +16,8 @@ Prints, per N: p50 / p95 / max voice-to-voice of the answered callers, how many 
 refused (by code, with p50 / max time to the 503), aggregate LLM
 tokens/s over the round (output tokens of all responses / wall time), and this process's CPU
 (user+sys seconds / wall, 2.0 = both cores of a 2-core box: gateway and callers together); then
-one row per caller, beside its voice-to-voice alone (N=1 of the same recording, when measured).
+one row per caller, beside its voice-to-voice alone (N=1 of the same recording, when measured) and
+the gateway's own stage times of the answered turn (its ``gateway.latency`` event).
 The machine's single- and two-thread decode speed is printed first (``bench_batch_decode.py``).
 """
 
@@ -30,7 +31,7 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -59,6 +60,7 @@ class Caller:
     heard: str = ""
     said: str = ""
     failed: str = ""  # admitted but not answered: why (the statuses of its responses)
+    stages: dict[str, Optional[float]] = field(default_factory=dict)  # gateway.latency ms of the answer
 
 
 def recordings(folder: Path) -> dict[str, np.ndarray]:
@@ -95,6 +97,8 @@ async def talk(url: str, name: str, audio: np.ndarray, tail_s: float) -> Caller:
             caller.failed = f"{exc} (responses {statuses}, errors {errors})"
             return caller
         response_id = done["response"]["id"]
+        with contextlib.suppress(RuntimeError):
+            caller.stages = dict((await event_for(client, "gateway.latency", response_id))["latency_ms"])
         begun = await event_for(client, "output_audio_buffer.started", response_id)
         spoke_until = client.mic.finished_at - tail_s if client.mic.finished_at else None
         voiced = await voiced_since(client, client.time_of(begun) - 0.5)
@@ -147,12 +151,22 @@ def print_round(result: dict[str, Any], alone: dict[str, float]) -> None:
         print("refused none", end="")
     print(f"; unanswered {len(failed)}" if failed else "", end="")
     print(f"; LLM {result['tok_s']:.1f} tok/s; CPU {result['cpu']:.2f} cores\n")
-    print("| caller | recording | voice-to-voice ms | × alone | heard -> said |")
-    print("|---|---|---|---|---|")
+    print(f"| caller | recording | voice-to-voice ms | × alone | {STAGE_HEAD} | heard -> said |")
+    print("|---|---|---|---|---|---|")
     for i, c in enumerate(result["callers"]):
         v2v = f"{c.v2v_ms:.0f}" if c.v2v_ms is not None else (c.failed or f"HTTP {c.status}")
         ratio = f"{c.v2v_ms / alone[c.recording]:.2f}" if c.v2v_ms and alone.get(c.recording) else ""
-        print(f"| {i + 1} | {c.recording} | {v2v} | {ratio} | {c.heard[:40]!r} -> {c.said[:40]!r} |")
+        print(f"| {i + 1} | {c.recording} | {v2v} | {ratio} | {stage_cells(c)} | {c.heard[:40]!r} -> {c.said[:40]!r} |")
+
+
+# The gateway's stages of the answered turn (its gateway.latency), printed per caller.
+STAGE_KEYS = ("vad_end_of_turn", "stt", "llm_first_token", "first_sentence", "tts_first_chunk")
+STAGE_HEAD = "end of turn / STT / LLM first token / first sentence / TTS first chunk ms"
+
+
+def stage_cells(caller: Caller) -> str:
+    values = [caller.stages.get(key) for key in STAGE_KEYS]
+    return " / ".join("-" if value is None else f"{value:.0f}" for value in values)
 
 
 async def main() -> int:
@@ -185,8 +199,7 @@ async def main() -> int:
                 caller = await talk(url, name, samples, trailing_silence_s(samples))
                 if caller.v2v_ms is not None:
                     alone[name] = caller.v2v_ms
-        if alone:
-            print("\nalone: " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in alone.items()))
+                    print(f"alone: {name} {caller.v2v_ms:.0f} ms ({STAGE_HEAD}: {stage_cells(caller)})")
         for n in counts:
             await wait_pool_idle(url)
             print_round(await one_round(url, app, n, audio, args.stagger_s), alone)

@@ -132,10 +132,14 @@ class BatchDecoder:
             chosen.leased, chosen.used = True, time.monotonic()
             return SequenceLease(self, chosen)
 
-    def warm(self, tokens: list[int], limit: int = MAX_WARM_TOKENS) -> Optional[Warm]:
+    def warm(self, tokens: list[int], limit: int = MAX_WARM_TOKENS, speculative: bool = False) -> Optional[Warm]:
         """Read ``tokens`` (a session's instructions and tools, or a whole prompt read ahead) into a
         prefix sequence in the background, unless some sequence already holds them or they are over
         ``limit``; later turns copy its cells. Turns' own prompts are read first in each step.
+        ``speculative``: for a turn that may not come (a read-ahead at a pause): read only in steps
+        where no turn reads or generates (16 prompt tokens beside a step of decodes make it several
+        times as long on one thread, and every caller hearing a reply waits for it), until a turn
+        waits for it; a warm that finds no free prefix sequence takes one from it.
 
         Returns the session's hold on it (sessions asking for the same tokens share one warm; one
         nobody holds stops at the next step), or None when nothing is read for it."""
@@ -150,17 +154,33 @@ class BatchDecoder:
                 if evaluation.warm and evaluation.wanted == tokens:
                     with self._holders:  # (one let go of but not yet dropped is taken up again)
                         evaluation.holders, evaluation.abandoned = evaluation.holders + 1, False
+                    evaluation.speculative = evaluation.speculative and speculative
                     return Warm(self, evaluation)
-            busy = {e.seq for e in self._pending}
+            busy = {e.seq for e in self._pending if not e.abandoned}
             free = [self._seqs[i] for i in self._prefix_ids if i not in busy]
+            if not free and not speculative:
+                free = self._drop_a_read_ahead()
             if not free:
                 return None
             target = min(free, key=lambda s: s.used)
             target.used = time.monotonic()
-            evaluation = Evaluation(target.seq, list(tokens), reuse_others=True, warm=True, holders=1)
+            evaluation = Evaluation(
+                target.seq, list(tokens), reuse_others=True, warm=True, holders=1, speculative=speculative
+            )
             self._pending.append(evaluation)
             self._cond.notify_all()
             return Warm(self, evaluation)
+
+    def _drop_a_read_ahead(self) -> list[_Sequence]:
+        """Let go of one pending speculative warm (its holder sees it done, unread) and return its
+        prefix sequence, for a warm that is wanted for sure; [] when there is none."""
+        for evaluation in self._pending:
+            if evaluation.warm and evaluation.speculative and not evaluation.abandoned:
+                evaluation.abandoned = True
+                self._pending.remove(evaluation)
+                evaluation.done.set()
+                return [self._seqs[evaluation.seq]]
+        return []
 
     def measure_steps(self, repeats: int = 3) -> dict[int, float]:
         """Time ``repeats`` decode steps of every batch size 1..``sequences`` into :attr:`step_times`
@@ -238,7 +258,8 @@ class BatchDecoder:
 
     def _warming_for(self, evaluation: Evaluation) -> bool:
         """True while a warm being read will cover 8+ more tokens of this new turn than any sequence
-        not being warmed holds: the turn waits rather than read them a second time beside it."""
+        not being warmed holds: the turn waits rather than read them a second time beside it. A
+        speculative warm a turn waits for is wanted now: it is read beside decodes from then on."""
         if not evaluation.reuse_others:
             return False
         want = np.asarray(evaluation.wanted[:-1], dtype=np.intc)
@@ -246,7 +267,11 @@ class BatchDecoder:
         warms = [w for w in self._pending if w is not evaluation and w.warm and w.resolved]
         warming = {w.seq for w in warms}
         held = max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs if s.seq not in warming)
-        return any(common_prefix(np.asarray(w.wanted, dtype=np.intc), want) > held + 8 for w in warms)
+        covering = [w for w in warms if common_prefix(np.asarray(w.wanted, dtype=np.intc), want) > held + 8]
+        if not evaluation.speculative:
+            for warm in covering:
+                warm.speculative = False
+        return bool(covering)
 
     def _resolve(self, evaluation: Evaluation) -> None:
         """Make the sequence hold the longest available prefix of ``wanted[:-1]``; queue the rest."""
@@ -300,6 +325,8 @@ class BatchDecoder:
                     if not evaluation.resolved and not self._warming_for(evaluation):
                         self._resolve(evaluation)
                 plan = self._plan()
+                if not plan:  # only reads held back while a turn samples: wait for its next token
+                    self._cond.wait(self._gather_s or 0.005)
             if plan:
                 self._step(plan)
 
@@ -321,6 +348,9 @@ class BatchDecoder:
     def _plan(self) -> list[tuple[Evaluation, int]]:
         """(evaluation, how many of its tokens) for this step: single tokens first, then prompt chunks."""
         pending = [e for e in self._live_pending() if e.resolved]
+        # A turn reading or generating (a token now, or between two samples) holds speculative reads back.
+        turns_busy = any(not e.warm for e in pending) or any(s.waiting for s in self._seqs)
+        pending = [e for e in pending if not (turns_busy and e.speculative)]
         decoding = [e for e in pending if len(e.tokens) == 1]
         reading = [e for e in pending if len(e.tokens) > 1]
         plan = [(e, 1) for e in decoding]

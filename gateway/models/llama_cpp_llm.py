@@ -21,12 +21,11 @@ One generation, on its leased KV sequence:
 3. Tokens are chosen one at a time in the caller's thread (greedy at temperature 0, else sampled
    with the request's seed); ``should_stop`` and the budget are checked after every token and
    while waiting for a step, so a cancel stops the turn within one token.
-4. With tools (``tool_choice`` not "none"): when the model gives at least ``CALL_THRESHOLD`` of
-   probability to opening a call (``<tool_call>``, a code fence or ``{``) as its first token, or
-   samples such an opener, the reply is generated as a bare call object under a grammar made from
-   the tools' JSON schemas (``LlamaGrammar.from_json_schema``; ``gateway.models.grammar_sampler``),
-   so its name and arguments are valid; "required" or a tool name go to the constrained call at
-   once. Call text is never streamed.
+4. With tools (``tool_choice`` not "none"): when the model gives ``CALL_THRESHOLD`` of probability
+   to opening a call (``<tool_call>``, a code fence or ``{``) as its first token, or its reply
+   starts so (or as code: ``get_weather(``), a bare call object is generated after the prompt under
+   a grammar of the tools' JSON schemas (``LlamaGrammar.from_json_schema``, ``grammar_sampler``);
+   "required" or a tool name go to it at once. Call text is never streamed.
 
 Threads, per step (``threads``, :class:`~gateway.models.core_use.LlamaThreads`): ``idle`` (2) for a
 lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
@@ -239,16 +238,18 @@ class LlamaCppLanguageModel:
         self, messages: list[ChatMessage], max_tokens: int, options: Optional[GenerationOptions] = None
     ) -> Optional[Warm]:
         """Read the whole prompt of a reply to ``messages`` (a caller's words transcribed at a pause,
-        before the turn is known to be over) in the background: a :meth:`generate` with the same
-        arguments then reads only what differs. Nothing is generated, so nothing of a transcript
-        that did not stand can be said. Returns the hold (``cancel()`` it when the turn went
-        otherwise), or None when nothing is read (a bad ``tool_choice``, no free prefix sequence)."""
+        before the turn is known to be over) in the background, in steps where no turn decodes: a
+        :meth:`generate` with the same arguments then reads only what differs. Nothing is generated,
+        so nothing of a transcript that did not stand can be said. Returns the hold (``cancel()`` it
+        when the turn went otherwise), or None when nothing is read (bad ``tool_choice``, no free
+        prefix sequence)."""
         options = options or GenerationOptions()
         try:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
             return None
-        return self.decoder.warm(self.prompt_tokens(messages, max(1, max_tokens), options), limit=self.n_ctx)
+        prompt = self.prompt_tokens(messages, max(1, max_tokens), options)
+        return self.decoder.warm(prompt, limit=self.n_ctx, speculative=True)
 
     # ----- generation -----
 

@@ -32,6 +32,7 @@ class Evaluation:
     error: Optional[str] = None
     abandoned: bool = False  # the caller stopped waiting: read no more of it
     warm: bool = False  # a background warm (BatchDecoder.warm), not a turn's
+    speculative: bool = False  # a warm for a turn that may not come (a read-ahead): never beside a decode
     holders: int = 0  # a warm's sessions that still want it (abandoned when the last lets go)
 
 

@@ -62,22 +62,34 @@ def warm_up_models(
 
 
 def read_session_prompt(
-    llm: LanguageModel, instructions: str, tools: list[FunctionTool], tool_choice: str, timeout_s: float = 300.0
+    llm: LanguageModel, instructions: str, tools: list[FunctionTool], tool_choice: str, timeout_s: float = 120.0
 ) -> None:
     """Read the prompt a session with ``instructions`` and ``tools`` starts with (the system turn
     its engine renders, tool schemas included) into the shared LLM, and wait until it is read (at
     most ``timeout_s`` s), so that the first call with that session finds it read, as every later
-    call does. Done by an engine with a ``prepare`` method (llama.cpp); others ignore it."""
+    call does. Done by an engine with a ``prepare`` method (llama.cpp); others ignore it. A failure
+    is logged, never fatal: the first call then reads the prompt itself."""
     prepare = getattr(llm, "prepare", None)
     if prepare is None:
         return
     started = time.monotonic()
-    warm = prepare([ChatMessage("system", instructions)], GenerationOptions(tools=list(tools), tool_choice=tool_choice))
-    if warm is None:  # held by a sequence already, or not readable (over the warm limit)
+    options = GenerationOptions(tools=list(tools), tool_choice=tool_choice)
+    try:
+        warm = prepare([ChatMessage("system", instructions)], options)
+    except Exception:
+        log.warning("reading the session prompt at start-up failed; its first call reads it", exc_info=True)
+        return
+    if warm is None:
+        log.info("session prompt not read at start-up: held already, or longer than a warm may be")
         return
     try:
         while not warm.done and time.monotonic() - started < timeout_s:
             time.sleep(0.02)
+        read = warm.done
     finally:
         warm.cancel()  # the cells stay in the prefix sequence for the calls that share them
-    log.info("session prompt (%d tools) read at start-up in %.2f s", len(tools), time.monotonic() - started)
+    seconds = time.monotonic() - started
+    if read:
+        log.info("session prompt (%d tools) read at start-up in %.2f s", len(tools), seconds)
+    else:
+        log.warning("session prompt not read within %.0f s at start-up; its first call reads the rest", seconds)

@@ -4,6 +4,7 @@ turn asking for something else (the caller went on) gets the answer it would get
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -82,5 +83,68 @@ def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
         assert logits is not None and logits.shape == (decoder.n_vocab,), "the turn was read"
         assert warm.done, "the background read was dropped"
         lease.release()
+    finally:
+        decoder.close()
+
+
+def test_a_read_ahead_is_not_read_beside_a_reply_being_generated(llm) -> None:
+    """A read-ahead is for a turn that may not come; 16 prompt tokens beside a decode step make the
+    step several times as long on one thread, and every caller hearing a reply waits for it. So it
+    is read only while no turn reads or generates: here none of it is read while another reply is
+    generated, and all of it once that reply is done (four talking callers: docs/BENCHMARKS.md)."""
+    llm.decoder.forget()
+    holder: dict = {}
+    left_while_generating: list[int] = []
+
+    def on_text(piece: str) -> None:  # the generating thread, between two of its tokens
+        holder.setdefault("first_piece", threading.Event()).set()
+        evaluation = holder.get("evaluation")
+        if evaluation is not None and evaluation.resolved:
+            left_while_generating.append(len(evaluation.tokens))
+
+    holder["first_piece"] = threading.Event()
+    reply = conversation("Describe the old harbour of Gdansk in three sentences.")
+    generating = threading.Thread(target=lambda: llm.generate(**plain(reply, 40, on_text=on_text)))
+    generating.start()
+    try:
+        assert holder["first_piece"].wait(120), "the reply started"
+        warm = llm.read_ahead(conversation("Which beaches near Sopot are quiet in June?"), 16)
+        assert warm is not None
+        holder["evaluation"] = warm._evaluation
+    finally:
+        generating.join(180)
+    assert not generating.is_alive()
+    assert len(left_while_generating) >= 5, ("the reply went on after the read-ahead began", left_while_generating)
+    assert len(set(left_while_generating)) == 1, ("nothing was read beside the reply", left_while_generating)
+    assert left_while_generating[0] > 4, left_while_generating
+    deadline = time.monotonic() + 60
+    while not warm.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert warm.done and not holder["evaluation"].tokens, "read once the reply was done"
+    warm.cancel()
+
+
+def test_a_session_warm_takes_the_prefix_sequence_of_a_read_ahead(llm) -> None:
+    """Read-aheads wait while callers talk, so they may hold every prefix sequence for a while; a
+    new call's instructions and tools (wanted for sure) then take one instead of being refused,
+    which would leave that call's first turn to read them itself."""
+    from gateway.models.llama_batch import BatchDecoder
+
+    decoder = BatchDecoder(llm._llm, n_ctx=512, sequences=1, prefixes=1)
+    try:
+        ahead = llm.tokenize(" ".join(f"east{i}" for i in range(30)))[:60]
+        session = llm.tokenize(" ".join(f"west{i}" for i in range(30)))[:60]
+        with decoder._cond:  # both asked for before the step thread reads either
+            read_ahead = decoder.warm(ahead, limit=1000, speculative=True)
+            assert read_ahead is not None and not read_ahead.done
+            assert decoder.warm(llm.tokenize("another read ahead"), limit=1000, speculative=True) is None
+            session_warm = decoder.warm(session, limit=1000)
+            assert session_warm is not None, "the session warm took the read-ahead's sequence"
+            assert read_ahead.done, "the read-ahead was let go, unread"
+        deadline = time.monotonic() + 60
+        while not session_warm.done and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert session_warm.done and decoder.warm(session, limit=1000) is None, "the session prompt is held"
+        session_warm.cancel()
     finally:
         decoder.close()
