@@ -15,6 +15,7 @@ from gateway.client import RealtimeClient
 from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
 
 FRAME_S = 0.02
+ONE_TURN = {"type": "server_vad", "silence_duration_ms": 800}
 
 
 def voiced_frames(channel: np.ndarray, rate: int, level: float = 300.0) -> np.ndarray:
@@ -29,7 +30,10 @@ async def test_a_recorded_call_has_both_voices_aligned_and_a_report(models, spee
     async with serve(gateway_config(record_dir=str(tmp_path)), models) as (url, _app):
         client = RealtimeClient(url)
         started = time.monotonic()
-        assert await client.connect(offer_session={"type": "realtime", "recording": True}) == 201
+        # One turn: 800 ms of silence ends it. In one full fresh-clone run the default detector
+        # ended a turn after "What", and the answer to "What" overlapped the rest of the question.
+        session = {"type": "realtime", "recording": True, "audio": {"input": {"turn_detection": ONE_TURN}}}
+        assert await client.connect(offer_session=session) == 201
         client.say(speech(QUESTION))
         await client.wait_for("response.done", timeout=90)
         await client.wait_for("output_audio_buffer.stopped", timeout=30)
