@@ -238,7 +238,7 @@ class LlamaCppLanguageModel:
         self, messages: list[ChatMessage], max_tokens: int, options: Optional[GenerationOptions] = None
     ) -> Optional[Warm]:
         """Read the whole prompt of a reply to ``messages`` (a caller's words transcribed at a pause,
-        before the turn is known to be over) in the background, in steps where no turn decodes: a
+        before the turn is known to be over) in the background, in steps where no turn reads or decodes: a
         :meth:`generate` with the same arguments then reads only what differs. Nothing is generated,
         so nothing of a transcript that did not stand can be said. Returns the hold (``cancel()`` it
         when the turn went otherwise), or None when nothing is read (bad ``tool_choice``, no free
