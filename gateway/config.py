@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.call_ids import INSTANCE_PATTERN
+
 ENV_PREFIX = "VG_"
-_INSTANCE_RE = re.compile(r"[A-Za-z0-9-]{1,40}")
+_INSTANCE_RE = re.compile(INSTANCE_PATTERN)
 
 
 def _default_cache_dir() -> str:

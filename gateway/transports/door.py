@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Optional, Protocol
 
+from gateway.call_ids import ID_PREFIXES
 from gateway.config import GatewayConfig
 from gateway.logging_setup import bind_call
 from gateway.pipeline import events as pe
@@ -66,8 +67,8 @@ class TransportKind(enum.StrEnum):
 
     @property
     def id_prefix(self) -> str:
-        """The prefix of its session ids (``rtc``, ``ws``, ``sip``)."""
-        return {"webrtc": "rtc", "websocket": "ws", "sip": "sip"}[self.value]
+        """The prefix of its session ids (``rtc``, ``ws``, ``sip``; ``gateway.call_ids``)."""
+        return ID_PREFIXES[self.value]
 
 
 def new_session_id(kind: TransportKind, instance: str) -> str:
