@@ -1,7 +1,7 @@
-"""Recording over the Realtime WebSocket, on the real gateway (no model turn): off unless the
+"""Recording over the Realtime WebSocket, on the real gateway (no spoken turn): off unless the
 operator set a record directory and the session asked (or every call is recorded); a session that
 asks on a gateway without one gets an error and goes on; the files are written whatever ended the
-call (the client leaving, the gateway shutting down)."""
+call (the client leaving, the gateway shutting down) and whatever happened to the disk."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import wave
 import numpy as np
 import pytest
 
+from gateway.server.app_keys import SESSIONS
+from tests.doubles import DiskFullOnceFileDouble
 from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
 from tests.transports.ws_client import EventClient
 
@@ -85,6 +87,29 @@ async def test_every_call_mode_records_without_asking_and_is_written_at_shutdown
     reports = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
     assert [r["end_reason"] for r in reports] == ["server_shutdown"]
     assert (tmp_path / reports[0]["recording"]["file"]).is_file()
+
+
+async def test_a_full_disk_mid_call_leaves_the_report_and_the_audio_that_reached_the_disk(
+    models, gateway_config, tmp_path
+):
+    async with serve(gateway_config(record_dir=str(tmp_path), record_all_calls=True), models) as (url, app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", within=10)
+            (session,) = app[SESSIONS].sessions.values()
+            assert session.record is not None
+            audio = session.record.audio
+            audio._caller.file = DiskFullOnceFileDouble(audio._caller.file, fail_at=5)
+            await client.stream((8000 * np.sin(np.arange(48000 * 3) / 48000 * 2 * np.pi * 440)).astype(np.int16))
+            assert await wait_until(lambda: audio.failed, 10)
+        assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert report["end_reason"] == "websocket_closed" and report["duration_s"] >= 3.0
+    recording = report["recording"]
+    assert recording["complete"] is False and recording["error"] == "No space left on device"
+    channels, seconds = wav_seconds(tmp_path / recording["file"])  # a valid WAV of what reached the disk
+    assert channels == 2 and abs(seconds - recording["duration_s"]) < 0.001
+    assert 0.0 < seconds < report["duration_s"] - 1.0
+    assert not list(tmp_path.glob(".partial-*"))
 
 
 @pytest.mark.slow
