@@ -276,6 +276,13 @@ class GatewayConfig:
     record_max_calls: int = field(
         default=0, metadata={"help": "keep at most this many recorded calls, the oldest deleted first; 0: no limit"}
     )
+    record_dtmf_digits: bool = field(
+        default=False,
+        metadata={
+            "help": "keep DTMF digits in the logs and call reports; off: each key press shows as '*' there (keys "
+            "may spell PINs and card numbers); the session, its client and the model get the digits either way"
+        },
+    )
 
     # --- SIP (gateway.transports.sip) ---
     sip_port: int = field(default=0, metadata={"help": "SIP port (UDP and TCP); 0: no SIP"})
