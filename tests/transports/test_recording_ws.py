@@ -17,7 +17,7 @@ import pytest
 
 from gateway.server.app_keys import SESSIONS
 from tests.doubles import DiskFullOnceFileDouble
-from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
+from tests.helpers import QUESTION, app_idle, says, serve, wait_until
 from tests.transports.ws_client import EventClient
 
 
@@ -167,7 +167,7 @@ async def test_a_spoken_turn_over_the_websocket_is_recorded_as_the_caller_hears_
         assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
     report = json.loads(next(tmp_path.glob("*.json")).read_text())
     user = next(i for i in report["items"] if i.get("role") == "user")["content"][0]["transcript"]
-    assert similarity(user, QUESTION) >= 0.6, user
+    assert says(user, QUESTION), user
     with wave.open(str(tmp_path / report["recording"]["file"]), "rb") as wav:
         rate = wav.getframerate()
         frames = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").reshape(-1, 2)
