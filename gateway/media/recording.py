@@ -275,7 +275,6 @@ class StereoRecording:
         channel's end; the failed channel's audio held in memory is left out). Returns the WAV's
         length in seconds. Raises OSError, or whatever went wrong: nothing is left at ``path``
         then, and the work files are kept (:func:`write_stereo_wav` makes them a WAV later)."""
-        length = self._position(ended_at)
         channels = (self._caller, self._assistant)
         for channel in channels:
             try:
@@ -286,7 +285,7 @@ class StereoRecording:
                 self._fail(exc, channel)
                 channel.close_quietly()
         written = [raw_samples(channel.path) for channel in channels]
-        length = max(written) if self.failed else max(length, *written)
+        length = max(written) if self.failed else max(self._position(ended_at), *written)
         partial = self._prefix.with_name(self._prefix.name + ".wav")
         try:
             write_stereo_wav(partial, self._caller.path, self._assistant.path, length)

@@ -81,7 +81,7 @@ class FillerCache:
     def __init__(self) -> None:
         self._ready: dict[Hashable, np.ndarray] = {}
         self._making: set[Hashable] = set()
-        self._causes: frozenset[str] = frozenset()  # failures logged
+        self._causes: set[str] = set()  # failures logged
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Optional[np.ndarray]:
@@ -108,7 +108,8 @@ class FillerCache:
             audio, cause = np.zeros(0, np.int16), f"{type(exc).__name__}: {exc}"
         if cause is not None:
             with self._lock:
-                told, self._causes = cause in self._causes, self._causes | {cause}
+                told = cause in self._causes
+                self._causes.add(cause)
             if not told:
                 log.warning("thinking cue: the filler %r could not be made (%s); the tone plays instead", key, cause)
         with self._lock:
