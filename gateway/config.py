@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.call_ids import INSTANCE_PATTERN
+
 ENV_PREFIX = "VG_"
-_INSTANCE_RE = re.compile(r"[A-Za-z0-9-]{1,40}")
+_INSTANCE_RE = re.compile(INSTANCE_PATTERN)
 
 
 def _default_cache_dir() -> str:
@@ -273,6 +275,13 @@ class GatewayConfig:
     )
     record_max_calls: int = field(
         default=0, metadata={"help": "keep at most this many recorded calls, the oldest deleted first; 0: no limit"}
+    )
+    record_dtmf_digits: bool = field(
+        default=False,
+        metadata={
+            "help": "keep DTMF digits in the logs and call reports; off: each key press shows as '*' there (keys "
+            "may spell PINs and card numbers); the session, its client and the model get the digits either way"
+        },
     )
 
     # --- SIP (gateway.transports.sip) ---

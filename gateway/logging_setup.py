@@ -8,8 +8,8 @@ call id shortened as ``GET /v1/pool`` shows it (:func:`redact_call_id`), ``-`` o
 
 A full call id is a hang-up capability (``DELETE /v1/realtime/calls/{id}`` needs no key), so
 :class:`RedactingFilter` shortens any call id in a message (access-log paths included) and drops
-``ek_`` keys, bearer tokens and the configured secrets. Standard library only, so any layer may
-import it.
+``ek_`` keys, bearer tokens and the configured secrets. Standard library only (and
+``gateway.call_ids``), so any layer may import it.
 """
 
 from __future__ import annotations
@@ -23,18 +23,22 @@ import time
 from collections.abc import Iterable
 from typing import Any, Optional
 
+from gateway.call_ids import INSTANCE_PATTERN, PREFIX_PATTERN
+
 CALL_ID: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("vg_call_id", default=None)
 
-# rtc_<instance>_<32 hex> (this gateway's call ids) and the older rtc_<32 hex>.
-_CALL_ID_RE = re.compile(r"\b(rtc_(?:[A-Za-z0-9-]{1,40}_)?[0-9a-f]{8})[0-9a-f]{24}\b")
+# <rtc|ws|sip>_<instance>_<32 hex> (this gateway's call ids, gateway.call_ids) and the older
+# <prefix>_<32 hex>: the first 8 hex digits kept.
+_CALL_ID_RE = re.compile(rf"\b({PREFIX_PATTERN}_(?:{INSTANCE_PATTERN}_)?[0-9a-f]{{8}})[0-9a-f]{{24}}\b")
 _EPHEMERAL_KEY_RE = re.compile(r"\bek_[A-Za-z0-9_-]{8,}")
 _BEARER_RE = re.compile(r"(?i)\b(bearer\s+)[^\s\"',]+")
 _REDACTED = "[redacted]"
 
 
 def redact_call_id(call_id: Optional[str]) -> str:
-    """``rtc_<instance>_0123abcd...``: the instance and the first 8 hex digits, enough to match a
-    log line to ``/v1/pool``, useless to hang the call up with; ``-`` for None."""
+    """``rtc_<instance>_0123abcd...`` (``ws_``, ``sip_`` alike): the instance and the first 8 hex
+    digits, enough to match a log line to ``/v1/pool``, useless to hang the call up with; ``-``
+    for None."""
     if not call_id:
         return "-"
     shortened = _CALL_ID_RE.sub(r"\1...", call_id)

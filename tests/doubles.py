@@ -1,15 +1,16 @@
 """Test doubles (never used by the product): language models that block, fail, wait or call a tool, a slow STT, TTS
 and playout doubles, VAD/STT doubles with a hand-driven VAD -> STT chain, the pipeline control a
-RealtimeSession drives, and a manual clock for its timers."""
+RealtimeSession drives, a manual clock for its timers, and a file whose disk fills up once."""
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 import numpy as np
 
@@ -482,3 +483,25 @@ class RecordingPeerDouble:
 
     def send(self, data: bytes) -> None:
         self.sent.append(data)
+
+
+class DiskFullOnceFileDouble:
+    """A binary file whose ``fail_at``-th write (from 1) meets a full disk once: it writes the first
+    ``partial_bytes`` of the data (as a short write does) and raises ``OSError(ENOSPC)``. Every
+    other call goes to ``file``. ``writes`` counts the writes."""
+
+    def __init__(self, file: IO[bytes], fail_at: int, partial_bytes: int = 301) -> None:
+        self._file = file
+        self.fail_at = fail_at
+        self.partial_bytes = partial_bytes
+        self.writes = 0
+
+    def write(self, data: bytes) -> int:
+        self.writes += 1
+        if self.writes == self.fail_at:
+            self._file.write(bytes(data)[: self.partial_bytes])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self._file.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)

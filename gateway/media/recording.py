@@ -19,6 +19,13 @@ an event transport, where the caller's playback clock puts it).
 :meth:`StereoRecording.cut_assistant` takes back assistant audio that was sent ahead but never
 heard (barge-in on an event transport).
 
+A write that fails (disk full) stops the recording, never the call: what reached the work files
+is still made into the WAV at the end (:attr:`StereoRecording.failed`, :attr:`StereoRecording.error`
+say so), and a WAV that cannot be written leaves the work files in place, for
+:func:`write_stereo_wav` to make them a WAV later (``gateway.transports.call_record`` does at the
+next start, as it does for the work files of a process that died mid-call). Every file is made
+owner-only (:func:`open_private`, mode 0600): recordings are personal data.
+
 Not thread-safe: every method runs on the event loop, except :meth:`finish` / :meth:`discard`
 (any thread, once the call's audio has stopped).
 """
@@ -29,7 +36,7 @@ import logging
 import os
 import wave
 from pathlib import Path
-from typing import Any, BinaryIO, Optional
+from typing import IO, Any, Optional
 
 import numpy as np
 
@@ -42,6 +49,53 @@ JITTER_S = 0.1  # a chunk this far past its channel's end comes after a gap: sil
 SETTLE_S = 1.0  # how long that silence stays tentative (the channel's newest audio held in memory)
 _CHUNK = RATE * 10  # samples per channel interleaved at a time when finishing (bounded memory)
 _SAMPLE_BYTES = 2
+_PRIVATE = 0o600  # owner read/write: the mode of every file a recording makes
+
+
+def open_private(path: Path, mode: str = "wb", **kwargs: Any) -> IO[Any]:
+    """``path`` opened for writing (``mode`` as ``open``'s: ``"wb"``, ``"w+b"``, ``"w"``...),
+    truncated, with mode 0600 (owner only; ``open`` makes 0644 under the usual umask), also when
+    it was there already; never through a symbolic link. Raises OSError."""
+    access = os.O_RDWR if "+" in mode else os.O_WRONLY
+    fd = os.open(path, access | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), _PRIVATE)
+    try:
+        os.fchmod(fd, _PRIVATE)
+        return os.fdopen(fd, mode, **kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_stereo_wav(path: Path, left: Optional[Path], right: Optional[Path], frames: int) -> None:
+    """Write ``path``: a 16-bit PCM stereo WAV at :data:`RATE` Hz of ``frames`` frames, its left
+    channel from the raw int16 mono file ``left``, its right from ``right`` (None: no file), each
+    padded with silence where it is shorter (a trailing odd byte is ignored). Bounded memory (10 s
+    at a time). Raises OSError; ``path`` may then hold half a file (write it under a work name)."""
+    with (
+        open(left, "rb") if left is not None else open(os.devnull, "rb") as left_file,
+        open(right, "rb") if right is not None else open(os.devnull, "rb") as right_file,
+        open_private(path, "wb") as out_file,
+        wave.open(out_file, "wb") as out,
+    ):
+        out.setnchannels(2)
+        out.setsampwidth(_SAMPLE_BYTES)
+        out.setframerate(RATE)
+        for start in range(0, frames, _CHUNK):
+            count = min(_CHUNK, frames - start)
+            stereo = np.zeros(2 * count, dtype="<i2")
+            for channel, source in enumerate((left_file, right_file)):
+                data = source.read(count * _SAMPLE_BYTES)
+                samples = np.frombuffer(data[: len(data) // _SAMPLE_BYTES * _SAMPLE_BYTES], dtype="<i2")
+                stereo[channel : 2 * samples.size : 2] = samples
+            out.writeframes(stereo.tobytes())
+
+
+def raw_samples(path: Path) -> int:
+    """Whole int16 samples in the raw file ``path`` (0 when there is none)."""
+    try:
+        return path.stat().st_size // _SAMPLE_BYTES
+    except FileNotFoundError:
+        return 0
 
 
 class _Channel:
@@ -51,8 +105,9 @@ class _Channel:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.file: Optional[BinaryIO] = open(path, "w+b")  # held for the call
+        self.file: Optional[IO[bytes]] = open_private(path, "w+b")  # held for the call
         self.samples = 0  # written and held
+        self.failed = False  # a write failed: nothing more is written
         self._written = 0
         self._held: list[list[Any]] = []
         self._resampler: Optional[Resampler] = None
@@ -103,12 +158,6 @@ class _Channel:
             self._write(gap, audio)
         self._held = []
 
-    def pad_to(self, samples: int) -> None:
-        self.flush()
-        if self.file is not None and samples > self.samples:
-            self._silence(samples - self.samples)
-            self._written = self.samples = samples
-
     def cut(self, position: int) -> None:
         """Drop what lies past sample ``position``."""
         position = max(0, position)
@@ -139,9 +188,18 @@ class _Channel:
             count -= step
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
+        """Close the file (what it still buffers is written: raises OSError when that fails; the
+        file is closed all the same)."""
+        file, self.file = self.file, None
+        if file is not None:
+            file.close()
+
+    def close_quietly(self) -> None:
+        """:meth:`close`, what fails to be written dropped."""
+        try:
+            self.close()
+        except OSError:
+            pass
 
 
 class StereoRecording:
@@ -150,18 +208,20 @@ class StereoRecording:
     ``prefix`` names the work files: ``<prefix>.caller.raw``, ``<prefix>.assistant.raw`` and,
     while finishing, ``<prefix>.wav`` (the caller picks a hidden name in the final directory, so
     that the rename is atomic). Raises OSError when the files cannot be made. A write that fails
-    later (disk full) stops the recording (``failed``), never the call. ``paused``: audio that comes
-    in is dropped (the timeline goes on: it becomes silence).
+    later (disk full) stops the recording, never the call: ``failed`` becomes True and ``error``
+    says why; :meth:`finish` writes what reached the files. ``paused``: audio that comes in is
+    dropped (the timeline goes on: it becomes silence).
     """
 
     def __init__(self, prefix: Path, started_at: float) -> None:
         self.started_at = started_at
         self.paused = False
         self.failed = False
+        self.error: Optional[str] = None
         self._prefix = prefix
-        self._caller = _Channel(prefix.with_name(prefix.name + ".caller.raw"))
+        self._caller = _Channel(work_file(prefix, "caller"))
         try:
-            self._assistant = _Channel(prefix.with_name(prefix.name + ".assistant.raw"))
+            self._assistant = _Channel(work_file(prefix, "assistant"))
         except OSError:
             self._caller.close()
             self._caller.path.unlink(missing_ok=True)
@@ -179,7 +239,7 @@ class StereoRecording:
             audio = self._caller.to_rate(samples, rate)
             self._caller.put(self._position(received_at) - audio.size, audio)
         except OSError as exc:
-            self._fail(exc)
+            self._fail(exc, self._caller)
 
     def assistant(self, samples: np.ndarray, rate: int, played_at: float) -> None:
         """Assistant audio (int16 mono at ``rate`` Hz; silence included) played from ``played_at``
@@ -190,7 +250,7 @@ class StereoRecording:
             audio = self._assistant.to_rate(samples, rate)
             self._assistant.put(self._position(played_at), audio)
         except OSError as exc:
-            self._fail(exc)
+            self._fail(exc, self._assistant)
 
     def cut_assistant(self, at: float) -> None:
         """Assistant audio placed after ``at`` (monotonic s) was never heard: drop it."""
@@ -199,50 +259,52 @@ class StereoRecording:
         try:
             self._assistant.cut(self._position(at))
         except OSError as exc:
-            self._fail(exc)
+            self._fail(exc, self._assistant)
 
-    def _fail(self, exc: OSError) -> None:
-        log.error("recording %s stopped: %s", self._prefix.name, exc)
-        self.failed = True
+    def _fail(self, exc: OSError, channel: _Channel) -> None:
+        channel.failed = True
+        if not self.failed:
+            log.error("recording %s stopped: %s", self._prefix.name, exc)
+            self.failed, self.error = True, exc.strerror or str(exc)
 
     def finish(self, path: Path, ended_at: float) -> float:
         """Write the stereo WAV to ``path`` (16-bit PCM, :data:`RATE` Hz, caller left, assistant
         right), both channels padded with silence to the call's length (``ended_at``, monotonic
-        s) or to the longer of them; the work files are removed. Returns the WAV's length in
-        seconds. Raises OSError (nothing is left at ``path`` then)."""
-        length = max(self._position(ended_at), self._caller.samples, self._assistant.samples)
+        s) or to the longer of them; the work files are removed. A recording that failed
+        (:attr:`failed`) ends where its audio stopped reaching the work files (the longer
+        channel's end; the failed channel's audio held in memory is left out). Returns the WAV's
+        length in seconds. Raises OSError, or whatever went wrong: nothing is left at ``path``
+        then, and the work files are kept (:func:`write_stereo_wav` makes them a WAV later)."""
+        channels = (self._caller, self._assistant)
+        for channel in channels:
+            try:
+                if not channel.failed:
+                    channel.flush()
+                channel.close()
+            except OSError as exc:
+                self._fail(exc, channel)
+                channel.close_quietly()
+        written = [raw_samples(channel.path) for channel in channels]
+        length = max(written) if self.failed else max(self._position(ended_at), *written)
         partial = self._prefix.with_name(self._prefix.name + ".wav")
         try:
-            for channel in (self._caller, self._assistant):
-                channel.pad_to(length)
-                assert channel.file is not None
-                channel.file.flush()
-                channel.file.seek(0)
-            with wave.open(str(partial), "wb") as out:
-                out.setnchannels(2)
-                out.setsampwidth(_SAMPLE_BYTES)
-                out.setframerate(RATE)
-                for _ in range(0, length, _CHUNK):
-                    left = self._read(self._caller)
-                    right = self._read(self._assistant)
-                    frames = np.empty(2 * left.size, dtype="<i2")
-                    frames[0::2], frames[1::2] = left, right
-                    out.writeframes(frames.tobytes())
+            write_stereo_wav(partial, self._caller.path, self._assistant.path, length)
             os.replace(partial, path)
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
-        finally:
-            self.discard()
+        self.discard()
         return length / RATE
-
-    @staticmethod
-    def _read(channel: _Channel) -> np.ndarray:
-        assert channel.file is not None
-        return np.frombuffer(channel.file.read(_CHUNK * _SAMPLE_BYTES), dtype="<i2")
 
     def discard(self) -> None:
         """Close and remove the work files (nothing is written)."""
         for channel in (self._caller, self._assistant):
-            channel.close()
+            channel.close_quietly()
             channel.path.unlink(missing_ok=True)
+
+
+def work_file(prefix: Path, channel: str) -> Path:
+    """The raw work file of ``channel`` (``"caller"``, ``"assistant"``) of the recording whose work
+    files are named ``prefix``: ``<prefix>.<channel>.raw``, int16 mono at :data:`RATE` Hz, from the
+    start of the call's timeline."""
+    return prefix.with_name(f"{prefix.name}.{channel}.raw")

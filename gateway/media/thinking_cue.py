@@ -18,6 +18,7 @@ Sounds, int16 mono at :data:`RATE` (48 kHz, the track's rate):
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -26,6 +27,8 @@ from typing import Optional
 import numpy as np
 
 from gateway.media.resample import Resampler
+
+log = logging.getLogger(__name__)
 
 RATE = 48000  # Hz, the output track's rate
 CUE_KINDS = ("off", "tone", "filler")
@@ -78,6 +81,7 @@ class FillerCache:
     def __init__(self) -> None:
         self._ready: dict[Hashable, np.ndarray] = {}
         self._making: set[Hashable] = set()
+        self._causes: set[str] = set()  # failures logged
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Optional[np.ndarray]:
@@ -94,12 +98,20 @@ class FillerCache:
             return True
 
     def prepare(self, key: Hashable, make: Callable[[], np.ndarray]) -> None:
-        """Make and keep the filler of ``key`` (after :meth:`claim` said so); a failure is kept as
-        an empty filler (the tone is used instead)."""
+        """Make and keep the filler of ``key`` (after :meth:`claim` said so); a failure (``make``
+        raised, or made no audio) is kept as an empty filler (the tone is used instead) and logged
+        as a warning, once per cause (the exception's type and text)."""
         try:
             audio = make()
-        except Exception:
-            audio = np.zeros(0, np.int16)
+            cause = None if audio.size else "the voice made no audio"
+        except Exception as exc:
+            audio, cause = np.zeros(0, np.int16), f"{type(exc).__name__}: {exc}"
+        if cause is not None:
+            with self._lock:
+                told = cause in self._causes
+                self._causes.add(cause)
+            if not told:
+                log.warning("thinking cue: the filler %r could not be made (%s); the tone plays instead", key, cause)
         with self._lock:
             self._ready[key] = audio
             self._making.discard(key)

@@ -30,11 +30,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Optional, Protocol
 
+from gateway.call_ids import ID_PREFIXES
 from gateway.config import GatewayConfig
 from gateway.logging_setup import bind_call
 from gateway.pipeline import events as pe
@@ -55,6 +57,9 @@ log = logging.getLogger(__name__)
 ServerEvent = dict[str, Any]
 # Key presses a session remembers (``LiveSession.key_presses``), newest last.
 KEY_PRESSES_KEPT = 64
+KEY_PRESS_TEXT = "I pressed {} on my keypad."  # a key press put into words for the LLM (dtmf_to_llm)
+HIDDEN_DIGIT = "*"  # a key press as logs and call reports show it, unless record_dtmf_digits
+_KEY_PRESS_TEXT_RE = re.compile(re.escape(KEY_PRESS_TEXT).replace(re.escape("{}"), "."))
 
 
 class TransportKind(enum.StrEnum):
@@ -66,8 +71,8 @@ class TransportKind(enum.StrEnum):
 
     @property
     def id_prefix(self) -> str:
-        """The prefix of its session ids (``rtc``, ``ws``, ``sip``)."""
-        return {"webrtc": "rtc", "websocket": "ws", "sip": "sip"}[self.value]
+        """The prefix of its session ids (``rtc``, ``ws``, ``sip``; ``gateway.call_ids``)."""
+        return ID_PREFIXES[self.value]
 
 
 def new_session_id(kind: TransportKind, instance: str) -> str:
@@ -175,12 +180,13 @@ class LiveSession:
     def key_press(self, digit: str) -> None:
         """A DTMF key press (RFC 4733 over RTP, SIP INFO...): ``input_audio_buffer.dtmf_event_received``
         (``event`` the digit, ``received_at`` Unix seconds, as OpenAI's SIP calls report it), kept in
-        :attr:`key_presses` and logged; with ``dtmf_barge_in`` it interrupts the reply as speech
+        :attr:`key_presses` and logged (as :data:`HIDDEN_DIGIT` unless ``record_dtmf_digits``: keys
+        may spell a PIN or a card number); with ``dtmf_barge_in`` it interrupts the reply as speech
         does, with ``dtmf_to_llm`` it becomes a user text item that is answered."""
         if self.end_reason is not None:
             return
         self.key_presses = [*self.key_presses[-(KEY_PRESSES_KEPT - 1) :], digit]
-        log.info("%s: key press %s", self.id, digit)
+        log.info("%s: key press %s", self.id, digit if self.config.record_dtmf_digits else HIDDEN_DIGIT)
         self.realtime.send("input_audio_buffer.dtmf_event_received", event=digit, received_at=int(time.time()))
         self.lease.touch()
         if self.config.dtmf_barge_in:
@@ -188,7 +194,7 @@ class LiveSession:
             if interruption is not None:
                 self.realtime.on_pipeline_event(pe.ResponseInterrupted(self.id, interruption=interruption))
         if self.config.dtmf_to_llm:
-            self.realtime.add_user_text(f"I pressed {digit} on my keypad.")
+            self.realtime.add_user_text(KEY_PRESS_TEXT.format(digit))
 
     # ----- recording -----
     def set_recording(self, on: bool) -> None:
@@ -225,16 +231,17 @@ class LiveSession:
         self.record.audio.paused = False
 
     async def _write_record(self, ended_at: float, reason: EndReason, message: Optional[str]) -> None:
-        """Write the call's WAV and report (in a worker thread), then apply the retention."""
+        """Write the call's WAV and report (in a worker thread), then apply the retention. The
+        report's key presses (and the items that put them into words) show each digit as
+        :data:`HIDDEN_DIGIT` unless ``record_dtmf_digits``."""
         record, self.record = self.record, None
         if record is None:
             return
+        items, keys = self.realtime.items, self.key_presses
+        if not self.config.record_dtmf_digits:
+            items, keys = _hide_key_presses(items), [HIDDEN_DIGIT] * len(keys)
         report = record.report(
-            ended_at=ended_at,
-            end_reason=reason.value,
-            message=message,
-            items=self.realtime.items,
-            key_presses=self.key_presses,
+            ended_at=ended_at, end_reason=reason.value, message=message, items=items, key_presses=keys
         )
         try:
             await asyncio.to_thread(record.write, ended_at, report)
@@ -300,6 +307,23 @@ class LiveSession:
             finally:  # even if cancelled while writing (the worker thread finishes the files)
                 self.ended.set()
                 self.on_end(self)
+
+
+def _hide_key_presses(items: list[dict]) -> list[dict]:
+    """``items`` with each user text that puts a key press into words (:data:`KEY_PRESS_TEXT`)
+    showing :data:`HIDDEN_DIGIT` instead (copies; the other items as they are)."""
+    hidden_text = KEY_PRESS_TEXT.format(HIDDEN_DIGIT)
+
+    def hidden(part: Any) -> Any:
+        spoken = isinstance(part, dict) and _KEY_PRESS_TEXT_RE.fullmatch(str(part.get("text")))
+        return {**part, "text": hidden_text} if spoken else part
+
+    shown = []
+    for item in items:
+        if item.get("role") == "user" and item.get("content"):
+            item = {**item, "content": [hidden(part) for part in item["content"]]}
+        shown.append(item)
+    return shown
 
 
 class Door:

@@ -12,7 +12,7 @@ import numpy as np
 from openai import AsyncOpenAI
 
 from gateway.media.resample import Resampler
-from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
+from tests.helpers import QUESTION, app_idle, says, serve, wait_until
 
 API_KEY = "sk-openai-sdk-test"
 
@@ -66,7 +66,7 @@ async def test_openai_sdk_spoken_turn_over_websocket(models, speech, gateway_con
         assert types[0] == "session.created" and "session.updated" in types
         assert "input_audio_buffer.speech_started" in types and "input_audio_buffer.committed" in types
         user = [e for e in events if e.type == "conversation.item.input_audio_transcription.completed"][-1].transcript
-        assert similarity(user, QUESTION) >= 0.6, user
+        assert says(user, QUESTION), user
         reply = b"".join(base64.b64decode(e.delta) for e in events if e.type == "response.output_audio.delta")
         samples = np.frombuffer(reply, "<i2")
         assert samples.size >= 24000 * 0.5 and np.abs(samples).max() > 2000  # at least half a second of speech

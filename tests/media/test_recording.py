@@ -1,10 +1,12 @@
 """The stereo recording of a call: the caller left, the assistant right, both on the call's
 timeline (silence where a channel had none), streamed to work files and renamed into place; the
 event-transport pacer places reply audio where the caller's playback clock plays it and takes back
-what a barge-in dropped unheard."""
+what a barge-in dropped unheard; a full disk stops the recording, and what reached the disk is
+still a valid WAV."""
 
 from __future__ import annotations
 
+import stat
 import wave
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import numpy as np
 from gateway.media.audio_pacer import PlayoutPacer
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer
 from gateway.media.recording import RATE, StereoRecording
+from tests.doubles import DiskFullOnceFileDouble
 
 
 def read_wav(path: Path) -> tuple[wave._wave_params, np.ndarray]:
@@ -86,6 +89,39 @@ def test_a_stall_and_its_burst_keep_the_channel_on_the_clock_and_lost_media_is_c
     _, frames = read_wav(tmp_path / "call.wav")
     voice = np.flatnonzero(frames[:, 0])
     assert abs(voice[-1] / RATE - 2.2) < 0.03  # the loss was closed with silence: the end is on time
+
+
+def test_a_full_disk_stops_the_recording_and_what_reached_the_disk_is_a_valid_wav(tmp_path):
+    """3 s of caller audio in 20 ms chunks; the caller file's 50th write (the chunk of 0.98 s,
+    written at 2 s, once the chunk has settled) meets a full disk after 150 samples and a byte."""
+    recording = StereoRecording(tmp_path / ".partial-call", started_at=0.0)
+    caller = np.random.default_rng(5).integers(-8000, 8000, 150 * 320).astype(np.int16)
+    recording._caller.file = DiskFullOnceFileDouble(recording._caller.file, fail_at=50)
+    for index in range(150):
+        recording.caller(caller[index * 320 : (index + 1) * 320], 16000, 0.02 * (index + 1))
+        if 25 <= index < 50:  # the assistant from 0.5 s to 1.0 s: held in memory until the end
+            recording.assistant(tone(0.02, 16000), 16000, 0.02 * index)
+    assert recording.failed
+
+    seconds = recording.finish(tmp_path / "call.wav", ended_at=3.0)
+    assert recording.error == "No space left on device"
+    params, frames = read_wav(tmp_path / "call.wav")
+    written = 49 * 320 + 150  # whole chunks before the failed write, and the whole samples of it
+    # As long as the longer channel: the assistant's, which had no failed write, ends at 1.0 s.
+    assert (params.nchannels, params.framerate) == (2, RATE) and params.nframes == frames.shape[0] == RATE
+    assert seconds == 1.0
+    assert np.array_equal(frames[:written, 0], caller[:written])  # the samples that reached the disk, in place
+    assert not frames[written:, 0].any()
+    assert voiced(frames[:, 1], 0.5, 1.0) > 4000 and voiced(frames[:, 1], 0.0, 0.49) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["call.wav"]
+    assert stat.S_IMODE((tmp_path / "call.wav").stat().st_mode) == 0o600
+
+
+def test_work_files_are_private(tmp_path):
+    recording = StereoRecording(tmp_path / ".partial-call", started_at=0.0)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    recording.discard()
+    assert modes == {".partial-call.caller.raw": 0o600, ".partial-call.assistant.raw": 0o600}
 
 
 def test_discard_leaves_nothing(tmp_path):

@@ -4,13 +4,14 @@ track only in frames without answer audio, stopped by the answer's first frame, 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import numpy as np
 
 from gateway.media.echo_reference import EchoReference
 from gateway.media.outbound import FRAME_SAMPLES, OutputAudioTrack
 from gateway.media.playout import PlayoutBuffer
-from gateway.media.thinking_cue import MAX_CUE_S, RATE, ThinkingCue, filler_audio, thinking_tone
+from gateway.media.thinking_cue import MAX_CUE_S, RATE, FillerCache, ThinkingCue, filler_audio, thinking_tone
 
 
 class ClockDouble:
@@ -104,3 +105,21 @@ async def test_track_plays_the_cue_in_silence_and_the_answer_stops_it():
     (await track.recv()), (await track.recv())
     after = (await track.recv()).to_ndarray().reshape(-1)
     assert not np.any(after)  # the answer played out: silence, no cue
+
+
+def test_a_filler_that_cannot_be_made_is_logged_once_per_cause_and_left_empty(caplog):
+    cache = FillerCache()
+
+    def broken_voice() -> np.ndarray:
+        raise RuntimeError("voice model file is corrupt")
+
+    with caplog.at_level(logging.WARNING, logger="gateway.media.thinking_cue"):
+        for key in (("tts", "alloy"), ("tts", "verse")):  # two voices, one cause
+            assert cache.claim(key)
+            cache.prepare(key, broken_voice)
+        assert cache.claim(("tts", "ash"))
+        cache.prepare(("tts", "ash"), lambda: np.zeros(0, np.int16))  # a voice that says nothing
+    assert cache.get(("tts", "alloy")).size == cache.get(("tts", "verse")).size == 0  # the tone plays instead
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert "RuntimeError: voice model file is corrupt" in warnings[0] and "made no audio" in warnings[1]

@@ -8,9 +8,12 @@ transcript shows exactly which audio it came from.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
+from gateway.pipeline import stt as stt_stage
 from gateway.pipeline.events import InputCommitted, SpeechStopped, TranscriptionCompleted
 from gateway.pipeline.messages import CommitInput
 from gateway.pipeline.turn import EAGERNESS, SEMANTIC_CHECK_MS, TurnDetection, pause_rules
@@ -33,9 +36,20 @@ def stopped_after_ms(chain: Chain, voiced_s: float) -> float:
     return committed.audio_ms - stopped.audio_end_ms if voiced_s else 0.0
 
 
-def test_caller_who_pauses_and_goes_on_gets_one_transcript_of_the_whole_turn() -> None:
+def test_caller_who_pauses_and_goes_on_gets_one_transcript_of_the_whole_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     model = EndOfTurnDouble(0.3)  # "not finished": the 300 ms pause does not end the turn
     chain = Chain(TurnDetection(), model)
+    # The STT stage's clock advances only while the STT double transcribes: 0.25 s for the first
+    # call, 0.5 s for the second, so the compute a discarded speculation wasted is known.
+    now = [0.0]
+    monkeypatch.setattr(stt_stage, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    transcribe = chain.stt_model.transcribe
+
+    def timed(audio: np.ndarray, language: str = "en") -> str:
+        now[0] += 0.25 * (len(chain.stt_model.calls) + 1)
+        return transcribe(audio, language)
+
+    monkeypatch.setattr(chain.stt_model, "transcribe", timed)
     chain.play(np.concatenate([silence(0.3), tone(1.0), silence(0.3), tone(1.0), silence(1.0)]))
 
     assert chain.transcripts() == ["one two"]  # one transcript, of the whole turn
@@ -47,7 +61,7 @@ def test_caller_who_pauses_and_goes_on_gets_one_transcript_of_the_whole_turn() -
     assert final.speculation == speculative[-1].speculation  # the last pause's speculation stands
     stats = chain.stt.speculation.snapshot()
     assert stats["started"] == 2 and stats["hits"] == 1 and stats["discarded"] == 1
-    assert stats["wasted_s"] >= 0.0
+    assert stats["wasted_s"] == 0.25  # the discarded speculation's transcription, not the one used
     assert chain.stt_model.calls == ["one", "one two"]  # the finished turn cost no second transcription
 
 

@@ -15,7 +15,7 @@ import aiohttp
 import numpy as np
 
 from gateway.server.app_keys import SIP
-from tests.helpers import app_idle, serve, similarity, wait_until, words
+from tests.helpers import app_idle, content_words, missed_words, says, serve, wait_until
 from tests.sip.baresip_phone import BaresipPhone
 from tests.sip.conftest import WEBHOOK_KEY, WEBHOOK_SECRET, sip_config
 from tests.sip.sip_socket import SipSocket
@@ -61,7 +61,7 @@ async def test_baresip_call_is_announced_accepted_answered_and_reports_digits(
         await phone.event("CALL_ESTABLISHED")
         async with EventClient(url, query=f"?call_id={call_id}") as control:
             heard = await control.wait_for("conversation.item.input_audio_transcription.completed", within=60)
-            assert similarity(heard["transcript"], QUESTION) >= 0.6, heard["transcript"]
+            assert says(heard["transcript"], QUESTION), heard["transcript"]
             done = await control.wait_for("response.done", within=90)
             assert done["response"]["status"] == "completed"
             await control.wait_for("output_audio_buffer.stopped", within=60)
@@ -83,10 +83,10 @@ async def test_baresip_call_is_announced_accepted_answered_and_reports_digits(
     heard_reply = models.stt.transcribe(
         np.concatenate([resampler.resample_array(recorded, rate), resampler.flush()]).astype(np.float32) / 32768
     )
-    assert similarity(heard_reply, said) >= 0.5 or len(set(words(heard_reply)) & set(words(said))) >= 3, (
-        heard_reply,
-        said,
-    )
+    # The reply heard back through the phone says what the model said: its content words, a third
+    # of them allowed to go (G.711 both ways, and Whisper on a voice it did not hear whole).
+    missed = missed_words(heard_reply, said)
+    assert says(heard_reply, said, misses=len(content_words(said)) // 3), (heard_reply, said, missed)
 
 
 async def test_reject_is_486_accept_after_the_caller_left_404_no_decision_480(

@@ -1,19 +1,23 @@
-"""Recording over the Realtime WebSocket, on the real gateway (no model turn): off unless the
+"""Recording over the Realtime WebSocket, on the real gateway (no spoken turn): off unless the
 operator set a record directory and the session asked (or every call is recorded); a session that
 asks on a gateway without one gets an error and goes on; the files are written whatever ended the
-call (the client leaving, the gateway shutting down)."""
+call (the client leaving, the gateway shutting down) and whatever happened to the disk; key
+presses reach the session but not the logs and reports, unless the operator keeps them."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import wave
 
 import numpy as np
 import pytest
 
-from tests.helpers import QUESTION, app_idle, serve, similarity, wait_until
+from gateway.server.app_keys import SESSIONS
+from tests.doubles import DiskFullOnceFileDouble
+from tests.helpers import QUESTION, app_idle, says, serve, wait_until
 from tests.transports.ws_client import EventClient
 
 
@@ -87,6 +91,65 @@ async def test_every_call_mode_records_without_asking_and_is_written_at_shutdown
     assert (tmp_path / reports[0]["recording"]["file"]).is_file()
 
 
+async def test_a_full_disk_mid_call_leaves_the_report_and_the_audio_that_reached_the_disk(
+    models, gateway_config, tmp_path
+):
+    async with serve(gateway_config(record_dir=str(tmp_path), record_all_calls=True), models) as (url, app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", within=10)
+            (session,) = app[SESSIONS].sessions.values()
+            assert session.record is not None
+            audio = session.record.audio
+            audio._caller.file = DiskFullOnceFileDouble(audio._caller.file, fail_at=5)
+            await client.stream((8000 * np.sin(np.arange(48000 * 3) / 48000 * 2 * np.pi * 440)).astype(np.int16))
+            assert await wait_until(lambda: audio.failed, 10)
+        assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert report["end_reason"] == "websocket_closed" and report["duration_s"] >= 3.0
+    recording = report["recording"]
+    assert recording["complete"] is False and recording["error"] == "No space left on device"
+    channels, seconds = wav_seconds(tmp_path / recording["file"])  # a valid WAV of what reached the disk
+    assert channels == 2 and abs(seconds - recording["duration_s"]) < 0.001
+    assert 0.0 < seconds < report["duration_s"] - 1.0
+    assert not list(tmp_path.glob(".partial-*"))
+
+
+@pytest.mark.parametrize("keep_digits", [False, True])
+async def test_key_presses_reach_the_session_but_logs_and_reports_show_stars(
+    models, gateway_config, tmp_path, caplog, keep_digits
+):
+    """``record_dtmf_digits`` off (the default): the digits reach the client and the model; the
+    log lines, the report's key presses and the user items that put them into words show '*'."""
+    config = gateway_config(
+        record_dir=str(tmp_path),
+        record_all_calls=True,
+        dtmf_to_llm=True,
+        max_response_tokens=4,
+        record_dtmf_digits=keep_digits,
+    )
+    caplog.set_level(logging.INFO, logger="gateway.transports.door")
+    async with serve(config, models) as (url, app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", within=10)
+            (session,) = app[SESSIONS].sessions.values()
+            for digit in "15#":
+                session.key_press(digit)  # as each transport hands a DTMF key press to the door
+            await client.wait_for("input_audio_buffer.dtmf_event_received", within=10, count=3)
+            assert [e["event"] for e in client.of_type("input_audio_buffer.dtmf_event_received")] == ["1", "5", "#"]
+            texts = [part.get("text") for item in session.realtime.items for part in item.get("content", [])]
+            assert "I pressed 5 on my keypad." in texts  # what the model reads
+        assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 20)
+    path = next(tmp_path.glob("*.json"))
+    report = json.loads(path.read_text())
+    shown = ["1", "5", "#"] if keep_digits else ["*", "*", "*"]
+    assert report["key_presses"] == shown
+    users = [p["text"] for i in report["items"] if i.get("role") == "user" for p in i["content"] if "text" in p]
+    assert users and set(users) <= {f"I pressed {key} on my keypad." for key in shown}
+    assert ("I pressed 5" in path.read_text()) is keep_digits
+    logged = [r.getMessage().rsplit(" ", 1)[1] for r in caplog.records if "key press" in r.getMessage()]
+    assert logged == shown
+
+
 @pytest.mark.slow
 async def test_a_spoken_turn_over_the_websocket_is_recorded_as_the_caller_hears_it(
     models, speech, gateway_config, tmp_path
@@ -104,7 +167,7 @@ async def test_a_spoken_turn_over_the_websocket_is_recorded_as_the_caller_hears_
         assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
     report = json.loads(next(tmp_path.glob("*.json")).read_text())
     user = next(i for i in report["items"] if i.get("role") == "user")["content"][0]["transcript"]
-    assert similarity(user, QUESTION) >= 0.6, user
+    assert says(user, QUESTION), user
     with wave.open(str(tmp_path / report["recording"]["file"]), "rb") as wav:
         rate = wav.getframerate()
         frames = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").reshape(-1, 2)
