@@ -1,7 +1,7 @@
 """The SIP user agent over real UDP and TCP sockets on loopback, without models (a pool that is
 always full): the answers RFC 3261 asks for (OPTIONS, 481, 483, 488, 503 with Retry-After, 400),
-the INVITE server transaction's retransmissions (Timer G until the ACK), and a fuzz of real
-messages that leaves it answering."""
+the INVITE server transaction's retransmissions (Timer G until the ACK), auto-accept only from
+trusted sources, and a fuzz of real messages that leaves it answering."""
 
 from __future__ import annotations
 
@@ -50,6 +50,34 @@ async def test_options_and_out_of_dialog_requests(user_agent: SipUserAgent):
         peer.send(broken_cseq)
         assert (await peer.response()).status == 400
         assert user_agent.transport.malformed == 2 and user_agent.transport.answered_400 == 1
+
+
+@pytest.mark.parametrize("webhook", [False, True])
+async def test_without_a_webhook_an_invite_from_an_untrusted_source_is_403_and_claims_no_unit(webhook: bool):
+    # Auto-accept answers whoever sends an INVITE: only sip_trusted sources. With a webhook the
+    # application decides (here the pool is full: 503).
+    config = GatewayConfig(
+        sip_port=free_port(),
+        sip_host="127.0.0.1",
+        sip_trusted="127.0.0.1, 192.0.2.0/24",
+        sip_webhook_url="http://127.0.0.1:9/webhook" if webhook else "",
+    )
+    door = FullPoolDoorDouble()
+    agent = SipUserAgent(config, door, timers=FAST)
+    await agent.start()
+    try:
+        async with SipSocket(agent.port, host="127.0.0.2") as stranger, SipSocket(agent.port) as trunk:
+            stranger.send(sip_samples.invite(agent.port, caller_port=stranger.port, branch="z9hG4bKstranger"))
+            refused = await stranger.response()
+            if webhook:
+                refused = await stranger.response()  # after its 100 Trying
+            assert refused.status == (503 if webhook else 403), refused.status
+            assert door.opened == (1 if webhook else 0) and agent.untrusted == (0 if webhook else 1)
+            trunk.send(sip_samples.invite(agent.port, caller_port=trunk.port, branch="z9hG4bKtrunk", call_id="t1"))
+            assert (await trunk.response(503)).status == 503  # a trusted source reaches the pool
+            assert door.opened == (2 if webhook else 1)
+    finally:
+        await agent.close()
 
 
 async def test_srtp_offer_is_not_acceptable_and_full_pool_is_503(user_agent: SipUserAgent):
