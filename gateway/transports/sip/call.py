@@ -36,8 +36,6 @@ from gateway.transports.sip.transactions import RetransmitBudget, ServerTransact
 
 log = logging.getLogger(__name__)
 
-# BYEs still waiting for their answer after their call ended (held: not collected mid-run).
-_BYES: set[asyncio.Future[None]] = set()
 # The final response a ringing call gets for the reason it ends (others: 480).
 _RINGING_END = {EndReason.CALLER_CANCEL: 487, EndReason.CALLER_BYE: 487, EndReason.SERVER_SHUTDOWN: 503}
 
@@ -53,7 +51,8 @@ class SipCall:
     ``send_request(request, budget)`` sends an in-dialog request and resolves with its final
     response (the user agent's client transactions; ``budget`` bounds its UDP retransmissions:
     :attr:`request_budget`: the INVITE's, shared with the retransmissions of its responses);
-    ``on_closed(call)`` runs once the call has ended.
+    ``on_closed(call)`` runs once the call has ended. ``bye`` is the BYE the gateway sent on its
+    side's hang-up, while it waits for its final response (Timer F at most).
     """
 
     def __init__(
@@ -84,6 +83,7 @@ class SipCall:
         self._send_request = send_request
         # a forged INVITE names whom its dialog's requests go to: they share its responses' budget
         self.request_budget = transaction.budget
+        self.bye: Optional[asyncio.Future[None]] = None
         self._on_closed = on_closed
         self._track: Optional[OutputAudioTrack] = None
         rtp.on_key = self.on_key
@@ -121,10 +121,9 @@ class SipCall:
             self.respond(_RINGING_END.get(reason, 480))
         self.rtp.close()
         if was == "answered" and reason is not EndReason.CALLER_BYE:
-            # The BYE's client transaction outlives the call (Timer F at most); nothing waits on it.
-            bye = asyncio.ensure_future(self._bye())
-            _BYES.add(bye)
-            bye.add_done_callback(_BYES.discard)
+            # The BYE's client transaction outlives the call (Timer F at most); the user agent holds
+            # it, and a graceful shutdown waits for it.
+            self.bye = asyncio.ensure_future(self._bye())
         self._on_closed(self)
 
     async def _bye(self) -> None:

@@ -137,6 +137,7 @@ class SipUserAgent:
         self._draining = draining
         self._on_busy = on_busy
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._byes: set[asyncio.Future[None]] = set()  # held: not collected mid-run
 
     @property
     def port(self) -> int:
@@ -351,10 +352,19 @@ class SipUserAgent:
         task.add_done_callback(self._tasks.discard)
 
     def _closed(self, call: SipCall) -> None:
+        if call.bye is not None and not call.bye.done():
+            self._byes.add(call.bye)
+            call.bye.add_done_callback(self._byes.discard)
         if self.calls.pop(call.id, None) is not None:
             self.transport.unpin(call.transaction.peer.transport, call.transaction.peer.address)
         self._dialogs.pop((call.dialog.call_id, call.dialog.local_tag), None)
         self._ringing.pop(id(call.transaction), None)
+
+    @property
+    def byes_in_flight(self) -> int:
+        """BYEs of ended calls still waiting for their final response (Timer E retransmits them
+        over UDP): what a graceful shutdown waits for."""
+        return len(self._byes)
 
     async def _send_in_dialog(self, call: SipCall, request: SipRequest, budget: RetransmitBudget) -> SipResponse:
         """Send an in-dialog request of ``call`` to its next hop (the connection the INVITE came
