@@ -304,6 +304,20 @@ class GatewayConfig:
     sip_accept_timeout_s: float = field(
         default=30.0, metadata={"help": "a call neither accepted nor rejected within this gets 480"}
     )
+    sip_trusted: str = field(
+        default="127.0.0.0/8,::1",
+        metadata={
+            "help": "without a webhook, calls are accepted only from these addresses/CIDR networks (comma-separated; "
+            "others get 403); a UDP source can be forged: prefer TCP/TLS from the trunk"
+        },
+    )
+    sip_rtp_latch: str = field(
+        default="signalling",
+        metadata={
+            "help": "whose RTP sets where a call's media goes: 'signalling' (the INVITE's source IP), 'sdp' (or the "
+            "SDP c= address: media relays), 'any' (the first packet: phones behind NAT via an SBC)"
+        },
+    )
     sip_tls_cert: str = field(
         default="", metadata={"help": "PEM certificate (chain) for SIP over TLS; with sip_tls_key, TLS is on"}
     )

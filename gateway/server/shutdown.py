@@ -14,7 +14,10 @@ Once it is set:
   ``server_shutdown`` (message "the gateway is shutting down"). Calls still talking when
   ``shutdown_grace_s`` runs out are ended the same way (message says the grace period is over).
   Every unit then drains (``SESSION_END`` through each stage); one that overruns
-  ``drain_timeout_s`` is quarantined as usual, and the drain stops waiting for it.
+  ``drain_timeout_s`` is quarantined as usual, and the drain stops waiting for it. Within the same
+  ``drain_timeout_s`` it also waits for the goodbyes the hang-ups sent that are still unanswered
+  (:meth:`GracefulShutdown.add_goodbyes`: a SIP call's BYE, retransmitted until its final response),
+  so the process does not exit before the phone has heard that the call ended.
 
 Calls come from the sources given to :meth:`GracefulShutdown.add_calls` (the door: the live
 sessions of every transport): objects with ``id``, ``lease`` (the claimed unit's
@@ -90,10 +93,16 @@ class GracefulShutdown:
         self.began_at: Optional[float] = None  # time.monotonic()
         self.on_begin: Callable[[], None] = lambda: None
         self._sources: list[CallSource] = []
+        self._goodbyes: list[Callable[[], int]] = []
 
     def add_calls(self, source: CallSource) -> None:
         """Have the drain end the calls ``source()`` lists (called at each poll)."""
         self._sources.append(source)
+
+    def add_goodbyes(self, in_flight: Callable[[], int]) -> None:
+        """Have the drain also wait while ``in_flight()`` is above 0 (the ended calls' goodbyes still
+        unanswered, e.g. SIP BYEs), at most ``drain_timeout_s`` as for the units."""
+        self._goodbyes.append(in_flight)
 
     def begin(self) -> bool:
         """Stop admitting now (synchronous: safe from a signal handler). True the first time."""
@@ -116,14 +125,18 @@ class GracefulShutdown:
                 headers={"Retry-After": str(self.retry_after_s)},
             )
 
+    def goodbyes_in_flight(self) -> int:
+        """The goodbyes of ended calls still unanswered, over every :meth:`add_goodbyes` source."""
+        return sum(in_flight() for in_flight in self._goodbyes)
+
     def live_calls(self) -> list[DrainableCall]:
         """The calls of every source that have not ended."""
         return [call for source in self._sources for call in source() if call.end_reason is None]
 
     async def drain(self, units: Iterable[PipelineUnit]) -> DrainReport:
         """Begin (if not yet), end every call as the module docstring says, then wait until each of
-        ``units`` is idle (at most ``drain_timeout_s`` more). Returns the report; never raises for
-        a call that fails to hang up."""
+        ``units`` is idle and no goodbye is in flight (at most ``drain_timeout_s`` more). Returns the
+        report; never raises for a call that fails to hang up."""
         self.begin()
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -159,7 +172,7 @@ class GracefulShutdown:
             await asyncio.gather(*hangups, return_exceptions=True)
         unit_list = list(units)
         for _ in range(max(1, int(self.drain_timeout_s / self.poll_s))):  # each drain is bounded by its own timer
-            if all(unit.state is UnitState.IDLE for unit in unit_list):
+            if all(unit.state is UnitState.IDLE for unit in unit_list) and not self.goodbyes_in_flight():
                 break
             await asyncio.sleep(self.poll_s)
         report.units_not_idle = [unit.index for unit in unit_list if unit.state is not UnitState.IDLE]

@@ -122,6 +122,7 @@ async def sip_user_agent(app: web.Application) -> AsyncIterator[None]:
         on_busy=lambda code: calls.labels(result=code).inc(),
     )
     await user_agent.start()
+    shutdown.add_goodbyes(lambda: user_agent.byes_in_flight)  # a BYE of the drain waits for its answer
     app[SIP] = user_agent
     yield
     await user_agent.close()

@@ -18,17 +18,19 @@ class _Collector(asyncio.DatagramProtocol):
 
 
 class SipSocket:
-    """``async with SipSocket(gateway_port) as peer``: ``peer.port`` is its own UDP port."""
+    """``async with SipSocket(gateway_port) as peer``: ``peer.port`` is its own UDP port, on
+    ``host`` (another loopback address than the gateway's: another source)."""
 
-    def __init__(self, gateway_port: int) -> None:
+    def __init__(self, gateway_port: int, host: str = "127.0.0.1") -> None:
         self.gateway = ("127.0.0.1", gateway_port)
+        self.host = host
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.port = 0
         self._transport: Optional[asyncio.DatagramTransport] = None
 
     async def __aenter__(self) -> SipSocket:
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_datagram_endpoint(lambda: _Collector(self.queue), local_addr=("127.0.0.1", 0))
+        transport, _ = await loop.create_datagram_endpoint(lambda: _Collector(self.queue), local_addr=(self.host, 0))
         self._transport = transport
         self.port = transport.get_extra_info("sockname")[1]
         return self

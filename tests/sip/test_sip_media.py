@@ -1,5 +1,6 @@
 """The SIP call's media pieces without a call: the SDP answer to real offers, RTP packets (CSRCs,
 extension, padding, RTCP refused), symmetric latching and RFC 4733 key presses on a real UDP port,
+RTP sent only to a caller proven by its latch or its ACK,
 the RTP port range, and Standard Webhooks signing (the specification's published example)."""
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import pytest
 
 from gateway.media.dtmf import KeyPressDetector
 from gateway.media.g711 import encode_mulaw
+from gateway.transports.sip import rtp
 from gateway.transports.sip.rtp import RTP_RATE, RtpPacket, RtpStream, build_rtp, parse_rtp
 from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
 from gateway.transports.sip.user_agent import resolve, rtp_port_range
 from gateway.transports.sip.webhook import sign, signing_key
+from tests.helpers import wait_until
 from tests.sip.sip_samples import BARESIP_SDP
 
 FREESWITCH_WEBRTC = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "sdp" / "aiortc_audio_freeswitch.sdp"
@@ -182,3 +185,56 @@ def test_webhook_signature_matches_the_standard_webhooks_example():
         signing_key("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
     with pytest.raises(ValueError):
         signing_key("whsec_not base64!")
+
+
+def test_rtp_from_the_sdp_address_alone_does_not_latch():
+    # A forged INVITE names a c= of its choosing: only the addresses given (the signalling
+    # source's) may latch, not the SDP's too.
+    stream = RtpStream(
+        payload_type=0, telephone_event=None, remote=("192.0.2.66", 4000), rate=8000, trusted=("198.51.100.7",)
+    )
+    audio = encode_mulaw(np.zeros(160, np.int16))
+    stream.received(build_rtp(RtpPacket(0, False, 1, 0, 9, audio)), ("192.0.2.66", 4000))
+    assert not stream.latched and stream.packets == 0 and stream.dropped == 1
+    stream.received(build_rtp(RtpPacket(0, False, 2, 160, 7, audio)), ("198.51.100.7", 30000))
+    assert stream.latched and stream.remote == ("198.51.100.7", 30000)
+
+
+class _Counter(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.received = 0
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.received += 1
+
+
+async def test_rtp_goes_only_to_a_caller_proven_by_its_latch_or_its_ack():
+    # The SDP's c= of a forged INVITE names someone who never spoke: nothing before the ACK, at
+    # most MAX_UNPROVEN_PACKETS after it while that address sends nothing back, all once it does.
+    loop = asyncio.get_running_loop()
+    victim, counter = await loop.create_datagram_endpoint(_Counter, local_addr=("127.0.0.3", 0))
+    address = victim.get_extra_info("sockname")
+    stream = RtpStream(payload_type=0, telephone_event=None, remote=address, rate=8000, trusted=("127.0.0.3",))
+    port = await stream.open("127.0.0.1")
+    silence = np.zeros(160, np.int16)
+    try:
+        for _ in range(100):
+            stream.send_samples(silence, marker=False)
+        await asyncio.sleep(0.3)
+        assert counter.received == 0 and stream.sent == 0 and stream.withheld == 100
+        unproven = rtp.MAX_UNPROVEN_PACKETS
+        stream.acknowledged()  # the 200 OK's ACK came: the SDP's address, for a while
+        for _ in range(100):
+            stream.send_samples(silence, marker=False)
+        assert stream.sent == unproven and stream.withheld == 200 - unproven
+        assert await wait_until(lambda: counter.received == unproven, 5)
+        await asyncio.sleep(0.3)
+        assert counter.received == unproven
+        victim.sendto(build_rtp(RtpPacket(0, False, 1, 0, 7, encode_mulaw(silence))), ("127.0.0.1", port))
+        assert await wait_until(lambda: stream.latched, 5)  # it speaks: proven
+        for _ in range(10):
+            stream.send_samples(silence, marker=False)
+        assert await wait_until(lambda: counter.received == unproven + 10, 5)
+    finally:
+        victim.close()
+        stream.close()

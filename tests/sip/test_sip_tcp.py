@@ -1,6 +1,7 @@
-"""SIP over TCP limits on real loopback sockets (:mod:`gateway.transports.sip.transport`): the cap
-on accepted connections, the body timeout after a head, outgoing connections forgotten once
-closed, the connect timeout, and a quiet close (no cancelled-callback traceback)."""
+"""SIP over TCP limits on real loopback sockets (:mod:`gateway.transports.sip.transport`): the caps
+on accepted connections (in all and per source address), the body timeout after a head, outgoing
+connections forgotten once closed, the connect timeout, and a quiet close (no cancelled-callback
+traceback)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gateway.transports.sip import transport as sip_transport
 from gateway.transports.sip.message import SipRequest, SipResponse
 from gateway.transports.sip.transport import SipPeer, SipTransport
 from tests.helpers import wait_until
@@ -130,8 +132,6 @@ async def test_close_ends_connections_quietly(caplog: pytest.LogCaptureFixture):
 async def test_a_connection_a_live_call_is_reached_on_is_not_closed_for_being_quiet(transport, monkeypatch):
     """A quiet connection is closed after ``TCP_IDLE_S``, but not one a live call's caller is
     reached on (the BYE of a TLS caller behind NAT can go nowhere else): pinned, it stays open."""
-    import gateway.transports.sip.transport as sip_transport
-
     monkeypatch.setattr(sip_transport, "TCP_IDLE_S", 0.3)
     quiet_reader, quiet = await asyncio.open_connection("127.0.0.1", transport.port)
     held_reader, held = await asyncio.open_connection("127.0.0.1", transport.port)
@@ -144,3 +144,19 @@ async def test_a_connection_a_live_call_is_reached_on_is_not_closed_for_being_qu
     assert await asyncio.wait_for(held_reader.read(), 5) == b""  # quiet and unpinned: closed
     quiet.close()
     held.close()
+
+
+async def test_one_host_cannot_hold_every_connection(transport: SipTransport):
+    # One host opens as many idle connections as the global cap allows; the trunk's OPTIONS on
+    # a new connection from another address is still answered.
+    total = sip_transport.MAX_TCP_CONNECTIONS
+    held = [await asyncio.open_connection("127.0.0.1", transport.port) for _ in range(total)]
+    await _until(lambda: transport.open_connections + transport.refused_connections == total)
+    _, writer = await asyncio.open_connection("127.0.0.1", transport.port, local_addr=("127.0.0.2", 0))
+    writer.write(_options_over_tcp(transport.port, "z9hG4bKlegit1"))
+    await _until(lambda: len(transport.seen) == 1)  # type: ignore[attr-defined]
+    cap = transport.max_connections_per_source
+    assert transport.open_connections == cap + 1 and transport.refused_connections == total - cap
+    writer.close()
+    for _, other in held:
+        other.close()

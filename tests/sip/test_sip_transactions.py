@@ -181,3 +181,36 @@ async def test_a_retransmission_from_another_address_is_not_answered():
     assert forger.sent == [] and len(caller.sent) == 1  # nobody answered (before Timer G's first)
     assert layer.receive_request(_invite(), caller) is None  # the caller's own retransmission
     assert len(caller.sent) == 2
+
+
+async def test_a_bye_to_a_forged_address_shares_the_invites_budget():
+    # A forged INVITE names where its dialog's BYE goes (Contact): the 2xx retransmitted to the
+    # INVITE's source and the BYE's retransmissions to that address stay within one budget.
+    layer, source, contact = TransactionLayer(FAST), RecordingPeerDouble(), RecordingPeerDouble()
+    contact.address = ("192.0.2.9", 5060)
+    invite = _invite()
+    transaction = layer.receive_request(invite, source)
+    assert transaction is not None
+    ok = make_response(invite, 200, to_tag="t")
+    transaction.respond(ok)
+    for _ in range(2):
+        transaction.retransmit(ok.encode())  # no ACK comes: the dialog core retransmits the 2xx
+    bye = parse_message(sip_samples.in_dialog("BYE", 5060, "t"))
+    assert isinstance(bye, SipRequest)
+    with pytest.raises(TimeoutError):
+        await layer.send_request(bye, contact, transaction.budget).done  # never answered: Timer F
+    retransmitted = len(source.sent) - 1 + len(contact.sent) - 1
+    assert len(contact.sent) >= 2 and retransmitted <= transactions.MAX_RETRANSMISSIONS, retransmitted
+    assert _retransmitted_bytes(source.sent) + _retransmitted_bytes(contact.sent) <= (
+        transactions.RETRANSMIT_FACTOR * len(invite.encode())
+    )
+
+
+async def test_a_request_without_a_dialog_budget_is_bounded_by_its_own_size():
+    layer, victim = TransactionLayer(FAST), RecordingPeerDouble()
+    bye = parse_message(sip_samples.in_dialog("BYE", 5060, "t"))
+    assert isinstance(bye, SipRequest)
+    with pytest.raises(TimeoutError):
+        await layer.send_request(bye, victim).done
+    assert 1 <= len(victim.sent) - 1 <= transactions.MAX_RETRANSMISSIONS  # (before: one every T2 until Timer F)
+    assert _retransmitted_bytes(victim.sent) <= transactions.RETRANSMIT_FACTOR * len(bye.encode())

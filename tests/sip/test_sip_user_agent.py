@@ -1,13 +1,15 @@
 """The SIP user agent over real UDP and TCP sockets on loopback, without models (a pool that is
 always full): the answers RFC 3261 asks for (OPTIONS, 481, 483, 488, 503 with Retry-After, 400),
-the INVITE server transaction's retransmissions (Timer G until the ACK), and a fuzz of real
-messages that leaves it answering."""
+the INVITE server transaction's retransmissions (Timer G until the ACK), auto-accept only from
+trusted sources, and a fuzz of real messages that leaves it answering, with no fault logged and no
+500 sent."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
+import re
 
 import pytest
 
@@ -17,6 +19,7 @@ from gateway.transports.sip.message import SipResponse, parse_message
 from gateway.transports.sip.transactions import Timers
 from gateway.transports.sip.user_agent import SipUserAgent
 from tests.doubles import FullPoolDoorDouble
+from tests.helpers import logged_faults
 from tests.sip import sip_samples
 from tests.sip.conftest import WEBHOOK_SECRET
 from tests.sip.sip_socket import SipSocket
@@ -50,6 +53,34 @@ async def test_options_and_out_of_dialog_requests(user_agent: SipUserAgent):
         peer.send(broken_cseq)
         assert (await peer.response()).status == 400
         assert user_agent.transport.malformed == 2 and user_agent.transport.answered_400 == 1
+
+
+@pytest.mark.parametrize("webhook", [False, True])
+async def test_without_a_webhook_an_invite_from_an_untrusted_source_is_403_and_claims_no_unit(webhook: bool):
+    # Auto-accept answers whoever sends an INVITE: only sip_trusted sources. With a webhook the
+    # application decides (here the pool is full: 503).
+    config = GatewayConfig(
+        sip_port=free_port(),
+        sip_host="127.0.0.1",
+        sip_trusted="127.0.0.1, 192.0.2.0/24",
+        sip_webhook_url="http://127.0.0.1:9/webhook" if webhook else "",
+    )
+    door = FullPoolDoorDouble()
+    agent = SipUserAgent(config, door, timers=FAST)
+    await agent.start()
+    try:
+        async with SipSocket(agent.port, host="127.0.0.2") as stranger, SipSocket(agent.port) as trunk:
+            stranger.send(sip_samples.invite(agent.port, caller_port=stranger.port, branch="z9hG4bKstranger"))
+            refused = await stranger.response()
+            if webhook:
+                refused = await stranger.response()  # after its 100 Trying
+            assert refused.status == (503 if webhook else 403), refused.status
+            assert door.opened == (1 if webhook else 0) and agent.untrusted == (0 if webhook else 1)
+            trunk.send(sip_samples.invite(agent.port, caller_port=trunk.port, branch="z9hG4bKtrunk", call_id="t1"))
+            assert (await trunk.response(503)).status == 503  # a trusted source reaches the pool
+            assert door.opened == (2 if webhook else 1)
+    finally:
+        await agent.close()
 
 
 async def test_srtp_offer_is_not_acceptable_and_full_pool_is_503(user_agent: SipUserAgent):
@@ -106,8 +137,19 @@ async def test_a_final_response_is_retransmitted_until_the_ack(user_agent: SipUs
         )
 
 
-async def test_fuzzed_messages_over_udp_and_tcp_leave_it_answering(user_agent: SipUserAgent):
+def _faults(data: bytes) -> list[int]:
+    """The 5xx statuses in the responses of ``data``, but 503 (a full pool: the door double)."""
+    statuses = [int(code) for code in re.findall(rb"^SIP/2\.0 (\d{3}) ", data, re.MULTILINE)]
+    return [status for status in statuses if status >= 500 and status != 503]
+
+
+async def test_fuzzed_messages_over_udp_and_tcp_leave_it_answering(
+    user_agent: SipUserAgent, caplog: pytest.LogCaptureFixture
+):
+    # A fault the fuzz reaches is a logged traceback and a 500: either fails it, not only silence.
+    caplog.set_level(logging.WARNING)
     rng = random.Random(7)
+    answered = b""
     async with SipSocket(user_agent.port) as peer:
         for i in range(1500):
             data = _mutations(rng, rng.choice(FUZZ_SEEDS))
@@ -117,12 +159,16 @@ async def test_fuzzed_messages_over_udp_and_tcp_leave_it_answering(user_agent: S
         reader, writer = await asyncio.open_connection("127.0.0.1", user_agent.port)
         for _ in range(200):
             writer.write(_mutations(rng, rng.choice(FUZZ_SEEDS)))
-        await writer.drain()
+        writer.write_eof()
+        answered += await asyncio.wait_for(reader.read(), 10)  # until the gateway closes it
         writer.close()
         await asyncio.sleep(0.5)
-        peer.drain()
+        while not peer.queue.empty():
+            answered += b"\n" + peer.queue.get_nowait()
         peer.send(sip_samples.options(user_agent.port, branch="z9hG4bKalive"))
         assert (await peer.response(200)).status == 200
+    assert not logged_faults(caplog.records), logged_faults(caplog.records)
+    assert not _faults(answered), _faults(answered)
     transport = user_agent.transport
     # UDP may drop a few datagrams even on loopback when the box is loaded (1463 of 1500 seen once).
     assert transport.received >= 1350 and transport.malformed > 50 and transport.answered_400 > 10, (

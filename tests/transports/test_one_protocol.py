@@ -14,6 +14,7 @@ from gateway.realtime.session import RealtimeSession
 from gateway.signaling.end_reason import EndReason as SignalingEndReason
 from gateway.transports import door
 from gateway.transports.door import Transport
+from gateway.transports.sip.call import SipCall
 from gateway.transports.webrtc.call import WebRTCCall
 from gateway.transports.websocket.session import WebSocketTransport
 
@@ -27,7 +28,7 @@ def test_the_websocket_session_is_the_realtime_session_with_audio_io_only():
 def test_every_transport_is_a_leg_of_the_one_door():
     members = [name for name in dir(Transport) if not name.startswith("_")]
     assert set(members) == {"audio_input", "send_event", "when_audio_sent", "stop_audio", "close"}
-    for leg in (WebRTCCall, WebSocketTransport):
+    for leg in (WebRTCCall, WebSocketTransport, SipCall):
         for name in members:
             assert hasattr(leg, name) or name in inspect.signature(leg.__init__).parameters or name == "audio_input", (
                 leg.__name__,
@@ -38,7 +39,7 @@ def test_every_transport_is_a_leg_of_the_one_door():
             assert list(inspect.signature(getattr(leg, name)).parameters) == expected, (leg.__name__, name)
 
 
-def test_both_transports_use_the_one_watchdog_and_end_reasons():
+def test_every_transport_uses_the_one_watchdog_and_end_reasons():
     assert door.watch_session is watchdog.watch_session
     assert SignalingEndReason is EndReason
     assert EndReason.WEBSOCKET_CLOSED.client_left

@@ -3,10 +3,11 @@ RTP, the leg of a :class:`~gateway.transports.door.LiveSession` (a door ``Transp
 
 Life of a call: ``ringing`` (100 Trying and 180 Ringing sent, the backend told) -> ``answered``
 (:meth:`SipCall.accept`: 200 OK with the SDP answer, retransmitted until the ACK; the Realtime
-session starts, RTP flows) -> ``ended``. Whatever ends it (BYE or CANCEL from the caller, reject,
-hang-up, refer, media timeout, watchdogs, shutdown) goes through the door's one hang-up sequence,
-which calls :meth:`SipCall.close` last: the SIP side of the end (a final response while ringing,
-BYE once answered). The session's events reach the backend on sideband WebSockets
+session starts; RTP flows once the caller's RTP latches or its ACK comes, see
+``gateway.transports.sip.rtp``) -> ``ended``. Whatever ends it (BYE or CANCEL from the caller,
+reject, hang-up, refer, media timeout, watchdogs, shutdown) goes through the door's one hang-up
+sequence, which calls :meth:`SipCall.close` last: the SIP side of the end (a final response while
+ringing, BYE once answered). The session's events reach the backend on sideband WebSockets
 (``session.event_listeners``); the leg itself carries none.
 """
 
@@ -31,12 +32,10 @@ from gateway.transports.sip.dialog import Dialog
 from gateway.transports.sip.message import SipRequest, SipResponse, is_digits, make_response
 from gateway.transports.sip.rtp import RtpStream
 from gateway.transports.sip.sdp import AudioOffer, build_answer
-from gateway.transports.sip.transactions import ServerTransaction
+from gateway.transports.sip.transactions import RetransmitBudget, ServerTransaction
 
 log = logging.getLogger(__name__)
 
-# BYEs still waiting for their answer after their call ended (held: not collected mid-run).
-_BYES: set[asyncio.Future[None]] = set()
 # The final response a ringing call gets for the reason it ends (others: 480).
 _RINGING_END = {EndReason.CALLER_CANCEL: 487, EndReason.CALLER_BYE: 487, EndReason.SERVER_SHUTDOWN: 503}
 
@@ -49,8 +48,11 @@ class SipCall:
     """A caller's SIP dialog and its RTP, for the length of the call; ``session`` is its
     :class:`LiveSession` (``session.id`` is the call id, ``sip_...``).
 
-    ``send_request(request)`` sends an in-dialog request and resolves with its final response
-    (the user agent's client transactions); ``on_closed(call)`` runs once the call has ended.
+    ``send_request(request, budget)`` sends an in-dialog request and resolves with its final
+    response (the user agent's client transactions; ``budget`` bounds its UDP retransmissions:
+    :attr:`request_budget`: the INVITE's, shared with the retransmissions of its responses);
+    ``on_closed(call)`` runs once the call has ended. ``bye`` is the BYE the gateway sent on its
+    side's hang-up, while it waits for its final response (Timer F at most).
     """
 
     def __init__(
@@ -63,7 +65,7 @@ class SipCall:
         *,
         config: GatewayConfig,
         rtp: RtpStream,
-        send_request: Callable[[SipRequest], Awaitable[SipResponse]],
+        send_request: Callable[[SipRequest, RetransmitBudget], Awaitable[SipResponse]],
         on_closed: Callable[[SipCall], None],
     ) -> None:
         self.session = session
@@ -79,6 +81,9 @@ class SipCall:
         self.answer_sdp = ""
         self.rtp_port: Optional[int] = None  # the local RTP port, once open
         self._send_request = send_request
+        # a forged INVITE names whom its dialog's requests go to: they share its responses' budget
+        self.request_budget = transaction.budget
+        self.bye: Optional[asyncio.Future[None]] = None
         self._on_closed = on_closed
         self._track: Optional[OutputAudioTrack] = None
         rtp.on_key = self.on_key
@@ -116,15 +121,14 @@ class SipCall:
             self.respond(_RINGING_END.get(reason, 480))
         self.rtp.close()
         if was == "answered" and reason is not EndReason.CALLER_BYE:
-            # The BYE's client transaction outlives the call (Timer F at most); nothing waits on it.
-            bye = asyncio.ensure_future(self._bye())
-            _BYES.add(bye)
-            bye.add_done_callback(_BYES.discard)
+            # The BYE's client transaction outlives the call (Timer F at most); the user agent holds
+            # it, and a graceful shutdown waits for it.
+            self.bye = asyncio.ensure_future(self._bye())
         self._on_closed(self)
 
     async def _bye(self) -> None:
         try:
-            response = await self._send_request(self.dialog.request("BYE"))
+            response = await self._send_request(self.dialog.request("BYE"), self.request_budget)
             log.debug("call %s: BYE answered %d", self.id, response.status)
         except (TimeoutError, OSError, ValueError) as exc:  # ValueError: SipParseError, an unroutable hop
             log.info("call %s: BYE not answered: %s", self.id, exc or type(exc).__name__)
@@ -168,6 +172,11 @@ class SipCall:
         self.rtp.on_audio = media.audio
         session.spawn(media.run())
         session.spawn(session.watch())
+
+    def acknowledge(self) -> None:
+        """The caller's ACK of our 2xx (RFC 3261 13.3.1.4): the 200 OK stops, RTP may start."""
+        self.acknowledged.set()
+        self.rtp.acknowledged()
 
     async def _packets_received(self) -> Optional[int]:
         return self.rtp.packets
@@ -248,7 +257,7 @@ class SipCall:
         request.add("Refer-To", f"<{target_uri}>")
         request.add("Referred-By", f"<{self.dialog.local_uri}>")
         try:
-            return await self._send_request(request)
+            return await self._send_request(request, self.request_budget)
         except ValueError as exc:  # SipParseError: an unroutable next hop
             raise OSError(f"REFER cannot be routed: {exc}") from exc
 

@@ -8,10 +8,16 @@
   latched address) count for the caller's presence (``packets``).
 - **Symmetric RTP** (RFC 4961) with latching: replies go to where the caller's RTP comes from
   (behind NAT the SDP's address is private and useless), latched **once**, on the first valid
-  packet whose source IP is the signalling source's or the SDP ``c=`` address (``trusted``).
-  Afterwards datagrams from any other address (IP and port) or with another SSRC are dropped, so
-  a third party cannot hijack the call's audio or inject key presses. Until the latch, replies go
-  to the SDP's address.
+  packet whose source IP is one of ``trusted`` (``gateway.transports.sip.trust``: by default the
+  signalling source's only; None: any source). Afterwards datagrams from any other address (IP and
+  port) or with another SSRC are dropped, so a third party cannot hijack the call's audio or inject
+  key presses.
+- **Who is sent to**: nothing before the call is proven, by its latch or by the dialog's ACK
+  (:meth:`RtpStream.acknowledged`: whoever sends it saw the 200 OK). After an ACK without a latch
+  replies go to the SDP's address, but at most :data:`MAX_UNPROVEN_PACKETS` of them while that
+  address has never sent RTP back (a forged ``c=`` names someone who never asked for a call); then
+  sending stops until the caller's RTP latches, and the media timeout ends a call that stays
+  silent. So a forged INVITE makes the gateway send nobody a stream.
 - **Out**: :meth:`RtpStream.play` reads a 20 ms paced track (``gateway.media.outbound``: 48 kHz),
   resamples to 8 kHz and sends one packet per 160 samples (RFC 3551: 20 ms of G.711), with the
   marker bit on the first packet of each talk spurt.
@@ -25,7 +31,7 @@ import random
 import secrets
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -42,6 +48,8 @@ log = logging.getLogger(__name__)
 RTP_RATE = 8000
 PACKET_SAMPLES = 160  # 20 ms at 8 kHz
 MAX_PAYLOAD_BYTES = 480  # 60 ms of G.711; a longer packet is dropped (no call sends one)
+# Packets sent to an address that has never sent RTP back (after the ACK, before any latch): 1 s.
+MAX_UNPROVEN_PACKETS = 50
 _DECODERS = {0: decode_mulaw, 8: decode_alaw}
 _ENCODERS = {0: encode_mulaw, 8: encode_alaw}
 
@@ -100,9 +108,10 @@ class RtpStream:
     """The RTP of one call on one local UDP port (:meth:`open`). Set ``on_audio(samples,
     arrival)`` to get int16 mono at ``rate`` Hz (``time.monotonic()`` arrival), ``on_key(press)``
     for each key press (both drop by default). ``packets`` counts the caller's packets received,
-    ``sent`` the packets sent, ``dropped`` the RTP packets refused (foreign source or SSRC).
-    ``trusted`` are the IP addresses the first (latching) packet may come from; by default the
-    SDP's address only."""
+    ``sent`` the packets sent, ``withheld`` those not sent (nobody proven to send to, see the
+    module), ``dropped`` the RTP packets refused (foreign source or SSRC). ``trusted`` are the IP
+    addresses the first (latching) packet may come from: empty, the SDP's address only; None, any
+    address (``gateway.transports.sip.trust.latch_sources``)."""
 
     def __init__(
         self,
@@ -111,7 +120,7 @@ class RtpStream:
         telephone_event: Optional[int],
         remote: tuple[str, int],
         rate: int,
-        trusted: tuple[str, ...] = (),
+        trusted: Optional[Iterable[str]] = (),
     ) -> None:
         if payload_type not in _DECODERS:
             raise ValueError(f"payload type {payload_type}: only PCMU (0) and PCMA (8)")
@@ -119,11 +128,16 @@ class RtpStream:
         self.telephone_event = telephone_event
         self.remote = remote
         self.latched = False
-        self.trusted = frozenset((remote[0], *trusted))
+        self.trusted: Optional[frozenset[str]] = None if trusted is None else frozenset(trusted or (remote[0],))
         self.packets = 0
         self.dropped = 0
         self._remote_ssrc: Optional[int] = None
         self.sent = 0
+        self.withheld = 0
+        self._acknowledged = False
+        self._unproven = 0  # packets sent to ``remote`` before any latch
+        self._proven = asyncio.Event()  # set by the latch or the ACK: :meth:`play` may start
+        self._foreign_logged = False
         self.on_audio: Callable[[np.ndarray, float], None] = lambda samples, arrival: None
         self.on_key: Callable[[KeyPress], None] = lambda press: None
         self._in = Resampler(rate)
@@ -183,19 +197,40 @@ class RtpStream:
         """Whether ``packet`` is the caller's: latches on the first one from a trusted IP."""
         if self.latched:
             return source == self.remote and packet.ssrc == self._remote_ssrc
-        if source[0] not in self.trusted:
+        if self.trusted is not None and source[0] not in self.trusted:
+            if not self._foreign_logged:
+                self._foreign_logged = True
+                log.info("RTP from %s:%d dropped: not an address this call latches to (sip_rtp_latch)", *source)
             return False
         if source != self.remote:
             log.info("RTP latched to %s:%d (SDP said %s:%d)", *source, *self.remote)
             self.remote = source
         self._remote_ssrc = packet.ssrc
         self.latched = True
+        self._proven.set()
         return True
 
+    def acknowledged(self) -> None:
+        """The call's 200 OK was acknowledged (its ACK came): replies may go to the SDP's address
+        before any latch, :data:`MAX_UNPROVEN_PACKETS` at most (see the module)."""
+        self._acknowledged = True
+        self._proven.set()
+
     def send_samples(self, samples: np.ndarray, marker: bool) -> None:
-        """Send 160 int16 samples at 8 kHz as one packet."""
+        """Send 160 int16 samples at 8 kHz as one packet (withheld while nobody is proven to send
+        to: the timestamp still advances, RFC 3550 5.1)."""
         if self._transport is None or self._transport.is_closing():
             return
+        if not self.latched:
+            if not self._acknowledged or self._unproven >= MAX_UNPROVEN_PACKETS:
+                self.withheld += 1
+                self._timestamp = (self._timestamp + PACKET_SAMPLES) & 0xFFFFFFFF
+                return
+            self._unproven += 1
+            if self._unproven == MAX_UNPROVEN_PACKETS:
+                log.info(
+                    "no RTP from %s:%d after %d packets: sending stops until it speaks", *self.remote, self._unproven
+                )
         payload = _ENCODERS[self.payload_type](samples)
         packet = RtpPacket(self.payload_type, marker, self._sequence, self._timestamp, self._ssrc, payload)
         self._transport.sendto(build_rtp(packet), self.remote)
@@ -205,7 +240,9 @@ class RtpStream:
 
     async def play(self, track: MediaStreamTrack, source_rate: int) -> None:
         """Send ``track`` (paced 20 ms frames of int16 mono at ``source_rate`` Hz) until it ends
-        or this is cancelled: each frame resampled to 8 kHz, sent in 160-sample packets."""
+        or this is cancelled: each frame resampled to 8 kHz, sent in 160-sample packets. Nothing is
+        read before the call is proven (its latch or ACK): the reply audio waits for it."""
+        await self._proven.wait()
         out = Resampler(RTP_RATE)
         pending = np.zeros(0, np.int16)
         talking = False

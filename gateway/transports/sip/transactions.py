@@ -26,8 +26,10 @@ Reflection (a spoofed UDP source): every response goes to the address the reques
 response's retransmissions over UDP (Timer G; the 2xx's, 13.3.1.4) stop at
 :data:`MAX_RETRANSMISSIONS`, or once they would exceed :data:`RETRANSMIT_FACTOR` times the
 request's bytes (:class:`RetransmitBudget`), whichever comes first; a non-2xx is never
-retransmitted after Timer H. So a forged INVITE makes the gateway send a victim a few times its
-own size, not the 11 retransmissions of 64*T1.
+retransmitted after Timer H. The requests the gateway sends in the dialog an INVITE made (BYE,
+REFER) go where that INVITE said (its Contact, its Record-Route), so their Timer E
+retransmissions over UDP draw on the same budget as the INVITE's responses. So a forged INVITE
+makes the gateway send a victim a few times its own size, not the 11 retransmissions of 64*T1.
 
 Matching (17.2.3, 17.1.3): a request by its top Via's branch, sent-by and method (ACK matches the
 INVITE); a response by its top Via's branch and CSeq method.
@@ -104,8 +106,10 @@ def request_key(request: SipRequest) -> tuple[str, str, str]:
 
 
 class RetransmitBudget:
-    """What a server transaction may still retransmit over UDP to a source never proven real:
-    :data:`MAX_RETRANSMISSIONS` messages and :data:`RETRANSMIT_FACTOR` * ``request_bytes`` bytes."""
+    """What may still be retransmitted over UDP to a peer never proven real, for the request of
+    ``request_bytes`` that started it all (an INVITE: its server transaction's responses, then its
+    dialog's requests): :data:`MAX_RETRANSMISSIONS` messages and :data:`RETRANSMIT_FACTOR` *
+    ``request_bytes`` bytes."""
 
     def __init__(self, request_bytes: int) -> None:
         self.count = 0
@@ -240,12 +244,16 @@ class ServerTransaction:
 
 class ClientTransaction:
     """One request sent (not INVITE, not ACK): :attr:`done` resolves with its final response, or
-    with TimeoutError after Timer F."""
+    with TimeoutError after Timer F. Over UDP its retransmissions (Timer E) stop early once
+    ``budget`` is spent (see the module); Timer F still ends it."""
 
-    def __init__(self, request: SipRequest, peer: Peer, timers: Timers, on_end: Callable[[], None]) -> None:
+    def __init__(
+        self, request: SipRequest, peer: Peer, timers: Timers, on_end: Callable[[], None], budget: RetransmitBudget
+    ) -> None:
         self.request = request
         self.peer = peer
         self.timers = timers
+        self.budget = budget
         self.done: asyncio.Future[SipResponse] = asyncio.get_running_loop().create_future()
         self._encoded = request.encode()
         self._on_end = on_end
@@ -257,7 +265,7 @@ class ClientTransaction:
         self._handles.append(loop.call_later(timers.timeout, self._timed_out))  # Timer F
 
     def _retransmit(self, interval: float) -> None:
-        if self.done.done():
+        if self.done.done() or not self.budget.take(len(self._encoded)):
             return
         self.peer.send(self._encoded)
         nxt = min(2 * interval, self.timers.t2)
@@ -354,11 +362,15 @@ class TransactionLayer:
         branch, sent_by, _ = request_key(request)
         return self.server.get((branch, sent_by, "INVITE"))
 
-    def send_request(self, request: SipRequest, peer: Peer) -> ClientTransaction:
+    def send_request(
+        self, request: SipRequest, peer: Peer, budget: Optional[RetransmitBudget] = None
+    ) -> ClientTransaction:
         """Send ``request`` (a fresh top Via with :func:`new_branch` already set) in a client
-        transaction."""
+        transaction whose retransmissions draw on ``budget`` (None: one of the request's own size)."""
         key = (parse_via(request.get("Via") or "").branch, request.method)
-        transaction = ClientTransaction(request, peer, self.timers, on_end=lambda: self._forget_client(key))
+        if budget is None:
+            budget = RetransmitBudget(len(request.encode()))
+        transaction = ClientTransaction(request, peer, self.timers, lambda: self._forget_client(key), budget)
         if not transaction.done.done():
             self.client[key] = transaction
         return transaction

@@ -9,16 +9,18 @@ could be read is answered ``400 Bad Request``, anything else is dropped and coun
 connection that sends something that cannot be framed (no blank line within
 ``MAX_MESSAGE_BYTES``, a bad ``Content-Length``) is closed.
 
-TCP limits: at most ``max_connections`` accepted connections at once (one beyond is closed at
-once; the first refusal is logged); a body must follow its head within ``body_timeout_s`` (a peer
-that sends a head with ``Content-Length`` and never the body is closed); a connection made to send
-a request gives up after ``connect_timeout_s``, and is forgotten once it closes (never written to
-again). A connection a live call is reached on (:meth:`SipTransport.pin`) is never closed for
-being idle. Closing the transport ends every connection's reader quietly. TLS: an accepted
-connection must finish its handshake within ``TLS_HANDSHAKE_S`` and counts towards
-``max_connections`` once it has (asyncio's TLS server hands it over only then: handshakes in
-progress are bounded by time, not by count); a connection the gateway opens verifies the peer's
-certificate, for the host name it was asked to reach, against the system's CAs (``client_tls``).
+TCP limits: at most ``max_connections`` accepted connections at once, and at most
+``max_connections_per_source`` from one IP address, so one host cannot hold them all and shut the
+trunk out (one beyond either cap is closed at once; the first refusal is logged); a body must
+follow its head within ``body_timeout_s`` (a peer that sends a head with ``Content-Length`` and
+never the body is closed); a connection made to send a request gives up after
+``connect_timeout_s``, and is forgotten once it closes (never written to again). A connection a
+live call is reached on (:meth:`SipTransport.pin`) is never closed for being idle. Closing the
+transport ends every connection's reader quietly. TLS: an accepted connection must finish its
+handshake within ``TLS_HANDSHAKE_S`` and counts towards the caps once it has (asyncio's TLS server
+hands it over only then: handshakes in progress are bounded by time, not by count); a connection
+the gateway opens verifies the peer's certificate, for the host name it was asked to reach,
+against the system's CAs (``client_tls``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ MessageHandler = Callable[["SipRequest | SipResponse", "SipPeer"], None]
 TCP_IDLE_S = 600.0
 # Accepted TCP connections at once (a trunk or proxy holds a few; beyond: closed on accept).
 MAX_TCP_CONNECTIONS = 256
+# Accepted TCP connections from one IP address at once (a trunk, a proxy or a NAT of a few phones).
+MAX_TCP_CONNECTIONS_PER_SOURCE = 32
 # Seconds a message body may take after its head (64*T1, RFC 3261 Timer F's span).
 TCP_BODY_S = 32.0
 # Seconds an outgoing TCP connect may take (a request then fails like one unanswered).
@@ -135,11 +139,13 @@ class SipTransport:
         self._server: Optional[asyncio.Server] = None
         self._tls_server: Optional[asyncio.Server] = None
         self.max_connections = MAX_TCP_CONNECTIONS
+        self.max_connections_per_source = MAX_TCP_CONNECTIONS_PER_SOURCE
         self.body_timeout_s = TCP_BODY_S
         self.connect_timeout_s = TCP_CONNECT_S
-        self.refused_connections = 0  # accepted TCP connections closed over max_connections
+        self.refused_connections = 0  # accepted TCP connections closed over either cap
         self._connections: dict[tuple[str, tuple[str, int]], asyncio.StreamWriter] = {}  # (transport, address)
         self._accepted = 0
+        self._accepted_from: dict[str, int] = {}  # source IP -> accepted connections open
         self._pins: dict[tuple[str, tuple[str, int]], int] = {}  # connection -> live calls reached on it
         self._readers: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -184,22 +190,35 @@ class SipTransport:
 
     # ----- TCP and TLS -----
     async def _serve_stream(self, transport: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._closing or self._accepted >= self.max_connections:
+        name = writer.get_extra_info("peername")
+        address = (str(name[0]), int(name[1]))
+        source = address[0]
+        held = self._accepted_from.get(source, 0)
+        if self._closing or self._accepted >= self.max_connections or held >= self.max_connections_per_source:
             self.refused_connections += 1
             if self.refused_connections == 1:
-                log.warning("SIP over TCP and TLS: %d connections open, closing new ones", self._accepted)
+                log.warning(
+                    "SIP over TCP and TLS: %d connections open (%d from %s), closing new ones",
+                    self._accepted,
+                    held,
+                    source,
+                )
             writer.close()
             return
         task = asyncio.current_task()
         if task is not None:
             self._readers.add(task)
         self._accepted += 1
-        name = writer.get_extra_info("peername")
-        address = (str(name[0]), int(name[1]))
+        self._accepted_from[source] = held + 1
         try:
             await self._hold(reader, writer, transport, address)
         finally:
             self._accepted -= 1
+            left = self._accepted_from.get(source, 1) - 1
+            if left > 0:
+                self._accepted_from[source] = left
+            else:
+                self._accepted_from.pop(source, None)
             if task is not None:
                 self._readers.discard(task)
 

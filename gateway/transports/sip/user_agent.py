@@ -7,7 +7,9 @@ Incoming call (RFC 3261 13.3): ``100 Trying`` at once; an offer that cannot be a
 ``180 Ringing`` sent and the backend told with a signed ``realtime.call.incoming`` webhook
 (``gateway.transports.sip.webhook``). The backend then accepts (200 OK + SDP answer) or rejects
 (its status, 603 by default); without a webhook the call is accepted at once with the default
-session. No decision within ``sip_accept_timeout_s`` (or a webhook that was not delivered): 480.
+session, but only from a ``sip_trusted`` source (any other gets ``403`` and claims no unit:
+``gateway.transports.sip.trust``). No decision within ``sip_accept_timeout_s`` (or a webhook that
+was not delivered): 480.
 
 Other requests: an in-dialog request goes to its call (``gateway.transports.sip.call``), one for
 no known dialog gets ``481``; CANCEL ends a ringing call (200, then 487 to the INVITE); OPTIONS
@@ -42,8 +44,15 @@ from gateway.transports.sip.message import (
 )
 from gateway.transports.sip.rtp import RtpStream
 from gateway.transports.sip.sdp import SdpError, parse_offer
-from gateway.transports.sip.transactions import DEFAULT_TIMERS, ServerTransaction, Timers, TransactionLayer
+from gateway.transports.sip.transactions import (
+    DEFAULT_TIMERS,
+    RetransmitBudget,
+    ServerTransaction,
+    Timers,
+    TransactionLayer,
+)
 from gateway.transports.sip.transport import SipPeer, SipTransport, server_tls_context
+from gateway.transports.sip.trust import is_trusted, latch_mode, latch_sources, trusted_networks
 from gateway.transports.sip.webhook import WebhookSender, incoming_call_event
 
 log = logging.getLogger(__name__)
@@ -90,9 +99,10 @@ class SipUserAgent:
     call's session is opened through ``door`` (its metrics, watchdogs, hang-up and sideband are the
     door's). ``calls`` maps the call ids (``sip_...``) to live calls. ``draining()`` True refuses
     new calls (503); ``on_busy(code)`` is told of each call refused for a full pool or busy
-    compute (``pool_full``, ``compute_busy``: the metrics). Raises
-    ValueError for unusable SIP settings (webhook secret, RTP port range, no public address, a TLS
-    certificate or key that cannot be loaded).
+    compute (``pool_full``, ``compute_busy``: the metrics). ``untrusted`` counts the INVITEs
+    refused (403) for coming from no ``sip_trusted`` source without a webhook. Raises
+    ValueError for unusable SIP settings (webhook secret, RTP port range, trusted sources, RTP
+    latch mode, no public address, a TLS certificate or key that cannot be loaded).
     """
 
     def __init__(
@@ -117,6 +127,9 @@ class SipUserAgent:
             WebhookSender(config.sip_webhook_url, config.sip_webhook_secret) if config.sip_webhook_url else None
         )
         self.rtp_ports = rtp_port_range(config.sip_rtp_ports)
+        self.trusted = trusted_networks(config.sip_trusted)
+        self.rtp_latch = latch_mode(config.sip_rtp_latch)
+        self.untrusted = 0
         self.calls: dict[str, SipCall] = {}
         self._dialogs: dict[tuple[str, str], SipCall] = {}
         self._ringing: dict[int, SipCall] = {}  # id() of the INVITE's transaction -> its call
@@ -124,6 +137,7 @@ class SipUserAgent:
         self._draining = draining
         self._on_busy = on_busy
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._byes: set[asyncio.Future[None]] = set()  # held: not collected mid-run
 
     @property
     def port(self) -> int:
@@ -163,7 +177,7 @@ class SipUserAgent:
             return
         call = self._dialog_of(ack)
         if call is not None:
-            call.acknowledged.set()
+            call.acknowledge()
 
     def _dialog_of(self, request: SipRequest) -> Optional[SipCall]:
         """The call of an in-dialog request: its Call-ID, To tag (ours) and From tag (the
@@ -232,6 +246,13 @@ class SipUserAgent:
 
     # ----- incoming calls -----
     def _on_invite(self, invite: SipRequest, transaction: ServerTransaction) -> None:
+        source = transaction.peer.address[0]
+        if self.webhook is None and not is_trusted(source, self.trusted):
+            self.untrusted += 1  # (no 100 Trying first: a forged source gets one answer, not two)
+            if self.untrusted % 1000 == 1:
+                log.info("INVITE from %s refused (403): not a sip_trusted source, and no webhook decides", source)
+            transaction.respond(make_response(invite, 403))
+            return
         transaction.respond(make_response(invite, 100))
         content_type = (invite.get("Content-Type") or "").split(";")[0].strip().lower()
         try:
@@ -265,7 +286,7 @@ class SipUserAgent:
                 telephone_event=offer.telephone_event,
                 remote=(offer.address, offer.port),
                 rate=session.lease.input_rate,
-                trusted=(peer.address[0],),
+                trusted=latch_sources(self.rtp_latch, peer.address[0], offer.address),
             )
             call = SipCall(
                 session,
@@ -275,7 +296,7 @@ class SipUserAgent:
                 dialog,
                 config=self.config,
                 rtp=rtp,
-                send_request=lambda request: self._send_in_dialog(call, request),
+                send_request=lambda request, budget: self._send_in_dialog(call, request, budget),
                 on_closed=self._closed,
             )
             calls.append(call)
@@ -331,26 +352,36 @@ class SipUserAgent:
         task.add_done_callback(self._tasks.discard)
 
     def _closed(self, call: SipCall) -> None:
+        if call.bye is not None and not call.bye.done():
+            self._byes.add(call.bye)
+            call.bye.add_done_callback(self._byes.discard)
         if self.calls.pop(call.id, None) is not None:
             self.transport.unpin(call.transaction.peer.transport, call.transaction.peer.address)
         self._dialogs.pop((call.dialog.call_id, call.dialog.local_tag), None)
         self._ringing.pop(id(call.transaction), None)
 
-    async def _send_in_dialog(self, call: SipCall, request: SipRequest) -> SipResponse:
+    @property
+    def byes_in_flight(self) -> int:
+        """BYEs of ended calls still waiting for their final response (Timer E retransmits them
+        over UDP): what a graceful shutdown waits for."""
+        return len(self._byes)
+
+    async def _send_in_dialog(self, call: SipCall, request: SipRequest, budget: RetransmitBudget) -> SipResponse:
         """Send an in-dialog request of ``call`` to its next hop (the connection the INVITE came
-        on when that is the next hop, a hostname resolved off the event loop); resolves with the
-        final response. A call that came over TLS is sent to on the connection its INVITE came on
-        while that is open (it is kept open for the call: a TLS phone seldom accepts connections,
-        and one behind NAT cannot), whatever its Contact says; else a new TLS connection verifies
-        the next hop's certificate for its host name. Raises TimeoutError, OSError."""
+        on when that is the next hop, a hostname resolved off the event loop), its retransmissions
+        within ``budget``; resolves with the final response. A call that came over TLS is sent to
+        on the connection its INVITE came on while that is open (it is kept open for the call: a
+        TLS phone seldom accepts connections, and one behind NAT cannot), whatever its Contact
+        says; else a new TLS connection verifies the next hop's certificate for its host name.
+        Raises TimeoutError, OSError."""
         peer = call.transaction.peer
         inbound = self.transport.connection(peer.transport, peer.address) if peer.transport == "TLS" else None
         if inbound is not None:
-            return await self.transactions.send_request(request, inbound).done
+            return await self.transactions.send_request(request, inbound, budget).done
         transport, (host, port) = call.dialog.next_hop()
         address = await resolve((host, port))
         hop = await self.transport.connect(transport, address, server_hostname=host.strip("[]"))
-        return await self.transactions.send_request(request, hop).done
+        return await self.transactions.send_request(request, hop, budget).done
 
     # ----- control (the HTTP routes) -----
     def live(self, call_id: str) -> SipCall:
