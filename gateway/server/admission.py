@@ -98,11 +98,11 @@ def _authenticate(request: web.Request, token: Optional[str]) -> Admission:
 
 
 def refuse_if_busy(request: web.Request) -> None:
-    """Admission by pool and capacity, after the key and before the offer is read: a new call or session is refused
-    at once (503 ``pool_full`` or ``compute_busy``, :func:`busy_error`) when no unit is idle, or
-    when the live calls have reached the talking capacity or the LLM engine's queue is saturated
-    (:mod:`gateway.pool.capacity`): behind nginx the offer then goes to the next process. The
-    claim of a unit checks the same again (a call admitted meanwhile)."""
+    """Admission by pool and capacity, after the key and before the offer is read: a new call or
+    session is refused at once (503 ``pool_full`` or ``compute_busy``, :func:`busy_error`) when no
+    unit is idle, or when the live calls have reached the talking capacity or the LLM engine's
+    queue is saturated (:mod:`gateway.pool.capacity`): behind nginx the offer then goes to the next
+    process. The claim of a unit checks the same again (a call admitted meanwhile)."""
     if POOL not in request.app:
         return
     refused = request.app[POOL].refusal()
