@@ -11,6 +11,8 @@ COPY scripts ./scripts
 # (/root/.cache/voice-gateway: the llm-server profile of docker-compose.yml serves the joined GGUF).
 RUN scripts/setup.sh
 ENV VG_HOST=0.0.0.0 VG_PORT=8080
+# No API key is built in, and `serve` refuses to listen on 0.0.0.0 without one: run the image with
+# -e VG_API_KEY=<key> (or -e VG_ALLOW_NO_API_KEY=1 when something in front checks every caller).
 EXPOSE 8080
 # SIGTERM drains: no new calls (503, /healthz "draining"), live calls finish their answer within
 # VG_SHUTDOWN_GRACE_S (default 30), then exit 0. Give `docker stop -t` / stop_grace_period more than that.

@@ -26,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point (``argv`` defaults to ``sys.argv[1:]``); returns the exit status.
 
-    0 on success, 1 when model weights are missing, 2 for a setting that does not parse (argparse
-    itself exits with 2 on an unknown flag).
+    0 on success, 1 when model weights are missing, 2 for a setting that does not parse or
+    ``serve`` off loopback without an API key (argparse itself exits with 2 on an unknown flag).
     """
     args = build_parser().parse_args(argv)
     try:
@@ -72,14 +72,24 @@ def serve(config: GatewayConfig) -> int:
     """Load the models, then serve until SIGTERM/SIGINT and drain gracefully (blocks the calling
     thread; see :mod:`gateway.server.serving`: a second signal exits at once).
 
-    Models load before the port opens, so a listening gateway can take calls. Returns 1 without
-    serving if weights are missing, else 0 after the drain.
+    Models load before the port opens, so a listening gateway can take calls. Returns 2 without
+    loading anything for a host other than loopback with no API key (unless ``allow_no_api_key``),
+    1 without serving if weights are missing, else 0 after the drain.
     """
     from gateway.models.base import ModelNotFoundError
     from gateway.models.loader import load_models
     from gateway.server.app import create_app
+    from gateway.server.request_guard import is_loopback_name
     from gateway.server.serving import serve_until_signalled
 
+    if not (config.api_key or config.allow_no_api_key or is_loopback_name(config.host)):
+        print(
+            f"voice-gateway: not serving on {config.host or 'every address'} without an API key: anyone who "
+            "reaches the port could open calls, hang them up and steer them. Set --api-key (VG_API_KEY), or "
+            "--allow-no-api-key 1 (VG_ALLOW_NO_API_KEY=1) when something in front checks the callers.",
+            file=sys.stderr,
+        )
+        return 2
     try:
         models = load_models(config)
     except ModelNotFoundError as exc:

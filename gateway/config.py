@@ -42,7 +42,24 @@ class GatewayConfig:
     port: int = field(default=8080, metadata={"help": "TCP port for HTTP signaling"})
     pool_size: int = field(default=2, metadata={"help": "number of PipelineUnits (concurrent calls)"})
     api_key: str = field(default="", metadata={"help": "if set, /v1/realtime/* needs 'Authorization: Bearer <key>'"})
-    allowed_origins: str = field(default="", metadata={"help": "CORS origins, comma-separated, '*' for any"})
+    allow_no_api_key: bool = field(
+        default=False,
+        metadata={"help": "serve on a host other than loopback without api_key (anyone reaching the port may call)"},
+    )
+    allowed_origins: str = field(
+        default="",
+        metadata={
+            "help": "browser origins (https://app.example) that may call: CORS, WebSocket upgrades, POST/DELETE; "
+            "comma-separated, '*' for any; empty: the gateway's own origin only"
+        },
+    )
+    allowed_hosts: str = field(
+        default="",
+        metadata={
+            "help": "Host header names the HTTP API answers besides loopback ones (DNS rebinding guard), "
+            "comma-separated, '*' for any; empty: loopback names only when bound to loopback, else any"
+        },
+    )
     retry_after_s: int = field(
         default=5, metadata={"help": "Retry-After seconds sent with 503 (pool full, compute busy)"}
     )
@@ -421,9 +438,16 @@ class GatewayConfig:
 
     @property
     def origins(self) -> list[str]:
-        """``allowed_origins`` split on commas, blanks dropped; an entry ``"*"`` lets the CORS
-        middleware accept any origin. Empty means no cross-origin access."""
-        return [o.strip() for o in self.allowed_origins.split(",") if o.strip()]
+        """``allowed_origins`` split on commas, blanks and a trailing ``/`` dropped, lower case (as
+        a browser sends ``Origin``); an entry ``"*"`` accepts any origin. Empty means no
+        cross-origin access (:mod:`gateway.server.request_guard`, the CORS middleware)."""
+        return [o.strip().rstrip("/").lower() for o in self.allowed_origins.split(",") if o.strip()]
+
+    @property
+    def hosts(self) -> list[str]:
+        """``allowed_hosts`` split on commas, blanks dropped (``gw.example``, ``10.0.0.5``, a port
+        is ignored); ``"*"`` accepts any Host (:mod:`gateway.server.request_guard`)."""
+        return [name.strip() for name in self.allowed_hosts.split(",") if name.strip()]
 
 
 def config_default(name: str) -> Any:

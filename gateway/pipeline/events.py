@@ -139,7 +139,9 @@ class TurnLatencyMeasured(PipelineEvent):
 
 @dataclass
 class StageFailed(PipelineEvent):
-    """A stage raised on this session's input; the stage keeps running."""
+    """A stage raised on this session's input; the stage keeps running. ``message`` is the
+    exception's text, for the server's log only: the client is told which stage failed, never this
+    (it may hold an internal URL or an upstream server's error body)."""
 
     stage: str = ""
     message: str = ""

@@ -462,13 +462,12 @@ class RealtimeSession:
         )
 
     def _on_stage_failed(self, event: pe.StageFailed) -> None:
-        self.send_error(
-            f"{event.stage} stage failed: {event.message}", code=f"{event.stage}_failed", error_type="server_error"
-        )
+        message = f"The {event.stage} stage failed; the server's log has the details."  # not the text: URLs, bodies
+        self.send_error(message, code=f"{event.stage}_failed", error_type="server_error")
         if event.stage == "stt":
-            self._on_transcription_failed(pe.TranscriptionFailed(event.call_id, message=event.message))
+            self._on_transcription_failed(pe.TranscriptionFailed(event.call_id, message=message))
         if event.generation is not None:
-            self.responses.fail(event.generation, event.message)
+            self.responses.fail(event.generation, message)
 
     # ------------------------------------------------------------------ idle timeout
     def _idle_wanted(self) -> bool:

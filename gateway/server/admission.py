@@ -61,12 +61,23 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     """Who may open a call: anyone when no API key is configured, else a bearer of the API key or
     of an unused, unexpired ephemeral key (taken now: single use); ``token`` None: the one of the
     ``Authorization: Bearer`` header (a WebSocket passes the one it found). An ephemeral key is honoured
-    (its session config applies) even when no API key is configured. Raises ApiError (401
-    ``invalid_api_key``); 503 ``server_shutdown`` once the gateway is draining (checked first: no
-    key is used up), then 503 ``pool_full`` or ``compute_busy`` when this process has no unit or
-    cannot answer one more talking caller (:func:`refuse_if_busy`)."""
+    (its session config applies) even when no API key is configured. Raises ApiError: 503
+    ``server_shutdown`` once the gateway is draining (checked first: no key is used up), then 401
+    ``invalid_api_key``, then 503 ``pool_full`` or ``compute_busy`` when this process has no unit or
+    cannot answer one more talking caller (:func:`refuse_if_busy`; after the key, so a caller
+    without one learns nothing of the load and is not counted, and the key is given back)."""
     request.app[SHUTDOWN].refuse_if_draining()
-    refuse_if_busy(request)
+    admission = _authenticate(request, token)
+    try:
+        refuse_if_busy(request)
+    except ApiError:
+        admission.refund(request)
+        raise
+    return admission
+
+
+def _authenticate(request: web.Request, token: Optional[str]) -> Admission:
+    """The key check of :func:`admit`. Raises ApiError 401 ``invalid_api_key``."""
     config = request.app[CONFIG]
     if token is None:
         token = bearer(request.headers.get("Authorization"))
@@ -87,11 +98,11 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
 
 
 def refuse_if_busy(request: web.Request) -> None:
-    """Admission by pool and capacity, before the offer is read: a new call or session is refused
-    at once (503 ``pool_full`` or ``compute_busy``, :func:`busy_error`) when no unit is idle, or
-    when the live calls have reached the talking capacity or the LLM engine's queue is saturated
-    (:mod:`gateway.pool.capacity`): behind nginx the offer then goes to the next process. The
-    claim of a unit checks the same again (a call admitted meanwhile)."""
+    """Admission by pool and capacity, after the key and before the offer is read: a new call or
+    session is refused at once (503 ``pool_full`` or ``compute_busy``, :func:`busy_error`) when no
+    unit is idle, or when the live calls have reached the talking capacity or the LLM engine's
+    queue is saturated (:mod:`gateway.pool.capacity`): behind nginx the offer then goes to the next
+    process. The claim of a unit checks the same again (a call admitted meanwhile)."""
     if POOL not in request.app:
         return
     refused = request.app[POOL].refusal()

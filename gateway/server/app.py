@@ -27,6 +27,7 @@ from gateway.server.admission import key_prefix
 from gateway.server.app_keys import CONFIG, KEYS, LIMITS, METRICS, MODELS, POOL, SESSIONS, SHUTDOWN, local_model_names
 from gateway.server.auth import EphemeralKeys
 from gateway.server.middleware import cors_middleware, error_middleware
+from gateway.server.request_guard import request_guard
 from gateway.server.shutdown import GracefulShutdown
 from gateway.server.sip_routes import sip_user_agent
 from gateway.server.static_files import static_root
@@ -53,7 +54,8 @@ def create_app(
     """
     ice_configuration(config)  # a bad STUN/TURN setting fails here, not at the first call
     app = web.Application(
-        middlewares=[cors_middleware, error_middleware],  # CORS outermost: error answers get its headers too
+        # CORS outermost: error answers get its headers too; the Origin/Host guard inside the error middleware.
+        middlewares=[cors_middleware, error_middleware, request_guard],
         client_max_size=config.max_offer_bytes + _BODY_ALLOWANCE_BYTES,
     )
     app[CONFIG] = config

@@ -91,8 +91,15 @@ def bearer(header: Optional[str]) -> Optional[str]:
 
 
 def same_key(given: Optional[str], expected: str) -> bool:
-    """Constant-time comparison of a presented key with the configured one."""
-    return given is not None and secrets.compare_digest(given.encode(), expected.encode())
+    """Constant-time comparison of a presented key with the configured one. A key that is not
+    UTF-8 (aiohttp hands a header's undecodable bytes over as lone surrogates) is not the key."""
+    if given is None:
+        return False
+    try:
+        presented = given.encode()
+    except UnicodeEncodeError:
+        return False
+    return secrets.compare_digest(presented, expected.encode())
 
 
 def require_api_key(api_key: Optional[str], token: Optional[str], what: str = "This route") -> None:

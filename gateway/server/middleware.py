@@ -6,7 +6,8 @@ an :class:`ApiError` raised by a handler, aiohttp's own HTTP errors (404 unknown
 its ``Allow`` header, 413 body too large), a Realtime protocol error in a session config of the
 request (a ``ClientError``: 400 with its code and param, :meth:`ApiError.from_protocol`) and any
 unexpected exception (500, logged; the server goes on). CORS follows the Fetch standard (preflight ``OPTIONS`` with
-``Access-Control-Request-Method``) for the origins of ``allowed_origins``.
+``Access-Control-Request-Method``) for the origins of ``allowed_origins``; which requests a page may
+send at all is :mod:`gateway.server.request_guard` (inside the error middleware).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aiohttp import web
 from gateway.realtime.items import ClientError
 from gateway.server.app_keys import CONFIG
 from gateway.server.errors import ApiError
+from gateway.server.request_guard import origin_listed
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +102,9 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
 def _allowed_origin(origins: list[str], origin: Optional[str]) -> Optional[str]:
     """The ``Access-Control-Allow-Origin`` value for a request from ``origin``: ``*`` when any
     origin is allowed, the origin itself when listed, None when it may not read the answer."""
-    if not origin:
+    if not origin or not origin_listed(origins, origin):
         return None
-    if "*" in origins:
-        return "*"
-    return origin if origin in origins else None
+    return "*" if "*" in origins else origin
 
 
 def _add_cors_headers(headers: MutableMapping[str, str], allowed: str) -> None:

@@ -3,13 +3,15 @@
 The bodies accepted:
 
 - ``POST /v1/realtime/calls`` (OpenAI Realtime WebRTC contract): the SDP offer itself
-  (``application/sdp``, RFC 8866 text); a form (``multipart/form-data`` as OpenAI's unified
-  interface and a browser's ``FormData`` send it, or ``application/x-www-form-urlencoded``) with an
-  ``sdp`` field and an optional ``session`` field (JSON text); or JSON ``{"sdp": "...",
-  "session": {...}}`` (``application/json``, what the OpenAI Python SDK's
-  ``client.realtime.calls.create(sdp=..., session=...)`` sends).
+  (``application/sdp``, RFC 8866 text); a form (``multipart/form-data``, as OpenAI's unified
+  interface and a browser's ``FormData`` send it) with an ``sdp`` field and an optional ``session``
+  field (JSON text); or JSON ``{"sdp": "...", "session": {...}}`` (``application/json``, what the
+  OpenAI Python SDK's ``client.realtime.calls.create(sdp=..., session=...)`` sends).
 - ``POST /offer`` (the demo page): JSON ``{"sdp": "...", "type": "offer", "session"?: {...}}``,
   the shape of an ``RTCSessionDescriptionInit`` (W3C WebRTC, JSEP RFC 8829).
+
+Any other Content-Type (none, ``text/plain``, ``application/x-www-form-urlencoded``: what a web
+page may send anywhere without a CORS preflight) gets 415 ``unsupported_media_type``.
 
 A session config is a Realtime session object (GA or beta shape), parsed here, once, against the
 configured session limits (``app[LIMITS]``) into a :class:`SessionUpdate`. A body problem is an
@@ -30,7 +32,7 @@ from gateway.realtime.session_update import SessionUpdate
 from gateway.server.app_keys import LIMITS
 from gateway.server.errors import ApiError
 
-_FORM_TYPES = ("multipart/", "application/x-www-form-urlencoded")
+CALLS_TYPES = ("application/sdp", "multipart/form-data", "application/json")
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,24 @@ def requested_extensions(request: web.Request) -> frozenset[str]:
     return names
 
 
+def require_content_type(request: web.Request, accepted: tuple[str, ...]) -> None:
+    """Raises ApiError 415 ``unsupported_media_type`` unless the body's Content-Type (parameters
+    such as ``charset`` aside) is one of ``accepted``."""
+    if request.content_type not in accepted:
+        shown = request.headers.get("Content-Type", "none")[:80]
+        raise ApiError(
+            415,
+            f"Content-Type {shown!r} is not accepted here: send {', '.join(accepted)}.",
+            "unsupported_media_type",
+        )
+
+
 async def read_calls_offer(request: web.Request) -> Offer:
-    """The offer of a ``POST /v1/realtime/calls`` body, by its Content-Type: a form, JSON, else
-    the SDP text itself. Raises ApiError (400) for a body that does not decode, a malformed form
-    or JSON body, or a bad session config."""
-    if request.content_type.startswith(_FORM_TYPES):
+    """The offer of a ``POST /v1/realtime/calls`` body, by its Content-Type (:data:`CALLS_TYPES`):
+    a form, JSON or the SDP text itself. Raises ApiError (415 for another type; 400 for a body that
+    does not decode, a malformed form or JSON body, or a bad session config)."""
+    require_content_type(request, CALLS_TYPES)
+    if request.content_type == "multipart/form-data":
         return await _read_form_offer(request)
     if request.content_type == "application/json":
         return await _read_sdk_offer(request)
@@ -93,7 +108,9 @@ async def read_calls_offer(request: web.Request) -> Offer:
 
 async def read_json_offer(request: web.Request) -> Offer:
     """The offer of a ``POST /offer`` JSON body ``{"sdp", "type": "offer", "session"?}``.
-    Raises ApiError (400 ``invalid_json``, ``invalid_offer``, ``invalid_type``, ``invalid_value``)."""
+    Raises ApiError (415 unless ``application/json``; 400 ``invalid_json``, ``invalid_offer``,
+    ``invalid_type``, ``invalid_value``)."""
+    require_content_type(request, ("application/json",))
     try:
         body = json.loads(await read_text(request))
     except ValueError:
@@ -127,7 +144,7 @@ def _json_session_config(request: web.Request, body: dict[str, Any]) -> Optional
 
 
 async def _read_form_offer(request: web.Request) -> Offer:
-    """The ``sdp`` and ``session`` (JSON text) fields of a multipart or urlencoded form; a missing
+    """The ``sdp`` and ``session`` (JSON text) fields of a multipart form; a missing
     ``sdp`` reads as an empty offer. Raises ApiError (400 ``invalid_form``, ``invalid_json``,
     ``invalid_type``, ``invalid_value``)."""
     try:

@@ -26,8 +26,9 @@ from gateway.server.websocket_routes import add_websocket_routes
 
 
 async def realtime_calls(request: web.Request) -> web.Response:
-    """``POST /v1/realtime/calls``: body = SDP offer (``application/sdp``), a form with ``sdp`` and
-    ``session`` (JSON) fields, or JSON ``{"sdp", "session"}`` (:func:`read_calls_offer`).
+    """``POST /v1/realtime/calls``: body = SDP offer (``application/sdp``), a ``multipart/form-data``
+    form with ``sdp`` and ``session`` (JSON) fields, or JSON ``{"sdp", "session"}``
+    (:func:`read_calls_offer`; another Content-Type: 415).
     201 + SDP answer (``application/sdp``) + ``Location: /v1/realtime/calls/{call_id}``."""
     call, answer = await open_call(request, read_calls_offer)
     return web.Response(
@@ -39,7 +40,8 @@ async def realtime_calls(request: web.Request) -> web.Response:
 
 
 async def offer_json(request: web.Request) -> web.Response:
-    """``POST /offer``: {"sdp", "type": "offer"} -> {"sdp", "type": "answer", "call_id"} (the demo page's)."""
+    """``POST /offer`` (``application/json``): {"sdp", "type": "offer"} -> {"sdp", "type": "answer",
+    "call_id"} (the demo page's)."""
     call, answer = await open_call(request, read_json_offer)
     return web.json_response({"sdp": answer, "type": "answer", "call_id": call.id})
 

@@ -8,9 +8,10 @@ Source: the OpenAI Realtime WebSocket contract: ``wss://host/v1/realtime?model=.
 subprotocols ``realtime``, ``openai-insecure-api-key.<key>`` and optionally
 ``openai-beta.realtime-v1``; the server selects ``realtime``. ``OpenAI-Beta: realtime=v1`` (or that
 subprotocol) asks for the beta protocol. A refusal is an HTTP error before the upgrade, JSON like
-every error of the API: 400 (no WebSocket upgrade), 401, 404 (no such call), 503 ``pool_full`` or
-``compute_busy`` with ``Retry-After`` (a unit is claimed before the upgrade), 503 ``server_shutdown``
-while draining.
+every error of the API: 400 (no WebSocket upgrade), 401, 403 (a browser page's origin or a Host the
+gateway does not serve: :mod:`gateway.server.request_guard`, before this handler), 404 (no such
+call), 503 ``pool_full`` or ``compute_busy`` with ``Retry-After`` (after the key; a unit is claimed
+before the upgrade), 503 ``server_shutdown`` while draining.
 """
 
 from __future__ import annotations

@@ -147,10 +147,11 @@ async def wait_exit(service: Service, within_s: float) -> Optional[int]:
 TURN_USER, TURN_PASSWORD, TURN_REALM = "vg-test", "vg-secret", "voice-gateway-test"
 
 
-def start_coturn(tmp_path: Path) -> tuple[Service, int]:
+def start_coturn(tmp_path: Path, peer_rules: Optional[list[str]] = None) -> tuple[Service, int]:
     """coturn on 127.0.0.1 (UDP and TCP on a free port, relay ports from a free range), one
-    long-term-credential user (:data:`TURN_USER` / :data:`TURN_PASSWORD`), loopback peers allowed
-    (the gateway is on this machine), verbose log to its log file; returns (service, port)."""
+    long-term-credential user (:data:`TURN_USER` / :data:`TURN_PASSWORD`), verbose log to its log
+    file; returns (service, port). Its peers: ``peer_rules`` (coturn flags such as
+    ``--denied-peer-ip=...``), by default loopback peers allowed (the gateway is on this machine)."""
     binary = require("turnserver", "coturn")
     port = free_port()
     relay_low = 20000 + (port % 20000)  # a range of its own per run; coturn picks free ports within it
@@ -168,7 +169,7 @@ def start_coturn(tmp_path: Path) -> tuple[Service, int]:
         "--no-tls",
         "--no-dtls",
         "--no-cli",
-        "--allow-loopback-peers",
+        *(["--allow-loopback-peers"] if peer_rules is None else peer_rules),
         "--fingerprint",
         "--log-file=stdout",
         "--verbose",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
 from gateway.client import RealtimeClient
 from gateway.models.base import ChatMessage
@@ -78,16 +79,19 @@ async def test_stuck_unit_is_quarantined_and_recovers_by_itself(models, gateway_
         await second.hangup()
 
 
-async def test_failing_stage_reports_error_and_session_continues(models, gateway_config):
+async def test_failing_stage_reports_error_and_session_continues(models, gateway_config, caplog):
     failing = FailingOnceLanguageModelDouble(models.llm)
     async with serve(gateway_config(), dataclasses.replace(models, llm=failing)) as (url, app):
         client = RealtimeClient(url)
         await client.connect()
         text_turn(client, "Say hello.")
         error = await client.wait_for("error", timeout=30)
-        assert error["error"]["code"] == "llm_failed" and "simulated" in error["error"]["message"]
+        assert error["error"]["code"] == "llm_failed" and "llm stage failed" in error["error"]["message"]
         failed = await client.wait_for("response.done", timeout=10)
         assert failed["response"]["status"] == "failed"
+        # The exception's text (an internal URL, an upstream body) is the server log's, not the caller's.
+        assert "simulated" not in json.dumps(client.events)
+        assert "simulated model failure" in caplog.text
 
         mark = len(client.events)
         text_turn(client, "Say hello.")

@@ -28,3 +28,24 @@ def test_talking_capacity_flag_and_its_bounds():
     assert GatewayConfig().talking_capacity == 0  # measured
     with pytest.raises(ValueError, match="talking_capacity"):
         GatewayConfig(talking_capacity=-1)
+
+
+def test_serve_off_loopback_wants_an_api_key(monkeypatch, capsys):
+    """``voice-gateway serve`` on an address other than loopback, with no API key, stops before
+    loading anything (exit 2) unless told ``--allow-no-api-key``: the image binds 0.0.0.0."""
+    from gateway.cli import main
+
+    for name in ("VG_API_KEY", "VG_ALLOW_NO_API_KEY", "VG_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    for host in ("0.0.0.0", "::", "", "192.0.2.1"):
+        assert main(["serve", "--host", host, "--llm-model", "/no/such/model.gguf"]) == 2, host
+        error = capsys.readouterr().err
+        assert "without an API key" in error and "--api-key" in error and "--allow-no-api-key" in error
+    # Past the check (loopback, a key, or the explicit flag): the missing weights stop it instead (1).
+    for flags in (
+        ["--host", "127.0.0.1"],
+        ["--host", "0.0.0.0", "--api-key", "sk-x"],
+        ["--host", "::", "--allow-no-api-key", "1"],
+    ):
+        assert main(["serve", *flags, "--llm-model", "/no/such/model.gguf"]) == 1, flags
+        assert "without an API key" not in capsys.readouterr().err
