@@ -9,12 +9,13 @@ generation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 import numpy as np
 
 from gateway.config import config_default
 from gateway.models.base import ChatMessage, GenerationOptions, ToolCall
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.latency import TurnLatency
 
 
@@ -90,27 +91,29 @@ class BargeInHeard(Message):
 
 @dataclass
 class ResponseRequest(Message):
-    """Generate one response: the whole prompt (system + history), and how to say it."""
+    """Generate one response: the whole prompt (system + history), and how to say it: ``settings``
+    are the call's when the response started (TTS speaks every sentence of it with their
+    ``voice`` and ``speed``, whatever a later ``session.update`` sets); ``max_tokens`` and
+    ``options`` are this response's own."""
 
     generation: int = 0
     messages: list[ChatMessage] = field(default_factory=list)
     max_tokens: int = config_default("max_response_tokens")
     audio: bool = True  # False: text only (``output_modalities: ["text"]``)
-    speed: float = 1.0
-    voice: Optional[str] = None  # the session's ``audio.output.voice``; None: the TTS default
+    settings: CallSettings = field(default_factory=CallSettings)
     latency: TurnLatency = field(default_factory=TurnLatency)
     options: GenerationOptions = field(default_factory=GenerationOptions)  # temperature, tools, tool_choice
 
 
 @dataclass
 class TextChunk(Message):
-    """A sentence or clause of the reply, ready for TTS."""
+    """A sentence or clause of the reply, ready for TTS; ``settings``: its response's
+    (``ResponseRequest.settings``)."""
 
     generation: int = 0
     text: str = ""
     latency: TurnLatency = field(default_factory=TurnLatency)
-    speed: float = 1.0
-    voice: Optional[str] = None
+    settings: CallSettings = field(default_factory=CallSettings)
 
 
 @dataclass

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gateway.media.playout import PlayoutBuffer
-    from gateway.pipeline.turn import TurnDetection
+    from gateway.pipeline.call_settings import CallSettings
 
 log = logging.getLogger(__name__)
 
@@ -28,17 +28,9 @@ class StageContext(Protocol):
     playout: PlayoutBuffer  # where the TTS stage writes reply audio
 
     @property
-    def turn(self) -> TurnDetection:
-        """The session's turn-detection settings (VAD stage), read per audio message."""
-
-    @property
-    def language(self) -> str:
-        """ISO 639-1 code for STT."""
-
-    @property
-    def noise_reduction(self) -> Optional[str]:
-        """The session's ``audio.input.noise_reduction`` type ("near_field", "far_field"; None: off),
-        read by the VAD stage per audio message."""
+    def settings(self) -> CallSettings:
+        """The call's settings now (a frozen value, replaced whole by a ``session.update``): the
+        VAD stage reads ``turn`` and ``noise_reduction`` per audio message, STT ``language`` per turn."""
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is the unit's live (not cancelled) response."""

@@ -130,12 +130,13 @@ class VadStage(Stage):
 
     def _on_audio(self, message: AudioIn) -> None:
         samples = message.samples
-        self._suppressor = suppressor_for(self.ctx.noise_reduction, self._suppressor, self._rate)
+        settings = self.ctx.settings  # one value for the whole message, whatever an update does meanwhile
+        self._suppressor = suppressor_for(settings.noise_reduction, self._suppressor, self._rate)
         if self._suppressor is not None:
             samples = self._suppressor.process(samples)  # before VAD, so STT hears it too
         audio = samples.astype(np.float32) / 32768.0
         self._pending = np.concatenate([self._pending, audio])
-        turn: TurnDetection = self.ctx.turn
+        turn = settings.turn
         while len(self._pending) >= self._chunk:
             chunk, self._pending = self._pending[: self._chunk], self._pending[self._chunk :]
             self._position += self._chunk

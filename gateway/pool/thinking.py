@@ -32,7 +32,7 @@ FILLERS = FillerCache()  # every unit of the process shares the voice's filler
 
 def arm_cue(unit: PipelineUnit, audio: bool, latency: TurnLatency) -> None:
     """Arm (or stop) ``unit``'s cue for a response just requested (``audio``: it is spoken)."""
-    state = unit.session_state
+    state = unit.settings
     if not audio or state.thinking_cue == "off":
         unit.cue.stop()
         return
@@ -47,8 +47,8 @@ def arm_cue(unit: PipelineUnit, audio: bool, latency: TurnLatency) -> None:
 
 def prepare_filler(unit: PipelineUnit) -> None:
     """A session chose ``filler``: start making its voice's filler now, before it is needed."""
-    if unit.session_state.thinking_cue == "filler":
-        _filler(unit, unit.session_state.voice)
+    if unit.settings.thinking_cue == "filler":
+        _filler(unit, unit.settings.voice)
 
 
 def _filler(unit: PipelineUnit, voice: Optional[str]) -> Optional[np.ndarray]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
 from gateway.media.recording import StereoRecording
 from gateway.media.thinking_cue import ThinkingCue
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, PromptWarm
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.cancel import CancelScope
 from gateway.pipeline.chain import StageChain, StageFactory
 from gateway.pipeline.events import (
@@ -33,7 +33,6 @@ from gateway.pipeline.events import (
 )
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, ResponseRequest
-from gateway.pipeline.turn import TurnDetection
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
 from gateway.pool.read_ahead import PromptReadAhead
 from gateway.pool.session_state import SessionState
@@ -81,7 +80,7 @@ class PipelineUnit(UnitLifecycle):
         # The call's recording (``UnitLease.record``; None: not recorded): caller audio as it is
         # submitted, reply audio as the track or pacer plays it out. Event loop only.
         self.recording: Optional[StereoRecording] = None
-        # The call's instructions and tools being read ahead by the LLM (prepare_prompt); let go
+        # The call's instructions and tools being read ahead by the LLM (apply_settings); let go
         # when they change and when the call ends, so nothing is read for a caller who has gone.
         self._warm: Optional[PromptWarm] = None
         # The prompt of a reply to the turn so far, read ahead (read_ahead) off the event loop: let
@@ -99,20 +98,10 @@ class PipelineUnit(UnitLifecycle):
 
     # ----- StageContext -----
     @property
-    def turn(self) -> TurnDetection:
-        """The session's TurnDetection (Realtime ``turn_detection``). The VAD thread reads it per
-        audio message, so a ``session.update`` applies from the next chunk on."""
-        return self.session_state.turn
-
-    @property
-    def language(self) -> str:
-        """ISO 639-1 code for STT (``audio.input.transcription.language``; "en" by default)."""
-        return self.session_state.language
-
-    @property
-    def noise_reduction(self) -> Optional[str]:
-        """``audio.input.noise_reduction`` type of the call (None: off); the VAD thread reads it per chunk."""
-        return self.session_state.noise_reduction
+    def settings(self) -> CallSettings:
+        """The call's settings (``StageContext.settings``): one frozen value, replaced whole by
+        :meth:`apply_settings`, so a stage thread never sees half of an update."""
+        return self.session_state.settings
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is neither cancelled nor superseded (see CancelScope); stage
@@ -144,7 +133,7 @@ class PipelineUnit(UnitLifecycle):
         drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
         self.session_state.touch()
         self.cue.stop()
-        interruption = self.interrupt() if self.session_state.turn.interrupt_response else None
+        interruption = self.interrupt() if self.settings.turn.interrupt_response else None
         self.notify(event)
         if interruption is not None:
             self.notify(ResponseInterrupted(event.call_id, interruption=interruption))
@@ -259,50 +248,25 @@ class PipelineUnit(UnitLifecycle):
         that a late request of an ended call can never act on the unit (or the next caller)."""
         return self.call_id if self.state is UnitState.ACTIVE else None
 
-    def current_settings(self) -> SessionState:
-        """A copy of the call's settings (instructions, max_tokens, speed, language, turn); right
-        after the claim, the configured defaults."""
-        state = self.session_state
-        return dataclasses.replace(state, turn=dataclasses.replace(state.turn))
+    def current_settings(self) -> CallSettings:
+        """The call's settings; right after the claim, the configured defaults."""
+        return self.session_state.settings
 
-    def update_settings(
-        self,
-        *,
-        instructions: str,
-        max_tokens: int,
-        speed: float,
-        language: str,
-        turn: TurnDetection,
-        voice: Optional[str] = None,
-        noise_reduction: Optional[str] = None,
-        thinking_cue: Optional[str] = None,
-    ) -> None:
-        """A ``session.update`` of the call: the VAD thread reads the new ``turn`` from its next
-        audio chunk (the object is replaced, never changed under it), STT the new ``language``,
-        later responses ``max_tokens``, ``speed`` and ``thinking_cue`` (None: unchanged). Ignored
-        unless a call is served."""
+    def apply_settings(self, settings: CallSettings) -> None:
+        """The call's settings from now on (see ``PipelineControl.apply_settings``): swapped in at
+        once, so the VAD thread reads the new ``turn`` from its next audio chunk and STT the new
+        ``language``; a ``filler`` cue's audio is made now, and the shared LLM reads the prompt of
+        the new instructions and tools ahead (an engine with a ``prepare`` method: llama.cpp;
+        others ignore it). Ignored unless a call is served."""
         if self._active_session() is None:
             return
-        state = self.session_state
-        state.instructions = instructions
-        state.max_tokens = max_tokens
-        state.speed = speed
-        state.voice = voice
-        state.language = language
-        state.turn = dataclasses.replace(turn)
-        state.noise_reduction = noise_reduction
-        if thinking_cue is not None:
-            state.thinking_cue = thinking_cue
-            prepare_filler(self)
-
-    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
-        """Let the shared LLM read the call's instructions and tools ahead of its first turn (an
-        engine with a ``prepare`` method: llama.cpp; others ignore it). Ignored unless a call is served."""
+        self.session_state.settings = settings
+        prepare_filler(self)
         prepare = getattr(self.models.llm, "prepare", None)
-        if self._active_session() is None or prepare is None:
+        if prepare is None:
             return
-        options = GenerationOptions(tools=list(tools), tool_choice=tool_choice)
-        warm = prepare([ChatMessage("system", instructions)], options)
+        options = GenerationOptions(tools=list(settings.tools), tool_choice=settings.tool_choice)
+        warm = prepare([ChatMessage("system", settings.instructions)], options)
         self._let_go_of_warm()  # the earlier instructions are no longer this call's
         self._warm = warm
 
@@ -324,7 +288,7 @@ class PipelineUnit(UnitLifecycle):
     def _request_key(
         self, messages: list[ChatMessage], max_tokens: Optional[int], tools: Optional[list], tool_choice: str
     ) -> tuple[list[ChatMessage], int, GenerationOptions]:
-        tokens = self.session_state.max_tokens if max_tokens is None else max_tokens
+        tokens = self.settings.max_tokens if max_tokens is None else max_tokens
         return list(messages), tokens, GenerationOptions(tools=list(tools or []), tool_choice=tool_choice)
 
     def keep_alive(self) -> None:
@@ -377,8 +341,7 @@ class PipelineUnit(UnitLifecycle):
                 messages=messages,
                 max_tokens=request[1],
                 audio=audio,
-                speed=self.session_state.speed,
-                voice=self.session_state.voice,
+                settings=self.settings,
                 latency=latency,
                 options=request[2],
             )
