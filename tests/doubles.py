@@ -281,7 +281,7 @@ CALL = "call-1"
 NUMBERS = ["one", "two", "three", "four", "five"]
 
 
-class VadSessionDouble:
+class VadStreamDouble:
     """Speech wherever a 32 ms chunk is louder than -40 dBFS (a clean-signal VAD)."""
 
     def speech_probability(self, chunk: np.ndarray) -> float:
@@ -291,7 +291,7 @@ class VadSessionDouble:
         pass
 
 
-class GradedVadSessionDouble(VadSessionDouble):
+class GradedVadStreamDouble(VadStreamDouble):
     """Speech (1.0) above -40 dBFS, a quiet end of a word (0.2) between -60 and -40 dBFS, else 0."""
 
     def speech_probability(self, chunk: np.ndarray) -> float:
@@ -300,16 +300,16 @@ class GradedVadSessionDouble(VadSessionDouble):
 
 
 class VadDouble:
-    """Hands out a :class:`VadSessionDouble` (or ``session_type``) per session; 512-sample chunks at 16 kHz."""
+    """Hands out a :class:`VadStreamDouble` (or ``stream_type``) per call; 512-sample chunks at 16 kHz."""
 
     sample_rate = RATE
     chunk_samples = 512
 
-    def __init__(self, session_type: type[VadSessionDouble] = VadSessionDouble) -> None:
-        self.session_type = session_type
+    def __init__(self, stream_type: type[VadStreamDouble] = VadStreamDouble) -> None:
+        self.stream_type = stream_type
 
-    def new_session(self) -> VadSessionDouble:
-        return self.session_type()
+    def new_stream(self) -> VadStreamDouble:
+        return self.stream_type()
 
 
 class EndOfTurnDouble:

@@ -1,6 +1,6 @@
 """Messages that travel through the stage queues VAD -> STT -> LLM -> TTS.
 
-Every message is tagged with the session id it belongs to; a stage drops any message whose session is
+Every message is tagged with the id of the call it belongs to; a stage drops any message whose call is
 not the unit's current one, so nothing of one caller can reach the next. Messages of a response also
 carry its generation id (see ``gateway.pipeline.cancel.CancelScope``); a stage drops those of a cancelled
 generation.
@@ -23,7 +23,7 @@ from gateway.pipeline.latency import TurnLatency
 class Message:
     """Base of what travels between stages; ``call_id`` lets a stage skip an earlier call's leftovers.
 
-    ``control`` messages (SessionEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
+    ``control`` messages (CallEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
     dropped, oldest first, when a queue overflows.
     """
 
@@ -34,10 +34,12 @@ class Message:
 
 
 @dataclass
-class SessionEnd(Message):
-    """Quarantine-drain marker: each stage resets its per-session state as it passes, then forwards it.
+class CallEnd(Message):
+    """The tagged end-of-call marker of the quarantine-drain: each stage resets its per-call state
+    as it passes, then forwards it.
 
-    The unit returns to the pool only when its own marker (same ``call_id``) leaves the last stage.
+    The unit returns to the pool only when its own marker (same ``call_id``: the ended call's, or a
+    recovery's token) leaves the last stage.
     """
 
     control: ClassVar[bool] = True
@@ -68,7 +70,7 @@ class Utterance(Message):
 
     ``speculative``: not a finished turn but the turn so far, sent at a short pause so that STT can
     start early; its text is never reported, only kept for the finished turn. ``speculation``: on a
-    speculative utterance, its number (1, 2... per session); on a finished one, the number of the
+    speculative utterance, its number (1, 2... per call); on a finished one, the number of the
     speculation whose text may stand for it (the caller said nothing more after it), else 0.
     ``probe``: a speculative utterance of speech under the reply's audio, whose text STT hands
     back at once (``StageContext.barge_in_heard``) to decide the barge-in.

@@ -19,7 +19,7 @@ from gateway.pipeline.stage import Stage, StageContext
 class SpeculationStats:
     """Speculative STT of one stage, for metrics: ``started`` speculative transcriptions run,
     ``hits`` finished turns whose text came from one, ``discarded`` ones thrown away (the caller
-    went on, or the session ended), and ``wasted_s`` the compute seconds those cost. Written by the
+    went on, or the call ended), and ``wasted_s`` the compute seconds those cost. Written by the
     STT thread; :meth:`snapshot` may be read from any thread."""
 
     started: int = 0

@@ -1,4 +1,4 @@
-"""Turn detection settings of one session (Realtime ``audio.input.turn_detection``) and the pause
+"""Turn detection settings of one call (Realtime ``audio.input.turn_detection``) and the pause
 rules the VAD stage follows to end a turn."""
 
 from __future__ import annotations

@@ -73,11 +73,11 @@ class UnitLease:
     def touch(self) -> None:
         """Caller activity (speech, a key press) or a response: the idle timeout starts again."""
         if self.live:
-            self._unit.session_state.touch()
+            self._unit.call_state.touch()
 
     def idle_for_s(self) -> float:
         """Seconds since the call's last activity (0 once released)."""
-        return time.monotonic() - self._unit.session_state.last_activity if self.live else 0.0
+        return time.monotonic() - self._unit.call_state.last_activity if self.live else 0.0
 
     # ----- audio -----
     def submit_audio(self, samples: np.ndarray, received_at: float) -> None:

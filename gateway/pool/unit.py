@@ -1,4 +1,4 @@
-"""PipelineUnit: one caller's session slot, its stage threads, queues, cancel scope and tracks."""
+"""PipelineUnit: one call's slot in the pool: its stage threads, queues, cancel scope and tracks."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from gateway.pipeline.events import (
 )
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, ResponseRequest
+from gateway.pool.call_state import CallState
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
 from gateway.pool.read_ahead import PromptReadAhead
-from gateway.pool.session_state import SessionState
 from gateway.pool.thinking import arm_cue, prepare_filler
 
 __all__ = ["EventSink", "PipelineUnit", "UnitState"]
@@ -46,8 +46,8 @@ EventSink = Callable[[PipelineEvent], None]
 
 
 class PipelineUnit(UnitLifecycle):
-    """One pooled session slot: VAD -> STT -> LLM -> TTS threads, their queues, a CancelScope,
-    a SessionState, a PlayoutBuffer and (per call) an OutputAudioTrack.
+    """One pooled call slot: VAD -> STT -> LLM -> TTS threads, their queues, a CancelScope,
+    a CallState, a PlayoutBuffer and (per call) an OutputAudioTrack.
 
     Lifecycle (claim, quarantine-drain, stuck recovery): :class:`~gateway.pool.lifecycle.UnitLifecycle`;
     this class provides its stage side. A call holds the unit through a
@@ -71,7 +71,7 @@ class PipelineUnit(UnitLifecycle):
         self.models = models
         self._factories = stage_factories or {}
         self.scope = CancelScope()
-        self.session_state = SessionState.for_call(None, config)
+        self.call_state = CallState.for_call(None, config)
         self._sink: Optional[EventSink] = None
         # Frame hooks (metrics): a caller frame in (samples, Hz); an outbound frame (reply audio, late).
         self.on_input_frame: Callable[[int, int], None] = lambda samples, rate: None
@@ -101,7 +101,7 @@ class PipelineUnit(UnitLifecycle):
     def settings(self) -> CallSettings:
         """The call's settings (``StageContext.settings``): one frozen value, replaced whole by
         :meth:`apply_settings`, so a stage thread never sees half of an update."""
-        return self.session_state.settings
+        return self.call_state.settings
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is neither cancelled nor superseded (see CancelScope); stage
@@ -109,7 +109,7 @@ class PipelineUnit(UnitLifecycle):
         return self.scope.is_current(generation)
 
     def notify(self, event: PipelineEvent) -> None:
-        """Deliver ``event`` to the session's sink on the event loop (thread-safe)."""
+        """Deliver ``event`` to the call's sink on the event loop (thread-safe)."""
         try:
             self._loop.call_soon_threadsafe(self._deliver, event)
         except RuntimeError:
@@ -117,10 +117,10 @@ class PipelineUnit(UnitLifecycle):
 
     def _deliver(self, event: PipelineEvent) -> None:
         if event.call_id != self.call_id or self.state is not UnitState.ACTIVE or self._sink is None:
-            return  # late event of an ended session: it must not reach the next caller
+            return  # late event of an ended call: it must not reach the next caller
         if isinstance(event, ResponseFinished):
             self.scope.finish(event.generation)
-            self.session_state.touch()
+            self.call_state.touch()
             if not event.tool_calls:
                 self.cue.stop()  # with calls, the cue goes on while the client runs them
         try:
@@ -131,7 +131,7 @@ class PipelineUnit(UnitLifecycle):
     def on_speech_started(self, event: SpeechStarted) -> None:
         """Called by the VAD thread when caller speech is confirmed: barge in (cancel the reply and
         drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
-        self.session_state.touch()
+        self.call_state.touch()
         self.cue.stop()
         interruption = self.interrupt() if self.settings.turn.interrupt_response else None
         self.notify(event)
@@ -141,7 +141,7 @@ class PipelineUnit(UnitLifecycle):
     # ----- barge-in hooks (stage threads; the decision is the VAD's, gateway.pipeline.bargein) -----
     def pause_reply(self) -> bool:
         """Hold the reply's audio where it is while speech under it is judged; False when none plays."""
-        return self._active_session() is not None and self.playout.pause()
+        return self._active_call() is not None and self.playout.pause()
 
     def resume_reply(self) -> None:
         """Play the held reply on (the speech under it was a backchannel or a noise)."""
@@ -157,13 +157,13 @@ class PipelineUnit(UnitLifecycle):
 
     # ----- lifecycle: the stage side (gateway.pool.lifecycle) -----
     def _on_claim(self, call_id: str, sink: EventSink) -> None:
-        self.session_state = SessionState.for_call(call_id, self.config)
-        self.scope.cancel()  # nothing of an earlier session is live in this one
+        self.call_state = CallState.for_call(call_id, self.config)
+        self.scope.cancel()  # nothing of an earlier call is live in this one
         self.cue.stop()
         prepare_filler(self)
         self._sink = sink
 
-    def _stop_session(self, under_lock: bool) -> None:
+    def _stop_call(self, under_lock: bool) -> None:
         if under_lock:
             self._sink = None
             return
@@ -179,7 +179,7 @@ class PipelineUnit(UnitLifecycle):
 
     def _on_released(self, under_lock: bool) -> None:
         if under_lock:
-            self.session_state = SessionState.for_call(None, self.config)
+            self.call_state = CallState.for_call(None, self.config)
             self._latency.clear()
             self.recording = None
         else:
@@ -219,7 +219,7 @@ class PipelineUnit(UnitLifecycle):
     def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:
         """A reader of this unit's playout buffer for an event transport (WebSocket): audio goes to
         ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do.
-        One per session; its ``stop()`` must run before the unit drains."""
+        One per call; its ``stop()`` must run before the unit drains."""
         return PlayoutPacer(
             self.playout, on_audio, self._on_playout_events, on_played=self._record_reply, on_unheard=self._cut_reply
         )
@@ -243,14 +243,14 @@ class PipelineUnit(UnitLifecycle):
             self.chain.vad_in.put(AudioIn(self.call_id, samples=samples, received_at=received_at))
 
     # ----- control: PipelineControl (the Realtime session calls these on the event loop) -----
-    def _active_session(self) -> Optional[str]:
+    def _active_call(self) -> Optional[str]:
         """The call id while the unit serves a call; None while it drains, is stuck or idle, so
         that a late request of an ended call can never act on the unit (or the next caller)."""
         return self.call_id if self.state is UnitState.ACTIVE else None
 
     def current_settings(self) -> CallSettings:
         """The call's settings; right after the claim, the configured defaults."""
-        return self.session_state.settings
+        return self.call_state.settings
 
     def apply_settings(self, settings: CallSettings) -> None:
         """The call's settings from now on (see ``PipelineControl.apply_settings``): swapped in at
@@ -258,9 +258,9 @@ class PipelineUnit(UnitLifecycle):
         ``language``; a ``filler`` cue's audio is made now, and the shared LLM reads the prompt of
         the new instructions and tools ahead (an engine with a ``prepare`` method: llama.cpp;
         others ignore it). Ignored unless a call is served."""
-        if self._active_session() is None:
+        if self._active_call() is None:
             return
-        self.session_state.settings = settings
+        self.call_state.settings = settings
         prepare_filler(self)
         prepare = getattr(self.models.llm, "prepare", None)
         if prepare is None:
@@ -281,7 +281,7 @@ class PipelineUnit(UnitLifecycle):
         """See ``PipelineControl.read_ahead``: done by an engine with a ``read_ahead`` method
         (llama.cpp) when ``llm_read_ahead`` is on; ignored unless a call is served."""
         read = getattr(self.models.llm, "read_ahead", None)
-        if self._active_session() is None or read is None or not self.config.llm_read_ahead:
+        if self._active_call() is None or read is None or not self.config.llm_read_ahead:
             return
         self.prompt_read.start(read, self._request_key(messages, max_tokens, tools, tool_choice))
 
@@ -293,20 +293,20 @@ class PipelineUnit(UnitLifecycle):
 
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""
-        if self._active_session() is not None:
-            self.session_state.touch()
+        if self._active_call() is not None:
+            self.call_state.touch()
 
     def commit_input(self) -> None:
         """Manual turn: end the caller's turn now."""
-        session = self._active_session()
-        if session is not None:
-            self.chain.vad_in.put(CommitInput(session))
+        call_id = self._active_call()
+        if call_id is not None:
+            self.chain.vad_in.put(CommitInput(call_id))
 
     def clear_input(self) -> None:
         """Drop the caller audio buffered so far."""
-        session = self._active_session()
-        if session is not None:
-            self.chain.vad_in.put(ClearInput(session))
+        call_id = self._active_call()
+        if call_id is not None:
+            self.chain.vad_in.put(ClearInput(call_id))
 
     def create_response(
         self,
@@ -323,8 +323,8 @@ class PipelineUnit(UnitLifecycle):
         ``GenerationOptions`` takes them); returns its generation id (an earlier reply becomes stale).
 
         Raises RuntimeError when the unit is not serving a call (draining, stuck or idle)."""
-        session = self._active_session()
-        if session is None:
+        call_id = self._active_call()
+        if call_id is None:
             raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         request = self._request_key(messages, max_tokens, tools, tool_choice)
         self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
@@ -332,11 +332,11 @@ class PipelineUnit(UnitLifecycle):
         latency = latency or TurnLatency()
         latency.mark("response_requested", time.monotonic())
         self._latency = {generation: latency}
-        self.session_state.touch()
+        self.call_state.touch()
         arm_cue(self, audio, latency)
         self.chain.llm_in.put(
             ResponseRequest(
-                session,
+                call_id,
                 generation=generation,
                 messages=messages,
                 max_tokens=request[1],
@@ -352,7 +352,7 @@ class PipelineUnit(UnitLifecycle):
         """Cancel the response being generated or played and drop its unplayed audio at once.
 
         Returns None when nothing was going on (or the unit is not serving a call)."""
-        if self._active_session() is None:
+        if self._active_call() is None:
             return None
         generation = self.scope.current
         was_live = self.scope.live
@@ -367,18 +367,18 @@ class PipelineUnit(UnitLifecycle):
 
     # ----- output track events (event loop) -----
     def _on_playout_events(self, events: PlayoutEvents) -> None:
-        session = self.call_id
-        if session is None:
+        call_id = self.call_id
+        if call_id is None:
             return
         if events.started is not None:
             latency = self._latency.get(events.started)
             if latency is not None:
                 latency.mark("first_audio_frame", time.monotonic())
-                self._deliver(TurnLatencyMeasured(session, generation=events.started, latency_ms=latency.as_ms()))
-            self._deliver(PlaybackStarted(session, generation=events.started))
+                self._deliver(TurnLatencyMeasured(call_id, generation=events.started, latency_ms=latency.as_ms()))
+            self._deliver(PlaybackStarted(call_id, generation=events.started))
         if events.stopped is not None:
-            self.session_state.touch()
-            self._deliver(PlaybackStopped(session, generation=events.stopped[0], played_ms=events.stopped[1]))
+            self.call_state.touch()
+            self._deliver(PlaybackStopped(call_id, generation=events.stopped[0], played_ms=events.stopped[1]))
 
     # ----- observability -----
     def snapshot(self) -> dict:
@@ -395,8 +395,8 @@ class PipelineUnit(UnitLifecycle):
             "index": self.index,
             "state": self.state.value,
             "call_id": self.call_id if self.state is not UnitState.STUCK else None,
-            "claimed_at": self.session_state.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
-            "active_for_s": round(now - self.session_state.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
+            "claimed_at": self.call_state.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
+            "active_for_s": round(now - self.call_state.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
             "draining_for_s": round(now - self.drain_started_at, 3)
             if self.state is UnitState.DRAINING and self.drain_started_at
             else None,

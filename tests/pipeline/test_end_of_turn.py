@@ -17,7 +17,7 @@ from gateway.pipeline import stt as stt_stage
 from gateway.pipeline.events import InputCommitted, SpeechStopped, TranscriptionCompleted
 from gateway.pipeline.messages import CommitInput
 from gateway.pipeline.turn import EAGERNESS, SEMANTIC_CHECK_MS, TurnDetection, pause_rules
-from tests.doubles import CALL, RATE, Chain, EndOfTurnDouble, GradedVadSessionDouble, VadDouble
+from tests.doubles import CALL, RATE, Chain, EndOfTurnDouble, GradedVadStreamDouble, VadDouble
 
 
 def tone(seconds: float) -> np.ndarray:
@@ -165,11 +165,11 @@ def test_speculation_can_be_switched_off() -> None:
     assert not any(u.speculative for u in chain.sent)
 
 
-def test_session_end_discards_a_kept_speculation() -> None:
+def test_call_end_discards_a_kept_speculation() -> None:
     chain = Chain(TurnDetection(detector="silence", silence_duration_ms=800), None)
     chain.play(np.concatenate([silence(0.3), tone(1.0), silence(0.3)]))  # speculated, turn not over
     assert chain.transcripts() == []
-    chain.stt.reset()  # what SESSION_END does as it passes the stage
+    chain.stt.reset()  # what a CallEnd marker does as it passes the stage
     assert chain.stt.speculation.snapshot()["discarded"] == 1
     chain.vad.reset()
     chain.play(np.concatenate([tone(1.0), silence(1.0)]))
@@ -181,7 +181,7 @@ def test_a_quiet_word_ending_after_the_speculative_cut_voids_the_speculation() -
     """The speculation cut at the first short pause misses what follows it; if that is not
     silence (the quiet "s" of "France", under the turn's threshold), the turn is transcribed whole."""
     chain = Chain(
-        TurnDetection(detector="silence", silence_duration_ms=500), None, vad=VadDouble(GradedVadSessionDouble)
+        TurnDetection(detector="silence", silence_duration_ms=500), None, vad=VadDouble(GradedVadStreamDouble)
     )
     rng = np.random.default_rng(1)
     loud = (0.3 * np.sin(np.arange(int(0.6 * RATE)) * 0.05)).astype(np.float32)

@@ -34,7 +34,7 @@ def test_closed_realtime_session_does_not_drive_the_pipeline() -> None:
     assert pipeline.calls == [], pipeline.calls
 
 
-async def test_a_response_requested_while_draining_does_not_reach_the_next_session(
+async def test_a_response_requested_while_draining_does_not_reach_the_next_call(
     models: ModelSet, gateway_config: Callable[..., GatewayConfig]
 ) -> None:
     import asyncio
@@ -56,7 +56,7 @@ async def test_a_response_requested_while_draining_does_not_reach_the_next_sessi
     unit.chain.llm_in.put = recording_put  # type: ignore[assignment]
     try:
         assert unit.claim("rtc_first", lambda event: None)
-        unit.session_state.settings = replace(unit.settings, max_tokens=2)
+        unit.call_state.settings = replace(unit.settings, max_tokens=2)
         unit.begin_drain("client_hangup")
         try:  # what a late client event of the ended call asks (refusing it is fine too)
             unit.create_response([ChatMessage("user", "hello")], audio=False)

@@ -10,7 +10,7 @@ from gateway.pipeline.call_settings import CallSettings
 
 
 @dataclass
-class SessionState:
+class CallState:
     """What belongs to one caller and is reset when the unit is released.
 
     ``settings`` are the call's (``CallSettings``: replaced whole by ``PipelineUnit.apply_settings``
@@ -25,7 +25,7 @@ class SessionState:
     last_activity: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def for_call(cls, call_id: str | None, config: GatewayConfig) -> SessionState:
+    def for_call(cls, call_id: str | None, config: GatewayConfig) -> CallState:
         """Fresh state with the configured defaults (``CallSettings.defaults``), clocks started now;
         ``call_id`` None for an idle unit."""
         return cls(call_id=call_id, settings=CallSettings.defaults(config))
