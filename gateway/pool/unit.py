@@ -54,9 +54,10 @@ class PipelineUnit(UnitLifecycle):
     :class:`~gateway.pool.lease.UnitLease` (``UnitPool.claim``), never the unit itself.
 
     Thread use: ``claim``, ``begin_drain`` and the control methods run on the event loop; stage
-    threads call ``notify``, ``is_current``, ``on_speech_started``, ``playout`` and the barge-in
-    hooks (``pause_reply``, ``resume_reply``, ``barge_in_heard``, ``echo_share``). The control
-    methods are ``gateway.realtime.control.PipelineControl``, what the call's Realtime session asks.
+    threads read ``settings`` and call ``notify``, ``is_current``, ``on_speech_started``,
+    ``playout`` and the barge-in hooks (``pause_reply``, ``resume_reply``, ``barge_in_heard``,
+    ``echo_share``). The control methods are ``gateway.realtime.control.PipelineControl``, what
+    the call's Realtime session asks.
     """
 
     def __init__(

@@ -1,9 +1,10 @@
 """The seam between a Realtime session and the pipeline serving its call.
 
-RealtimeSession drives the pipeline only through :class:`PipelineControl`; ``gateway.pool.lease.UnitLease``
-implements it over a ``gateway.pool.unit.PipelineUnit`` (as do the test doubles). The protocol layer
-imports nothing of the pool: both sides meet on this Protocol and the pipeline's own types
-(CallSettings, Interruption, TurnLatency).
+RealtimeSession drives the pipeline only through :class:`PipelineControl`; ``gateway.pool.unit.PipelineUnit``
+implements it, and ``gateway.pool.lease.UnitLease`` (what a session is given) implements it again
+as a guard around the unit, as do the test doubles. The protocol layer imports nothing of the
+pool: both sides meet on this Protocol and the pipeline's own types (CallSettings, Interruption,
+TurnLatency).
 
 Every method is called on the event loop and never blocks. Once the unit no longer serves the call
 (draining, stuck, idle) each one does nothing, or, for :meth:`PipelineControl.create_response`, raises,

@@ -5,7 +5,7 @@ channel; ``_client_handlers``, by event name) and pipeline events out (from the 
 ``_pipeline_handlers``, by event class). Each handler turns its event into server events. What the
 session keeps lives beside it: the conversation (``conversation``), the responses
 (``response_tracker``), the idle timer (``idle_timer``), the settings and their GA/beta views
-(``session_config``, ``session_views``). It drives the pipeline only through ``PipelineControl``
+(``session_config``, ``session_settings``, ``session_views``). It drives the pipeline only through ``PipelineControl``
 (``control``) and keeps time only through the ``call_later`` and ``clock`` it is given.
 """
 
