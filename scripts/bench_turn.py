@@ -64,9 +64,9 @@ def trailing_silence_s(audio: np.ndarray) -> float:
 
     resampler = Resampler(16000)
     samples = np.concatenate([resampler.resample_array(audio, 48000), resampler.flush()]).astype(np.float32) / 32768
-    session = SileroVad().new_session()
+    stream = SileroVad().new_stream()
     chunks = samples.size // 512
-    probability = [session.speech_probability(samples[i * 512 : (i + 1) * 512]) for i in range(chunks)]
+    probability = [stream.speech_probability(samples[i * 512 : (i + 1) * 512]) for i in range(chunks)]
     end, run = 0, 0
     for index, p in enumerate(probability):
         run = run + 1 if p >= 0.5 else 0

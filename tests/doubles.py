@@ -4,7 +4,6 @@ RealtimeSession drives, a manual clock for its timers, and a file whose disk fil
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import threading
 import time
@@ -25,6 +24,7 @@ from gateway.models.base import (
     ToolCall,
 )
 from gateway.pipeline import events as pe
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.events import PipelineEvent, TranscriptionCompleted
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, Message, Utterance
@@ -32,7 +32,6 @@ from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stt import SttStage
 from gateway.pipeline.turn import TurnDetection
 from gateway.pipeline.vad import VadStage
-from gateway.pool.session_state import SessionState
 
 
 class BlockingLanguageModelDouble:
@@ -114,14 +113,16 @@ class ToolCallingLanguageModelDouble(SlowLanguageModelDouble):
 class PipelineControlDouble:
     """Test double of ``PipelineControl`` (what PipelineUnit offers the protocol layer).
 
-    Holds the call's settings in ``session_state`` (the configured defaults, as a unit's after its
-    claim; ``update_settings`` replaces them), records every call in ``calls``, every response
-    request in ``requests`` and every ``keep_alive`` in ``touches``; ``interrupt()`` reports the
-    queued or playing reply audio that ``play()`` set up, as the unit's playout would.
+    Holds the call's ``settings`` (the configured defaults, as a unit's after its claim;
+    ``apply_settings`` replaces them and records the prompt it would read ahead in ``prepared``),
+    records every call in ``calls``, every response request in ``requests`` and every
+    ``keep_alive`` in ``touches``; ``interrupt()`` reports the queued or playing reply audio that
+    ``play()`` set up, as the unit's playout would.
     """
 
     def __init__(self, config: Optional[GatewayConfig] = None, call_id: str = "call-under-test") -> None:
-        self.session_state = SessionState.for_call(call_id, config or GatewayConfig())
+        self.call_id = call_id
+        self.settings = CallSettings.defaults(config or GatewayConfig())
         self.calls: list[str] = []
         self.requests: list[tuple[list[ChatMessage], bool, int]] = []  # (messages, audio, max_tokens)
         self.tool_requests: list[tuple[list[FunctionTool], str]] = []  # (tools, tool_choice) of each request
@@ -129,41 +130,18 @@ class PipelineControlDouble:
         self.live = False
         self.audio: Optional[tuple[int, int, str]] = None  # (generation, played_ms, heard text)
         self.touches = 0
-        self.prepared: list[tuple[str, list, str]] = []
+        self.prepared: list[tuple[str, list, str]] = []  # (instructions, tools, tool_choice) of each apply
         self.read_aheads: list[tuple[list[ChatMessage], Optional[int], list, str]] = []
 
-    def current_settings(self) -> SessionState:
-        return dataclasses.replace(self.session_state, turn=dataclasses.replace(self.session_state.turn))
+    def current_settings(self) -> CallSettings:
+        return self.settings
 
-    def prepare_prompt(self, instructions: str, tools: list, tool_choice: str) -> None:
-        self.prepared.append((instructions, list(tools), tool_choice))
+    def apply_settings(self, settings: CallSettings) -> None:
+        self.settings = settings
+        self.prepared.append((settings.instructions, list(settings.tools), settings.tool_choice))
 
     def read_ahead(self, messages: list[ChatMessage], *, max_tokens, tools: list, tool_choice: str) -> None:
         self.read_aheads.append((list(messages), max_tokens, list(tools), tool_choice))
-
-    def update_settings(
-        self,
-        *,
-        instructions: str,
-        max_tokens: int,
-        speed: float,
-        language: str,
-        turn: TurnDetection,
-        voice: Optional[str] = None,
-        noise_reduction: Optional[str] = None,
-        thinking_cue: Optional[str] = None,
-    ) -> None:
-        self.session_state = dataclasses.replace(
-            self.session_state,
-            instructions=instructions,
-            max_tokens=max_tokens,
-            speed=speed,
-            language=language,
-            turn=dataclasses.replace(turn),
-            voice=voice,
-            noise_reduction=noise_reduction,
-            thinking_cue=self.session_state.thinking_cue if thinking_cue is None else thinking_cue,
-        )
 
     def keep_alive(self) -> None:
         self.touches += 1
@@ -189,7 +167,7 @@ class PipelineControlDouble:
         self.generation += 1
         self.live = True
         self.audio = None  # a new generation makes older queued audio stale
-        self.requests.append((messages, audio, self.session_state.max_tokens if max_tokens is None else max_tokens))
+        self.requests.append((messages, audio, self.settings.max_tokens if max_tokens is None else max_tokens))
         return self.generation
 
     def interrupt(self) -> Optional[pe.Interruption]:
@@ -285,7 +263,6 @@ class TtsContextDouble:
     """The unit as the TTS stage sees it: every generation current, events recorded."""
 
     call_id: Optional[str] = "rtc_test"
-    language = "en"
 
     def __init__(self) -> None:
         self.playout = PlayoutDouble()
@@ -304,7 +281,7 @@ CALL = "call-1"
 NUMBERS = ["one", "two", "three", "four", "five"]
 
 
-class VadSessionDouble:
+class VadStreamDouble:
     """Speech wherever a 32 ms chunk is louder than -40 dBFS (a clean-signal VAD)."""
 
     def speech_probability(self, chunk: np.ndarray) -> float:
@@ -314,7 +291,7 @@ class VadSessionDouble:
         pass
 
 
-class GradedVadSessionDouble(VadSessionDouble):
+class GradedVadStreamDouble(VadStreamDouble):
     """Speech (1.0) above -40 dBFS, a quiet end of a word (0.2) between -60 and -40 dBFS, else 0."""
 
     def speech_probability(self, chunk: np.ndarray) -> float:
@@ -323,16 +300,16 @@ class GradedVadSessionDouble(VadSessionDouble):
 
 
 class VadDouble:
-    """Hands out a :class:`VadSessionDouble` (or ``session_type``) per session; 512-sample chunks at 16 kHz."""
+    """Hands out a :class:`VadStreamDouble` (or ``stream_type``) per call; 512-sample chunks at 16 kHz."""
 
     sample_rate = RATE
     chunk_samples = 512
 
-    def __init__(self, session_type: type[VadSessionDouble] = VadSessionDouble) -> None:
-        self.session_type = session_type
+    def __init__(self, stream_type: type[VadStreamDouble] = VadStreamDouble) -> None:
+        self.stream_type = stream_type
 
-    def new_session(self) -> VadSessionDouble:
-        return self.session_type()
+    def new_stream(self) -> VadStreamDouble:
+        return self.stream_type()
 
 
 class EndOfTurnDouble:
@@ -382,12 +359,10 @@ class SttDouble:
 
 @dataclass
 class ContextDouble:
-    """The StageContext a unit gives its stages: the session's settings and an event list."""
+    """The StageContext a unit gives its stages: the call's settings and an event list."""
 
-    turn: TurnDetection = field(default_factory=TurnDetection)
+    settings: CallSettings = field(default_factory=CallSettings)
     call_id: Optional[str] = CALL
-    language: str = "en"
-    noise_reduction: Optional[str] = None
     events: list[PipelineEvent] = field(default_factory=list)
 
     def is_current(self, generation: int) -> bool:
@@ -429,7 +404,7 @@ class Chain:
     """
 
     def __init__(self, turn: TurnDetection, end_of_turn: Any, vad: Any = None, stt: Any = None) -> None:
-        self.ctx = ContextDouble(turn=turn)
+        self.ctx = ContextDouble(settings=CallSettings(turn=turn))
         self.stt_in = StageQueue()
         self.stt_model = stt if stt is not None else SttDouble()
         self.vad = VadStage(self.ctx, StageQueue(), self.stt_in, vad if vad is not None else VadDouble(), end_of_turn)

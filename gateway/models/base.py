@@ -36,28 +36,29 @@ class ModelNotFoundError(RuntimeError):
     """A model's weights are not installed; the message names what to install or pass."""
 
 
-class VadSession(Protocol):
-    """Per-caller voice activity detector state (recurrent state of the network)."""
+class VadStream(Protocol):
+    """One caller's audio through a voice activity detector: the network's recurrent state, fed
+    chunks in stream order from one thread."""
 
     def speech_probability(self, chunk: np.ndarray) -> float:
         """Probability 0..1 that ``chunk`` (float32, shape (512,), 16 kHz, -1..1) holds speech."""
 
     def reset(self) -> None:
-        """Forget everything heard so far (a new session starts)."""
+        """Forget everything heard so far (a new call starts)."""
 
 
 class VoiceActivityDetector(Protocol):
-    """Loaded VAD weights, shared by all units; each caller gets its own :class:`VadSession`.
+    """Loaded VAD weights, shared by all units; each caller gets its own :class:`VadStream`.
 
     Chunks are float32 mono of exactly ``chunk_samples`` at ``sample_rate`` Hz (Silero: 512 at
     16 kHz, 32 ms). The inbound reader resamples caller audio to ``sample_rate``, so it fixes the
-    rate of the whole input path. ``new_session`` may be called from any thread.
+    rate of the whole input path. ``new_stream`` may be called from any thread.
     """
 
     sample_rate: int  # Hz of the chunks it takes
     chunk_samples: int  # samples per chunk
 
-    def new_session(self) -> VadSession:
+    def new_stream(self) -> VadStream:
         """A fresh detector state that shares the loaded weights."""
 
 

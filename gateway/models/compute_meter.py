@@ -33,7 +33,7 @@ class _Metered:
         return getattr(self._model, name)
 
 
-class _MeteredVadSession(_Metered):
+class _MeteredVadStream(_Metered):
     def speech_probability(self, chunk: np.ndarray) -> float:
         started = time.perf_counter()
         try:
@@ -43,8 +43,8 @@ class _MeteredVadSession(_Metered):
 
 
 class _MeteredVad(_Metered):
-    def new_session(self) -> Any:
-        return _MeteredVadSession(self._model.new_session(), self._observe)
+    def new_stream(self) -> Any:
+        return _MeteredVadStream(self._model.new_stream(), self._observe)
 
 
 class _MeteredEndOfTurn(_Metered):

@@ -21,7 +21,9 @@ def _torch_threads_before_silero(torch: Any) -> int:
     return _TORCH_THREADS[0]
 
 
-class _SileroSession:
+class _SileroStream:
+    """One caller's audio stream through the shared model: its own recurrent state and context."""
+
     def __init__(self, wrapper: Any) -> None:
         import torch
 
@@ -29,7 +31,7 @@ class _SileroSession:
         self._wrapper = wrapper
 
     def speech_probability(self, chunk: np.ndarray) -> float:
-        """0..1 for one float32 chunk, shape (512,), 16 kHz, -1..1. Advances this session's
+        """0..1 for one float32 chunk, shape (512,), 16 kHz, -1..1. Advances this stream's
         recurrent state: chunks must come in stream order, from one thread."""
         tensor = self._torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
         return float(self._wrapper(tensor, 16000).item())
@@ -42,7 +44,7 @@ class _SileroSession:
 class SileroVad:
     """Silero VAD v5+: 512-sample chunks at 16 kHz in, speech probability out.
 
-    One ONNX Runtime session is loaded; each :meth:`new_session` gets a shallow copy of silero's
+    One ONNX Runtime session is loaded; each :meth:`new_stream` gets a shallow copy of silero's
     wrapper so it keeps its own recurrent state and context but shares the session (ONNX Runtime
     sessions are safe to run from several threads).
     """
@@ -66,16 +68,16 @@ class SileroVad:
         self.warm_up()
 
     def warm_up(self) -> None:
-        """Run 10 chunks of low noise through a throw-away session (ONNX Runtime plans on its first run)."""
-        session = self.new_session()
+        """Run 10 chunks of low noise through a throw-away stream (ONNX Runtime plans on its first run)."""
+        stream = self.new_stream()
         rng = np.random.default_rng(0)
         for _ in range(10):
-            session.speech_probability(rng.normal(0.0, 0.01, self.chunk_samples).astype(np.float32))
+            stream.speech_probability(rng.normal(0.0, 0.01, self.chunk_samples).astype(np.float32))
 
-    def new_session(self) -> _SileroSession:
-        """Per-caller state on the shared ONNX session (a reset shallow copy of silero's wrapper).
+    def new_stream(self) -> _SileroStream:
+        """A caller's stream: its own state on the shared ONNX session (a reset shallow copy of silero's wrapper).
         Thread-safe (the copy is made under a lock)."""
         with self._lock:
             wrapper = copy.copy(self._wrapper)
             wrapper.reset_states()
-        return _SileroSession(wrapper)
+        return _SileroStream(wrapper)

@@ -95,7 +95,7 @@ class BargeInRules:
 
 @dataclass
 class _Held:
-    """One held turn. Positions are samples of the session's input stream."""
+    """One held turn. Positions are samples of the call's input stream."""
 
     start: int  # where the speech began (the turn's audio_start)
     rules: BargeInRules

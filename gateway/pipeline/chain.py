@@ -8,7 +8,7 @@ from typing import Optional
 
 from gateway.models.base import ModelSet
 from gateway.pipeline.llm import LlmStage
-from gateway.pipeline.messages import SessionEnd
+from gateway.pipeline.messages import CallEnd
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stage import Stage, StageContext
 from gateway.pipeline.stt import SttStage
@@ -35,7 +35,7 @@ class StageChain:
     """Four stage threads and their inboxes: ``vad_in`` (caller audio, turn control), ``stt_in``
     (finished turns), ``llm_in`` (response requests), ``tts_in`` (reply text).
 
-    The TTS stage is last: a SESSION_END marker that leaves it goes to ``on_marker_out``.
+    The TTS stage is last: a CallEnd marker that leaves it goes to ``on_marker_out``.
     """
 
     vad_in: StageQueue
@@ -52,7 +52,7 @@ class StageChain:
         cls,
         ctx: StageContext,
         models: ModelSet,
-        on_marker_out: Callable[[SessionEnd], None],
+        on_marker_out: Callable[[CallEnd], None],
         factories: Optional[dict[str, StageFactory]] = None,
     ) -> StageChain:
         """New queues and stages (not started); ``factories`` replaces stages by name (test doubles)."""
@@ -92,8 +92,8 @@ class StageChain:
             queue.flush()
 
     def send_marker(self, token: str) -> None:
-        """Put a SESSION_END marker tagged ``token`` at the head of the chain."""
-        self.vad_in.put(SessionEnd(token))
+        """Put a CallEnd marker tagged ``token`` at the head of the chain."""
+        self.vad_in.put(CallEnd(token))
 
     def retire(self) -> None:
         """Tell every stage thread to stop; their later output goes nowhere."""

@@ -1,7 +1,7 @@
 """Events the stages report to the unit's owner (the Realtime session), from stage threads.
 
 The unit delivers them on the event loop and drops any whose ``call_id`` is not its current
-session, so a late event of an ended call never reaches the next caller.
+call, so a late event of an ended call never reaches the next caller.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class PipelineEvent:
 @dataclass
 class SpeechStarted(PipelineEvent):
     """Server VAD heard ``min_speech_ms`` of speech, which began ``audio_start_ms`` into the
-    session's input stream. Becomes ``input_audio_buffer.speech_started``."""
+    call's input stream. Becomes ``input_audio_buffer.speech_started``."""
 
     audio_start_ms: int = 0  # position in the caller's input stream
 
@@ -139,7 +139,7 @@ class TurnLatencyMeasured(PipelineEvent):
 
 @dataclass
 class StageFailed(PipelineEvent):
-    """A stage raised on this session's input; the stage keeps running. ``message`` is the
+    """A stage raised on this call's input; the stage keeps running. ``message`` is the
     exception's text, for the server's log only: the client is told which stage failed, never this
     (it may hold an internal URL or an upstream server's error body)."""
 

@@ -93,7 +93,6 @@ class LlmStage(Stage):
                 generation=request.generation,
                 text=words,
                 latency=request.latency,
-                speed=request.speed,
-                voice=request.voice,
+                settings=request.settings,
             )
         )

@@ -1,6 +1,6 @@
 """Messages that travel through the stage queues VAD -> STT -> LLM -> TTS.
 
-Every message is tagged with the session id it belongs to; a stage drops any message whose session is
+Every message is tagged with the id of the call it belongs to; a stage drops any message whose call is
 not the unit's current one, so nothing of one caller can reach the next. Messages of a response also
 carry its generation id (see ``gateway.pipeline.cancel.CancelScope``); a stage drops those of a cancelled
 generation.
@@ -9,12 +9,13 @@ generation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 import numpy as np
 
 from gateway.config import config_default
 from gateway.models.base import ChatMessage, GenerationOptions, ToolCall
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.latency import TurnLatency
 
 
@@ -22,7 +23,7 @@ from gateway.pipeline.latency import TurnLatency
 class Message:
     """Base of what travels between stages; ``call_id`` lets a stage skip an earlier call's leftovers.
 
-    ``control`` messages (SessionEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
+    ``control`` messages (CallEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
     dropped, oldest first, when a queue overflows.
     """
 
@@ -33,10 +34,12 @@ class Message:
 
 
 @dataclass
-class SessionEnd(Message):
-    """Quarantine-drain marker: each stage resets its per-session state as it passes, then forwards it.
+class CallEnd(Message):
+    """The tagged end-of-call marker of the quarantine-drain: each stage resets its per-call state
+    as it passes, then forwards it.
 
-    The unit returns to the pool only when its own marker (same ``call_id``) leaves the last stage.
+    The unit returns to the pool only when its own marker (same ``call_id``: the ended call's, or a
+    recovery's token) leaves the last stage.
     """
 
     control: ClassVar[bool] = True
@@ -67,7 +70,7 @@ class Utterance(Message):
 
     ``speculative``: not a finished turn but the turn so far, sent at a short pause so that STT can
     start early; its text is never reported, only kept for the finished turn. ``speculation``: on a
-    speculative utterance, its number (1, 2... per session); on a finished one, the number of the
+    speculative utterance, its number (1, 2... per call); on a finished one, the number of the
     speculation whose text may stand for it (the caller said nothing more after it), else 0.
     ``probe``: a speculative utterance of speech under the reply's audio, whose text STT hands
     back at once (``StageContext.barge_in_heard``) to decide the barge-in.
@@ -90,27 +93,29 @@ class BargeInHeard(Message):
 
 @dataclass
 class ResponseRequest(Message):
-    """Generate one response: the whole prompt (system + history), and how to say it."""
+    """Generate one response: the whole prompt (system + history), and how to say it: ``settings``
+    are the call's when the response started (TTS speaks every sentence of it with their
+    ``voice`` and ``speed``, whatever a later ``session.update`` sets); ``max_tokens`` and
+    ``options`` are this response's own."""
 
     generation: int = 0
     messages: list[ChatMessage] = field(default_factory=list)
     max_tokens: int = config_default("max_response_tokens")
     audio: bool = True  # False: text only (``output_modalities: ["text"]``)
-    speed: float = 1.0
-    voice: Optional[str] = None  # the session's ``audio.output.voice``; None: the TTS default
+    settings: CallSettings = field(default_factory=CallSettings)
     latency: TurnLatency = field(default_factory=TurnLatency)
     options: GenerationOptions = field(default_factory=GenerationOptions)  # temperature, tools, tool_choice
 
 
 @dataclass
 class TextChunk(Message):
-    """A sentence or clause of the reply, ready for TTS."""
+    """A sentence or clause of the reply, ready for TTS; ``settings``: its response's
+    (``ResponseRequest.settings``)."""
 
     generation: int = 0
     text: str = ""
     latency: TurnLatency = field(default_factory=TurnLatency)
-    speed: float = 1.0
-    voice: Optional[str] = None
+    settings: CallSettings = field(default_factory=CallSettings)
 
 
 @dataclass

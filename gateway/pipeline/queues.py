@@ -14,7 +14,7 @@ class StageQueue:
 
     When more than ``max_droppable`` droppable messages (caller audio) wait, the oldest is dropped:
     a stage that falls behind loses old audio rather than growing memory without limit.
-    :meth:`flush` empties it of everything but control messages (the SESSION_END marker).
+    :meth:`flush` empties it of everything but control messages (the CallEnd marker).
     """
 
     def __init__(self, max_droppable: int = 1000) -> None:

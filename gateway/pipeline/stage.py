@@ -1,4 +1,4 @@
-"""The stage thread: take a message, check it belongs to the current session, process it."""
+"""The stage thread: take a message, check it belongs to the current call, process it."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Optional, Protocol
 
 from gateway.logging_setup import bind_call
 from gateway.pipeline.events import PipelineEvent, SpeechStarted, StageFailed
-from gateway.pipeline.messages import Message, SessionEnd
+from gateway.pipeline.messages import CallEnd, Message
 from gateway.pipeline.queues import StageQueue
 
 if TYPE_CHECKING:
     import numpy as np
 
     from gateway.media.playout import PlayoutBuffer
-    from gateway.pipeline.turn import TurnDetection
+    from gateway.pipeline.call_settings import CallSettings
 
 log = logging.getLogger(__name__)
 
@@ -28,23 +28,15 @@ class StageContext(Protocol):
     playout: PlayoutBuffer  # where the TTS stage writes reply audio
 
     @property
-    def turn(self) -> TurnDetection:
-        """The session's turn-detection settings (VAD stage), read per audio message."""
-
-    @property
-    def language(self) -> str:
-        """ISO 639-1 code for STT."""
-
-    @property
-    def noise_reduction(self) -> Optional[str]:
-        """The session's ``audio.input.noise_reduction`` type ("near_field", "far_field"; None: off),
-        read by the VAD stage per audio message."""
+    def settings(self) -> CallSettings:
+        """The call's settings now (a frozen value, replaced whole by a ``session.update``): the
+        VAD stage reads ``turn`` and ``noise_reduction`` per audio message, STT ``language`` per turn."""
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is the unit's live (not cancelled) response."""
 
     def notify(self, event: PipelineEvent) -> None:
-        """Report an event to the session's owner; thread-safe."""
+        """Report an event to the unit's owner (the call's Realtime session); thread-safe."""
 
     def on_speech_started(self, event: SpeechStarted) -> None:
         """Caller speech confirmed: barge in if a reply is going, then report ``event``."""
@@ -66,9 +58,9 @@ class StageContext(Protocol):
 class Stage:
     """Base of the four stage threads.
 
-    Subclasses implement :meth:`handle` for their messages and :meth:`reset` for per-session state.
-    The loop forwards SESSION_END after ``reset``; the last stage hands it to ``on_marker_out``.
-    A handler that raises reports :class:`StageFailed` for that session and the loop goes on.
+    Subclasses implement :meth:`handle` for their messages and :meth:`reset` for per-call state.
+    The loop forwards a CallEnd marker after ``reset``; the last stage hands it to ``on_marker_out``.
+    A handler that raises reports :class:`StageFailed` for that call and the loop goes on.
     """
 
     name = "stage"
@@ -77,7 +69,7 @@ class Stage:
         self.ctx = ctx
         self.inbox = inbox
         self.outbox = outbox
-        self.on_marker_out: Callable[[SessionEnd], None] = lambda marker: None
+        self.on_marker_out: Callable[[CallEnd], None] = lambda marker: None
         self.retired = threading.Event()  # set when the unit replaced this thread (stuck recovery)
         self._thread: Optional[threading.Thread] = None
 
@@ -109,7 +101,7 @@ class Stage:
             message = self.inbox.get(timeout=0.5)
             if message is None or self.retired.is_set():
                 continue
-            if isinstance(message, SessionEnd):
+            if isinstance(message, CallEnd):
                 self._reset_safely()
                 if self.outbox is not None:
                     self.emit(message)
@@ -117,11 +109,11 @@ class Stage:
                     self.on_marker_out(message)
                 continue
             if message.call_id != self.ctx.call_id:
-                continue  # left over from an earlier session
+                continue  # left over from an earlier call
             bind_call(message.call_id)  # this thread's log lines name the call it works for
             try:
                 self.handle(message)
-            except Exception as exc:  # one session's bad input must not kill the stage
+            except Exception as exc:  # one call's bad input must not kill the stage
                 log.exception("%s failed on %s", self.name, type(message).__name__)
                 self.ctx.notify(
                     StageFailed(
@@ -142,4 +134,4 @@ class Stage:
         raise NotImplementedError
 
     def reset(self) -> None:
-        """Forget everything about the session that just ended."""
+        """Forget everything about the call that just ended."""

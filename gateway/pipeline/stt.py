@@ -19,7 +19,7 @@ from gateway.pipeline.stage import Stage, StageContext
 class SpeculationStats:
     """Speculative STT of one stage, for metrics: ``started`` speculative transcriptions run,
     ``hits`` finished turns whose text came from one, ``discarded`` ones thrown away (the caller
-    went on, or the session ended), and ``wasted_s`` the compute seconds those cost. Written by the
+    went on, or the call ended), and ``wasted_s`` the compute seconds those cost. Written by the
     STT thread; :meth:`snapshot` may be read from any thread."""
 
     started: int = 0
@@ -93,7 +93,7 @@ class SttStage(Stage):
         text = self._take_kept(message.speculation)
         if text is None:
             with CORE_USE.heavy():
-                text = self._stt.transcribe(message.audio, language=self.ctx.language)
+                text = self._stt.transcribe(message.audio, language=self.ctx.settings.language)
         message.latency.mark("stt_done", time.monotonic())
         self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
 
@@ -101,7 +101,7 @@ class SttStage(Stage):
         self._discard_kept()  # an older speculation was overtaken by this one
         started = time.monotonic()
         with CORE_USE.heavy():
-            text = self._stt.transcribe(message.audio, language=self.ctx.language)
+            text = self._stt.transcribe(message.audio, language=self.ctx.settings.language)
         self._kept = _Speculation(message.speculation, text, time.monotonic() - started)
         self.speculation.add(started=1)
         if message.probe:

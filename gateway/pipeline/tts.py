@@ -20,8 +20,8 @@ class TtsStage(Stage):
 
     Audio is resampled to 48 kHz and written to ``ctx.playout``; the write blocks while the buffer
     is full, which is the back-pressure that keeps queued reply audio short. The generation id is
-    checked per synthesized sentence and per written piece. Each chunk is spoken at its own
-    ``speed`` and ``voice`` (the session's ``audio.output`` settings when the response started).
+    checked per synthesized sentence and per written piece. Each chunk is spoken with the ``voice``
+    and ``speed`` of its ``settings`` (the call's ``audio.output`` settings when the response started).
     """
 
     name = "tts"
@@ -59,7 +59,8 @@ class TtsStage(Stage):
     def _speak(self, chunk: TextChunk) -> None:
         generation = chunk.generation
         first = True
-        for audio in CORE_USE.each_heavy(self._tts.synthesize(chunk.text, speed=chunk.speed, voice=chunk.voice)):
+        settings = chunk.settings
+        for audio in CORE_USE.each_heavy(self._tts.synthesize(chunk.text, speed=settings.speed, voice=settings.voice)):
             if not self.ctx.is_current(generation) or self.retired.is_set():
                 return
             samples = self._resampler.resample_array(audio, self._tts.sample_rate)

@@ -1,10 +1,11 @@
-"""Turn detection settings of one session (Realtime ``audio.input.turn_detection``) and the pause
+"""Turn detection settings of one call (Realtime ``audio.input.turn_detection``) and the pause
 rules the VAD stage follows to end a turn."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from gateway.config import config_default
 
@@ -43,7 +44,7 @@ BARGE_IN_FIELDS = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class TurnDetection:
     """``mode``: "server_vad" (the VAD ends turns) or "manual" (only ``input_audio_buffer.commit`` does).
 
@@ -84,17 +85,20 @@ class TurnDetection:
     echo_guard: bool = True
     echo_guard_correlation: float = 0.6
 
-    def apply(self, settings: Optional[dict]) -> None:
-        """Apply a validated ``turn_detection`` object; None switches to manual turns. A client's
-        ``server_vad`` gets plain silence, ``semantic_vad`` the semantic model."""
+    def updated(self, settings: Optional[dict]) -> TurnDetection:
+        """A copy with a validated ``turn_detection`` object applied (its None fields left as they
+        are); None switches to manual turns. A client's ``server_vad`` gets plain silence,
+        ``semantic_vad`` the semantic model."""
         if settings is None:
-            self.mode = "manual"
-            return
-        self.mode = "server_vad"
-        self.kind = settings.get("type", "server_vad")
-        self.detector = "smart_turn" if self.kind == "semantic_vad" else "silence"
-        if self.kind == "semantic_vad":
-            self.eagerness = settings.get("eagerness", "auto")
+            return dataclasses.replace(self, mode="manual")
+        kind = settings.get("type", "server_vad")
+        changes: dict[str, Any] = {
+            "mode": "server_vad",
+            "kind": kind,
+            "detector": "smart_turn" if kind == "semantic_vad" else "silence",
+        }
+        if kind == "semantic_vad":
+            changes["eagerness"] = settings.get("eagerness", "auto")
         for name in (
             "threshold",
             "prefix_padding_ms",
@@ -106,7 +110,8 @@ class TurnDetection:
         ):
             value = settings.get(name)
             if value is not None:
-                setattr(self, name, value)
+                changes[name] = value
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)

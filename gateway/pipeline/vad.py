@@ -34,13 +34,13 @@ _ECHO_WINDOW_MS = 256
 
 
 class VadStage(Stage):
-    """Consumes :class:`AudioIn` (int16, 16 kHz); emits :class:`Utterance` to STT. With the session's
+    """Consumes :class:`AudioIn` (int16, 16 kHz); emits :class:`Utterance` to STT. With the call's
     ``noise_reduction`` set, the audio is noise-suppressed first (``gateway.media.noise_suppression``,
-    one suppressor per session, made anew when the type changes), so VAD and STT both get it.
+    one suppressor per call, made anew when the type changes), so VAD and STT both get it.
 
     Server VAD: a turn starts after ``min_speech_ms`` of speech (``ctx.on_speech_started`` barges
     in and reports SpeechStarted) and keeps ``prefix_padding_ms`` of audio before it. It ends at a
-    pause, by the session's :class:`~gateway.pipeline.turn.PauseRules`: with the semantic model
+    pause, by the call's :class:`~gateway.pipeline.turn.PauseRules`: with the semantic model
     (``end_of_turn``, Smart Turn) the pause is judged once it is ~200 ms long, and the turn ends
     then if the model says it is complete, else after ``silence_duration_ms`` (longer when the
     model says the caller is mid-thought); without it, or for a client's ``server_vad``, after
@@ -71,7 +71,7 @@ class VadStage(Stage):
     ) -> None:
         super().__init__(ctx, inbox, outbox)
         self._vad_model = vad
-        self._vad = vad.new_session()
+        self._vad = vad.new_stream()
         self._chunk = vad.chunk_samples
         self._rate = vad.sample_rate
         self._end_of_turn = end_of_turn if end_of_turn is None or end_of_turn.sample_rate == vad.sample_rate else None
@@ -87,9 +87,9 @@ class VadStage(Stage):
 
     def reset(self) -> None:
         self._vad.reset()
-        self._suppressor: Optional[NoiseSuppressor] = None  # the session's, while noise_reduction is set
+        self._suppressor: Optional[NoiseSuppressor] = None  # the call's, while noise_reduction is set
         self._pending = np.zeros(0, np.float32)  # < one chunk not yet run through the VAD
-        self._position = 0  # samples of input seen this session
+        self._position = 0  # samples of input seen this call
         self._prefix: deque[np.ndarray] = deque()
         self._candidate: list[np.ndarray] = []  # voiced chunks not yet long enough to count
         self._candidate_start = 0
@@ -98,9 +98,9 @@ class VadStage(Stage):
         self._silence = 0
         self._speech_start = 0
         self._last_voiced_at: Optional[float] = None
-        self._session = ""
+        self._call = ""
         self._reset_pause()
-        self._speculation = 0  # number of the last speculative utterance sent this session
+        self._speculation = 0  # number of the last speculative utterance sent this call
         self._speculation_stands = False  # True while nothing voiced came after it
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
@@ -113,8 +113,8 @@ class VadStage(Stage):
 
     # --- messages ---
     def handle(self, message: Message) -> None:
-        # Events carry the id of the session whose audio this is (not whatever the unit serves now).
-        self._session = message.call_id
+        # Events carry the id of the call whose audio this is (not whatever the unit serves now).
+        self._call = message.call_id
         if isinstance(message, AudioIn):
             self._on_audio(message)
         elif isinstance(message, CommitInput):
@@ -130,12 +130,13 @@ class VadStage(Stage):
 
     def _on_audio(self, message: AudioIn) -> None:
         samples = message.samples
-        self._suppressor = suppressor_for(self.ctx.noise_reduction, self._suppressor, self._rate)
+        settings = self.ctx.settings  # one value for the whole message, whatever an update does meanwhile
+        self._suppressor = suppressor_for(settings.noise_reduction, self._suppressor, self._rate)
         if self._suppressor is not None:
             samples = self._suppressor.process(samples)  # before VAD, so STT hears it too
         audio = samples.astype(np.float32) / 32768.0
         self._pending = np.concatenate([self._pending, audio])
-        turn: TurnDetection = self.ctx.turn
+        turn = settings.turn
         while len(self._pending) >= self._chunk:
             chunk, self._pending = self._pending[: self._chunk], self._pending[self._chunk :]
             self._position += self._chunk
@@ -183,7 +184,7 @@ class VadStage(Stage):
             self._judge_pause(rules, silence_ms)
         utterance_s = len(self._utterance) * self._chunk / self._rate
         if silence_ms >= rules.wait_ms(self._pause_probability) or utterance_s >= turn.max_utterance_s:
-            stopped = SpeechStopped(self._session, audio_end_ms=self._ms(self._position - self._silence))
+            stopped = SpeechStopped(self._call, audio_end_ms=self._ms(self._position - self._silence))
             if self._barge.held and not self._barge.ended:
                 self._hold_end(stopped)
                 return
@@ -211,7 +212,7 @@ class VadStage(Stage):
         self._speculation_stands = True
         self.speculations += 1
         audio = np.concatenate(self._utterance)
-        self.emit(Utterance(self._session, audio=audio, speculative=True, speculation=self._speculation))
+        self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation))
 
     def _ask_model(self) -> Optional[float]:
         """The semantic model's probability that the turn so far (its last 8 s) is complete; None
@@ -239,7 +240,7 @@ class VadStage(Stage):
         self._utterance = list(self._prefix) + self._candidate
         self._prefix.clear()
         self._candidate = []
-        event = SpeechStarted(self._session, audio_start_ms=self._ms(self._speech_start))
+        event = SpeechStarted(self._call, audio_start_ms=self._ms(self._speech_start))
         rules = BargeInRules(turn.min_interruption_words, turn.max_backchannel_ms, turn.false_interruption_timeout_ms)
         if turn.interrupt_response and rules.enabled and self.ctx.pause_reply():
             self._barge.begin(self._speech_start, rules)  # words decide: see _act
@@ -296,7 +297,7 @@ class VadStage(Stage):
             audio = np.concatenate(self._utterance)
             self._speculation_stands = True
         self._barge.probe_sent(self._speculation, self._position)
-        self.emit(Utterance(self._session, audio=audio, speculative=True, speculation=self._speculation, probe=True))
+        self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, probe=True))
 
     def _hold_end(self, stopped: SpeechStopped) -> None:
         """The held turn ended: keep its events and utterance until the decision."""
@@ -328,7 +329,7 @@ class VadStage(Stage):
     def _report(self, decision: str, transcript: Optional[str] = None, start_ms: Optional[int] = None) -> None:
         self.ctx.notify(
             BargeInDecided(
-                self._session,
+                self._call,
                 decision=decision,
                 transcript=self._barge.transcript if transcript is None else transcript,
                 audio_start_ms=self._ms(self._barge.start) if start_ms is None else start_ms,
@@ -366,7 +367,7 @@ class VadStage(Stage):
             if manual:
                 self.ctx.notify(
                     InputRejected(
-                        self._session,
+                        self._call,
                         code="input_audio_buffer_commit_empty",
                         message="Error committing input audio buffer: the buffer is empty.",
                     )
@@ -379,8 +380,8 @@ class VadStage(Stage):
         self._utterance, self._in_speech, self._silence = [], False, 0
         self._reset_pause()
         self._speculation_stands = False
-        committed = InputCommitted(self._session, audio_ms=self._ms(len(audio)))
-        return committed, Utterance(self._session, audio=audio, latency=latency, speculation=speculation)
+        committed = InputCommitted(self._call, audio_ms=self._ms(len(audio)))
+        return committed, Utterance(self._call, audio=audio, latency=latency, speculation=speculation)
 
     def _ms(self, samples: int) -> int:
         return int(samples * 1000 / self._rate)

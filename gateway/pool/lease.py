@@ -22,10 +22,9 @@ from gateway.media.audio_pacer import PlayoutPacer
 from gateway.media.outbound import OutputAudioTrack
 from gateway.media.recording import StereoRecording
 from gateway.models.base import ChatMessage, FunctionTool
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.events import Interruption
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.turn import TurnDetection
-from gateway.pool.session_state import SessionState
 from gateway.pool.unit import PipelineUnit, UnitState
 
 
@@ -74,11 +73,11 @@ class UnitLease:
     def touch(self) -> None:
         """Caller activity (speech, a key press) or a response: the idle timeout starts again."""
         if self.live:
-            self._unit.session_state.touch()
+            self._unit.call_state.touch()
 
     def idle_for_s(self) -> float:
         """Seconds since the call's last activity (0 once released)."""
-        return time.monotonic() - self._unit.session_state.last_activity if self.live else 0.0
+        return time.monotonic() - self._unit.call_state.last_activity if self.live else 0.0
 
     # ----- audio -----
     def submit_audio(self, samples: np.ndarray, received_at: float) -> None:
@@ -104,39 +103,14 @@ class UnitLease:
         return self._unit.new_audio_pacer(on_audio)
 
     # ----- PipelineControl -----
-    def current_settings(self) -> SessionState:
-        """The call's settings (a copy); right after the claim, the configured defaults."""
+    def current_settings(self) -> CallSettings:
+        """The call's settings; right after the claim, the configured defaults."""
         return self._unit.current_settings()
 
-    def update_settings(
-        self,
-        *,
-        instructions: str,
-        max_tokens: int,
-        speed: float,
-        language: str,
-        turn: TurnDetection,
-        voice: Optional[str] = None,
-        noise_reduction: Optional[str] = None,
-        thinking_cue: Optional[str] = None,
-    ) -> None:
-        """See ``PipelineControl.update_settings``; ignored once released."""
+    def apply_settings(self, settings: CallSettings) -> None:
+        """See ``PipelineControl.apply_settings``; ignored once released."""
         if self.live:
-            self._unit.update_settings(
-                instructions=instructions,
-                max_tokens=max_tokens,
-                speed=speed,
-                language=language,
-                turn=turn,
-                voice=voice,
-                noise_reduction=noise_reduction,
-                thinking_cue=thinking_cue,
-            )
-
-    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
-        """See ``PipelineControl.prepare_prompt``; ignored once released."""
-        if self.live:
-            self._unit.prepare_prompt(instructions, tools, tool_choice)
+            self._unit.apply_settings(settings)
 
     def read_ahead(
         self, messages: list[ChatMessage], *, max_tokens: Optional[int], tools: list[FunctionTool], tool_choice: str

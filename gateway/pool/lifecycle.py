@@ -1,13 +1,13 @@
 """The lifecycle of one pooled unit, apart from what it runs: :class:`UnitState` and
 :class:`UnitLifecycle` (claim, quarantine-drain, stuck recovery).
 
-``idle`` --claim--> ``active`` --begin_drain--> ``draining`` --its own SESSION_END marker out of the
+``idle`` --claim--> ``active`` --begin_drain--> ``draining`` --its own CallEnd marker out of the
 last stage--> ``idle``. A drain that exceeds ``drain_timeout_s`` quarantines the unit (``stuck``): its
 stage threads and queues are replaced and a probe marker is run through the new ones; when it comes
-out the unit is ``idle`` again. A marker of an earlier session never releases a later one.
+out the unit is ``idle`` again. A marker of an earlier call never releases a later one.
 
 :class:`UnitLifecycle` holds the state, the lock and the drain timer; the unit (``PipelineUnit``)
-provides the stage side through six hooks (``_on_claim``, ``_stop_session``, ``_send_marker``,
+provides the stage side through six hooks (``_on_claim``, ``_stop_call``, ``_send_marker``,
 ``_on_released``, ``_rebuild``, ``_retire``). ``claim`` and ``begin_drain`` run on the event loop,
 ``_marker_out`` on the last stage's thread.
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from gateway.config import GatewayConfig
-from gateway.pipeline.messages import SessionEnd
+from gateway.pipeline.messages import CallEnd
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class UnitState(enum.StrEnum):
     """A unit's lifecycle state; the value is what ``GET /v1/pool`` and ``vg_pool_units`` show.
 
     ``idle``: free, the only state a call can claim. ``active``: serving a call. ``draining``: the
-    call ended and its SESSION_END marker is passing the stages. ``stuck``: the drain overran
+    call ended and its CallEnd marker is passing the stages. ``stuck``: the drain overran
     ``drain_timeout_s``; stage threads are being rebuilt, and the unit is ``idle`` after.
     """
 
@@ -67,20 +67,20 @@ class UnitLifecycle:
 
     # ----- the stage side (the unit's) -----
     def _on_claim(self, call_id: str, sink: Any) -> None:
-        """Under the lock: fresh session state for ``call_id``, nothing earlier live, ``sink`` bound."""
+        """Under the lock: fresh call state for ``call_id``, nothing earlier live, ``sink`` bound."""
         raise NotImplementedError
 
-    def _stop_session(self, under_lock: bool) -> None:
+    def _stop_call(self, under_lock: bool) -> None:
         """Drain begins. ``under_lock`` True: unbind the sink; False (after): cancel, drop reply
         audio, flush the queues."""
         raise NotImplementedError
 
     def _send_marker(self, token: str) -> None:
-        """Send a SESSION_END marker with ``token`` through every stage."""
+        """Send a CallEnd marker with ``token`` through every stage."""
         raise NotImplementedError
 
     def _on_released(self, under_lock: bool) -> None:
-        """The unit is idle again. ``under_lock`` True: reset the session state; False: drop audio."""
+        """The unit is idle again. ``under_lock`` True: reset the call state; False: drop audio."""
         raise NotImplementedError
 
     def _rebuild(self) -> None:
@@ -93,7 +93,7 @@ class UnitLifecycle:
 
     # ----- transitions -----
     def claim(self, call_id: str, sink: Any) -> bool:
-        """Take this unit for a new session if it is idle. Synchronous: nothing can run between the
+        """Take this unit for a new call if it is idle. Synchronous: nothing can run between the
         check and the set."""
         with self._lock:
             if self.state is not UnitState.IDLE:
@@ -107,7 +107,7 @@ class UnitLifecycle:
         return True
 
     def begin_drain(self, reason: str) -> bool:
-        """Quarantine-drain: stop taking input, cancel, flush, send SESSION_END through every stage.
+        """Quarantine-drain: stop taking input, cancel, flush, send a CallEnd marker through every stage.
 
         Returns False if the unit was not active (a second hang-up of the same call is harmless).
         """
@@ -116,10 +116,10 @@ class UnitLifecycle:
                 return False
             self.state = UnitState.DRAINING
             self.close_reason = reason
-            self._stop_session(under_lock=True)
+            self._stop_call(under_lock=True)
             token = self._drain_token = self.call_id or ""  # an active unit always has a call id
             self.drain_started_at = time.monotonic()
-        self._stop_session(under_lock=False)
+        self._stop_call(under_lock=False)
         self._send_marker(token)
         self._arm_drain_timer(token)
         self.on_state_change(self)
@@ -130,11 +130,11 @@ class UnitLifecycle:
             self._drain_timer.cancel()
         self._drain_timer = self._loop.call_later(self.config.drain_timeout_s, self._drain_timed_out, token)
 
-    def _marker_out(self, marker: SessionEnd) -> None:
-        """The last stage passed on a SESSION_END (TTS thread)."""
+    def _marker_out(self, marker: CallEnd) -> None:
+        """The last stage passed on a CallEnd marker (TTS thread)."""
         with self._lock:
             if self.state not in (UnitState.DRAINING, UnitState.STUCK) or marker.call_id != self._drain_token:
-                return  # a marker of an earlier session never releases a later one
+                return  # a marker of an earlier call never releases a later one
             self.state = UnitState.IDLE
             self.call_id = None
             self._on_released(under_lock=True)

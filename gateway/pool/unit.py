@@ -1,9 +1,8 @@
-"""PipelineUnit: one caller's session slot, its stage threads, queues, cancel scope and tracks."""
+"""PipelineUnit: one call's slot in the pool: its stage threads, queues, cancel scope and tracks."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
 from gateway.media.recording import StereoRecording
 from gateway.media.thinking_cue import ThinkingCue
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, PromptWarm
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.cancel import CancelScope
 from gateway.pipeline.chain import StageChain, StageFactory
 from gateway.pipeline.events import (
@@ -33,10 +33,9 @@ from gateway.pipeline.events import (
 )
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, ResponseRequest
-from gateway.pipeline.turn import TurnDetection
+from gateway.pool.call_state import CallState
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
 from gateway.pool.read_ahead import PromptReadAhead
-from gateway.pool.session_state import SessionState
 from gateway.pool.thinking import arm_cue, prepare_filler
 
 __all__ = ["EventSink", "PipelineUnit", "UnitState"]
@@ -47,17 +46,18 @@ EventSink = Callable[[PipelineEvent], None]
 
 
 class PipelineUnit(UnitLifecycle):
-    """One pooled session slot: VAD -> STT -> LLM -> TTS threads, their queues, a CancelScope,
-    a SessionState, a PlayoutBuffer and (per call) an OutputAudioTrack.
+    """One pooled call slot: VAD -> STT -> LLM -> TTS threads, their queues, a CancelScope,
+    a CallState, a PlayoutBuffer and (per call) an OutputAudioTrack.
 
     Lifecycle (claim, quarantine-drain, stuck recovery): :class:`~gateway.pool.lifecycle.UnitLifecycle`;
     this class provides its stage side. A call holds the unit through a
     :class:`~gateway.pool.lease.UnitLease` (``UnitPool.claim``), never the unit itself.
 
     Thread use: ``claim``, ``begin_drain`` and the control methods run on the event loop; stage
-    threads call ``notify``, ``is_current``, ``on_speech_started``, ``playout`` and the barge-in
-    hooks (``pause_reply``, ``resume_reply``, ``barge_in_heard``, ``echo_share``). The control
-    methods are ``gateway.realtime.control.PipelineControl``, what the call's Realtime session asks.
+    threads read ``settings`` and call ``notify``, ``is_current``, ``on_speech_started``,
+    ``playout`` and the barge-in hooks (``pause_reply``, ``resume_reply``, ``barge_in_heard``,
+    ``echo_share``). The control methods are ``gateway.realtime.control.PipelineControl``, what
+    the call's Realtime session asks.
     """
 
     def __init__(
@@ -72,7 +72,7 @@ class PipelineUnit(UnitLifecycle):
         self.models = models
         self._factories = stage_factories or {}
         self.scope = CancelScope()
-        self.session_state = SessionState.for_call(None, config)
+        self.call_state = CallState.for_call(None, config)
         self._sink: Optional[EventSink] = None
         # Frame hooks (metrics): a caller frame in (samples, Hz); an outbound frame (reply audio, late).
         self.on_input_frame: Callable[[int, int], None] = lambda samples, rate: None
@@ -81,7 +81,7 @@ class PipelineUnit(UnitLifecycle):
         # The call's recording (``UnitLease.record``; None: not recorded): caller audio as it is
         # submitted, reply audio as the track or pacer plays it out. Event loop only.
         self.recording: Optional[StereoRecording] = None
-        # The call's instructions and tools being read ahead by the LLM (prepare_prompt); let go
+        # The call's instructions and tools being read ahead by the LLM (apply_settings); let go
         # when they change and when the call ends, so nothing is read for a caller who has gone.
         self._warm: Optional[PromptWarm] = None
         # The prompt of a reply to the turn so far, read ahead (read_ahead) off the event loop: let
@@ -99,20 +99,10 @@ class PipelineUnit(UnitLifecycle):
 
     # ----- StageContext -----
     @property
-    def turn(self) -> TurnDetection:
-        """The session's TurnDetection (Realtime ``turn_detection``). The VAD thread reads it per
-        audio message, so a ``session.update`` applies from the next chunk on."""
-        return self.session_state.turn
-
-    @property
-    def language(self) -> str:
-        """ISO 639-1 code for STT (``audio.input.transcription.language``; "en" by default)."""
-        return self.session_state.language
-
-    @property
-    def noise_reduction(self) -> Optional[str]:
-        """``audio.input.noise_reduction`` type of the call (None: off); the VAD thread reads it per chunk."""
-        return self.session_state.noise_reduction
+    def settings(self) -> CallSettings:
+        """The call's settings (``StageContext.settings``): one frozen value, replaced whole by
+        :meth:`apply_settings`, so a stage thread never sees half of an update."""
+        return self.call_state.settings
 
     def is_current(self, generation: int) -> bool:
         """True while ``generation`` is neither cancelled nor superseded (see CancelScope); stage
@@ -120,7 +110,7 @@ class PipelineUnit(UnitLifecycle):
         return self.scope.is_current(generation)
 
     def notify(self, event: PipelineEvent) -> None:
-        """Deliver ``event`` to the session's sink on the event loop (thread-safe)."""
+        """Deliver ``event`` to the call's sink on the event loop (thread-safe)."""
         try:
             self._loop.call_soon_threadsafe(self._deliver, event)
         except RuntimeError:
@@ -128,10 +118,10 @@ class PipelineUnit(UnitLifecycle):
 
     def _deliver(self, event: PipelineEvent) -> None:
         if event.call_id != self.call_id or self.state is not UnitState.ACTIVE or self._sink is None:
-            return  # late event of an ended session: it must not reach the next caller
+            return  # late event of an ended call: it must not reach the next caller
         if isinstance(event, ResponseFinished):
             self.scope.finish(event.generation)
-            self.session_state.touch()
+            self.call_state.touch()
             if not event.tool_calls:
                 self.cue.stop()  # with calls, the cue goes on while the client runs them
         try:
@@ -142,9 +132,9 @@ class PipelineUnit(UnitLifecycle):
     def on_speech_started(self, event: SpeechStarted) -> None:
         """Called by the VAD thread when caller speech is confirmed: barge in (cancel the reply and
         drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
-        self.session_state.touch()
+        self.call_state.touch()
         self.cue.stop()
-        interruption = self.interrupt() if self.session_state.turn.interrupt_response else None
+        interruption = self.interrupt() if self.settings.turn.interrupt_response else None
         self.notify(event)
         if interruption is not None:
             self.notify(ResponseInterrupted(event.call_id, interruption=interruption))
@@ -152,7 +142,7 @@ class PipelineUnit(UnitLifecycle):
     # ----- barge-in hooks (stage threads; the decision is the VAD's, gateway.pipeline.bargein) -----
     def pause_reply(self) -> bool:
         """Hold the reply's audio where it is while speech under it is judged; False when none plays."""
-        return self._active_session() is not None and self.playout.pause()
+        return self._active_call() is not None and self.playout.pause()
 
     def resume_reply(self) -> None:
         """Play the held reply on (the speech under it was a backchannel or a noise)."""
@@ -168,13 +158,13 @@ class PipelineUnit(UnitLifecycle):
 
     # ----- lifecycle: the stage side (gateway.pool.lifecycle) -----
     def _on_claim(self, call_id: str, sink: EventSink) -> None:
-        self.session_state = SessionState.for_call(call_id, self.config)
-        self.scope.cancel()  # nothing of an earlier session is live in this one
+        self.call_state = CallState.for_call(call_id, self.config)
+        self.scope.cancel()  # nothing of an earlier call is live in this one
         self.cue.stop()
         prepare_filler(self)
         self._sink = sink
 
-    def _stop_session(self, under_lock: bool) -> None:
+    def _stop_call(self, under_lock: bool) -> None:
         if under_lock:
             self._sink = None
             return
@@ -190,7 +180,7 @@ class PipelineUnit(UnitLifecycle):
 
     def _on_released(self, under_lock: bool) -> None:
         if under_lock:
-            self.session_state = SessionState.for_call(None, self.config)
+            self.call_state = CallState.for_call(None, self.config)
             self._latency.clear()
             self.recording = None
         else:
@@ -230,7 +220,7 @@ class PipelineUnit(UnitLifecycle):
     def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:
         """A reader of this unit's playout buffer for an event transport (WebSocket): audio goes to
         ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do.
-        One per session; its ``stop()`` must run before the unit drains."""
+        One per call; its ``stop()`` must run before the unit drains."""
         return PlayoutPacer(
             self.playout, on_audio, self._on_playout_events, on_played=self._record_reply, on_unheard=self._cut_reply
         )
@@ -254,55 +244,30 @@ class PipelineUnit(UnitLifecycle):
             self.chain.vad_in.put(AudioIn(self.call_id, samples=samples, received_at=received_at))
 
     # ----- control: PipelineControl (the Realtime session calls these on the event loop) -----
-    def _active_session(self) -> Optional[str]:
+    def _active_call(self) -> Optional[str]:
         """The call id while the unit serves a call; None while it drains, is stuck or idle, so
         that a late request of an ended call can never act on the unit (or the next caller)."""
         return self.call_id if self.state is UnitState.ACTIVE else None
 
-    def current_settings(self) -> SessionState:
-        """A copy of the call's settings (instructions, max_tokens, speed, language, turn); right
-        after the claim, the configured defaults."""
-        state = self.session_state
-        return dataclasses.replace(state, turn=dataclasses.replace(state.turn))
+    def current_settings(self) -> CallSettings:
+        """The call's settings; right after the claim, the configured defaults."""
+        return self.call_state.settings
 
-    def update_settings(
-        self,
-        *,
-        instructions: str,
-        max_tokens: int,
-        speed: float,
-        language: str,
-        turn: TurnDetection,
-        voice: Optional[str] = None,
-        noise_reduction: Optional[str] = None,
-        thinking_cue: Optional[str] = None,
-    ) -> None:
-        """A ``session.update`` of the call: the VAD thread reads the new ``turn`` from its next
-        audio chunk (the object is replaced, never changed under it), STT the new ``language``,
-        later responses ``max_tokens``, ``speed`` and ``thinking_cue`` (None: unchanged). Ignored
-        unless a call is served."""
-        if self._active_session() is None:
+    def apply_settings(self, settings: CallSettings) -> None:
+        """The call's settings from now on (see ``PipelineControl.apply_settings``): swapped in at
+        once, so the VAD thread reads the new ``turn`` from its next audio chunk and STT the new
+        ``language``; a ``filler`` cue's audio is made now, and the shared LLM reads the prompt of
+        the new instructions and tools ahead (an engine with a ``prepare`` method: llama.cpp;
+        others ignore it). Ignored unless a call is served."""
+        if self._active_call() is None:
             return
-        state = self.session_state
-        state.instructions = instructions
-        state.max_tokens = max_tokens
-        state.speed = speed
-        state.voice = voice
-        state.language = language
-        state.turn = dataclasses.replace(turn)
-        state.noise_reduction = noise_reduction
-        if thinking_cue is not None:
-            state.thinking_cue = thinking_cue
-            prepare_filler(self)
-
-    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
-        """Let the shared LLM read the call's instructions and tools ahead of its first turn (an
-        engine with a ``prepare`` method: llama.cpp; others ignore it). Ignored unless a call is served."""
+        self.call_state.settings = settings
+        prepare_filler(self)
         prepare = getattr(self.models.llm, "prepare", None)
-        if self._active_session() is None or prepare is None:
+        if prepare is None:
             return
-        options = GenerationOptions(tools=list(tools), tool_choice=tool_choice)
-        warm = prepare([ChatMessage("system", instructions)], options)
+        options = GenerationOptions(tools=list(settings.tools), tool_choice=settings.tool_choice)
+        warm = prepare([ChatMessage("system", settings.instructions)], options)
         self._let_go_of_warm()  # the earlier instructions are no longer this call's
         self._warm = warm
 
@@ -317,32 +282,32 @@ class PipelineUnit(UnitLifecycle):
         """See ``PipelineControl.read_ahead``: done by an engine with a ``read_ahead`` method
         (llama.cpp) when ``llm_read_ahead`` is on; ignored unless a call is served."""
         read = getattr(self.models.llm, "read_ahead", None)
-        if self._active_session() is None or read is None or not self.config.llm_read_ahead:
+        if self._active_call() is None or read is None or not self.config.llm_read_ahead:
             return
         self.prompt_read.start(read, self._request_key(messages, max_tokens, tools, tool_choice))
 
     def _request_key(
         self, messages: list[ChatMessage], max_tokens: Optional[int], tools: Optional[list], tool_choice: str
     ) -> tuple[list[ChatMessage], int, GenerationOptions]:
-        tokens = self.session_state.max_tokens if max_tokens is None else max_tokens
+        tokens = self.settings.max_tokens if max_tokens is None else max_tokens
         return list(messages), tokens, GenerationOptions(tools=list(tools or []), tool_choice=tool_choice)
 
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""
-        if self._active_session() is not None:
-            self.session_state.touch()
+        if self._active_call() is not None:
+            self.call_state.touch()
 
     def commit_input(self) -> None:
         """Manual turn: end the caller's turn now."""
-        session = self._active_session()
-        if session is not None:
-            self.chain.vad_in.put(CommitInput(session))
+        call_id = self._active_call()
+        if call_id is not None:
+            self.chain.vad_in.put(CommitInput(call_id))
 
     def clear_input(self) -> None:
         """Drop the caller audio buffered so far."""
-        session = self._active_session()
-        if session is not None:
-            self.chain.vad_in.put(ClearInput(session))
+        call_id = self._active_call()
+        if call_id is not None:
+            self.chain.vad_in.put(ClearInput(call_id))
 
     def create_response(
         self,
@@ -359,8 +324,8 @@ class PipelineUnit(UnitLifecycle):
         ``GenerationOptions`` takes them); returns its generation id (an earlier reply becomes stale).
 
         Raises RuntimeError when the unit is not serving a call (draining, stuck or idle)."""
-        session = self._active_session()
-        if session is None:
+        call_id = self._active_call()
+        if call_id is None:
             raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         request = self._request_key(messages, max_tokens, tools, tool_choice)
         self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
@@ -368,17 +333,16 @@ class PipelineUnit(UnitLifecycle):
         latency = latency or TurnLatency()
         latency.mark("response_requested", time.monotonic())
         self._latency = {generation: latency}
-        self.session_state.touch()
+        self.call_state.touch()
         arm_cue(self, audio, latency)
         self.chain.llm_in.put(
             ResponseRequest(
-                session,
+                call_id,
                 generation=generation,
                 messages=messages,
                 max_tokens=request[1],
                 audio=audio,
-                speed=self.session_state.speed,
-                voice=self.session_state.voice,
+                settings=self.settings,
                 latency=latency,
                 options=request[2],
             )
@@ -389,7 +353,7 @@ class PipelineUnit(UnitLifecycle):
         """Cancel the response being generated or played and drop its unplayed audio at once.
 
         Returns None when nothing was going on (or the unit is not serving a call)."""
-        if self._active_session() is None:
+        if self._active_call() is None:
             return None
         generation = self.scope.current
         was_live = self.scope.live
@@ -404,18 +368,18 @@ class PipelineUnit(UnitLifecycle):
 
     # ----- output track events (event loop) -----
     def _on_playout_events(self, events: PlayoutEvents) -> None:
-        session = self.call_id
-        if session is None:
+        call_id = self.call_id
+        if call_id is None:
             return
         if events.started is not None:
             latency = self._latency.get(events.started)
             if latency is not None:
                 latency.mark("first_audio_frame", time.monotonic())
-                self._deliver(TurnLatencyMeasured(session, generation=events.started, latency_ms=latency.as_ms()))
-            self._deliver(PlaybackStarted(session, generation=events.started))
+                self._deliver(TurnLatencyMeasured(call_id, generation=events.started, latency_ms=latency.as_ms()))
+            self._deliver(PlaybackStarted(call_id, generation=events.started))
         if events.stopped is not None:
-            self.session_state.touch()
-            self._deliver(PlaybackStopped(session, generation=events.stopped[0], played_ms=events.stopped[1]))
+            self.call_state.touch()
+            self._deliver(PlaybackStopped(call_id, generation=events.stopped[0], played_ms=events.stopped[1]))
 
     # ----- observability -----
     def snapshot(self) -> dict:
@@ -432,8 +396,8 @@ class PipelineUnit(UnitLifecycle):
             "index": self.index,
             "state": self.state.value,
             "call_id": self.call_id if self.state is not UnitState.STUCK else None,
-            "claimed_at": self.session_state.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
-            "active_for_s": round(now - self.session_state.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
+            "claimed_at": self.call_state.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
+            "active_for_s": round(now - self.call_state.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
             "draining_for_s": round(now - self.drain_started_at, 3)
             if self.state is UnitState.DRAINING and self.drain_started_at
             else None,

@@ -1,8 +1,10 @@
 """The seam between a Realtime session and the pipeline serving its call.
 
 RealtimeSession drives the pipeline only through :class:`PipelineControl`; ``gateway.pool.unit.PipelineUnit``
-implements it (as do the test doubles). The protocol layer imports nothing of the pool: both sides
-meet on these two Protocols and the pipeline's own types (TurnDetection, Interruption, TurnLatency).
+implements it, and ``gateway.pool.lease.UnitLease`` (what a session is given) implements it again
+as a guard around the unit, as do the test doubles. The protocol layer imports nothing of the
+pool: both sides meet on this Protocol and the pipeline's own types (CallSettings, Interruption,
+TurnLatency).
 
 Every method is called on the event loop and never blocks. Once the unit no longer serves the call
 (draining, stuck, idle) each one does nothing, or, for :meth:`PipelineControl.create_response`, raises,
@@ -14,69 +16,24 @@ from __future__ import annotations
 from typing import Optional, Protocol
 
 from gateway.models.base import ChatMessage, FunctionTool
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.events import Interruption
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.turn import TurnDetection
-
-
-class CallSettings(Protocol):
-    """The pipeline's settings for one call, as the session reads them when it starts (right after
-    the claim they are the gateway's configured defaults)."""
-
-    @property
-    def instructions(self) -> str:
-        """System prompt (the configured default until ``session.update`` changes it)."""
-
-    @property
-    def max_tokens(self) -> int:
-        """LLM tokens per response; at the claim, the configured cap no client may exceed."""
-
-    @property
-    def speed(self) -> float:
-        """TTS speaking rate (1.0 = the voice's own)."""
-
-    @property
-    def language(self) -> str:
-        """ISO 639-1 code the STT stage transcribes in."""
-
-    @property
-    def turn(self) -> TurnDetection:
-        """Turn detection (Realtime ``audio.input.turn_detection``) the VAD stage follows."""
-
-    @property
-    def thinking_cue(self) -> str:
-        """What the caller hears while an answer is late: "off", "tone" or "filler" (the configured default)."""
 
 
 class PipelineControl(Protocol):
     """What the protocol layer may ask of the pipeline serving its call."""
 
     def current_settings(self) -> CallSettings:
-        """The call's settings now; the session reads them once, when it is created."""
+        """The call's settings now; the session reads them once, when it is created (right after
+        the claim they are the configured defaults, ``CallSettings.defaults``)."""
 
-    def update_settings(
-        self,
-        *,
-        instructions: str,
-        max_tokens: int,
-        speed: float,
-        language: str,
-        turn: TurnDetection,
-        voice: Optional[str] = None,
-        noise_reduction: Optional[str] = None,
-        thinking_cue: Optional[str] = None,
-    ) -> None:
-        """Apply a ``session.update`` (the whole effective set, already validated): VAD follows
-        ``turn`` from its next audio chunk, STT ``language``, later responses ``max_tokens``/``speed``/
-        ``voice`` (the client's voice name; None: the TTS default); the caller's audio is
-        suppressed by ``noise_reduction`` ("near_field", "far_field"; None: off) from its next chunk;
-        ``thinking_cue`` ("off", "tone", "filler"; None: unchanged) is what the media track plays
-        while a tool call runs or an answer's first audio is late (``gateway.pool.thinking``)."""
-
-    def prepare_prompt(self, instructions: str, tools: list[FunctionTool], tool_choice: str) -> None:
-        """A hint, at call start and after each ``session.update``: the LLM may read these
-        instructions and tools (``tool_choice`` as ``GenerationOptions`` takes it) into its cache
-        now, before the caller's first question. Returns at once; nothing is sent."""
+    def apply_settings(self, settings: CallSettings) -> None:
+        """The call's settings from now on, as one value (built from the session config and
+        validated): at call start and after each ``session.update``. VAD follows ``turn`` and
+        ``noise_reduction`` from its next audio chunk, STT ``language`` from its next turn, later
+        responses the rest (see ``CallSettings``); the LLM may read the prompt of ``instructions``
+        and ``tools`` into its cache now, before the caller's first question. Returns at once."""
 
     def read_ahead(
         self, messages: list[ChatMessage], *, max_tokens: Optional[int], tools: list[FunctionTool], tool_choice: str

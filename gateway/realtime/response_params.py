@@ -57,7 +57,7 @@ def parse_response_params(params: dict, settings: SessionSettings, conversation:
 def _response_tools(params: dict, settings: SessionSettings, conversation: Conversation) -> tuple[list, str]:
     """The response's tools and engine tool_choice: ``response.tools`` / ``response.tool_choice``
     when given (``tools: []`` clears the session's for this response), else the session's."""
-    tools = settings.tools
+    tools = list(settings.call.tools)
     if params.get("tools") is not None:
         tools = parse_tools(params["tools"], "response.tools", conversation.limits)
     choice = settings.tool_choice

@@ -137,8 +137,7 @@ class ResponseTracker:
         (:meth:`launch_when_ready`). ``tools``/``tool_choice`` (the engine's string, see ``tools``):
         None for the session's."""
         if tools is None:
-            tools = self._settings.tools
-            tool_choice = engine_tool_choice(self._settings.tool_choice, tools)
+            tools, tool_choice = list(self._settings.call.tools), self._settings.call.tool_choice
         item = message_item("assistant", [], status="in_progress")
         response = Response(
             new_id("resp"),
@@ -165,11 +164,10 @@ class ResponseTracker:
         response :meth:`start` would make if the turn ends here (the session's tools, the
         conversation with ``transcript`` as its newest user turn). Nothing is sent; the read is
         used only if that response's prompt comes out the same."""
-        tools = self._settings.tools
+        call = self._settings.call
         draft = message_item("user", [{"type": "input_audio", "transcript": transcript}])
-        messages = self._conversation.prompt(PromptSpec(extra=[draft]), self._settings.instructions)
-        choice = engine_tool_choice(self._settings.tool_choice, tools)
-        self._control.read_ahead(messages, max_tokens=None, tools=list(tools), tool_choice=choice)
+        messages = self._conversation.prompt(PromptSpec(extra=[draft]), call.instructions)
+        self._control.read_ahead(messages, max_tokens=None, tools=list(call.tools), tool_choice=call.tool_choice)
 
     def _open_message(self, response: Response) -> None:
         """Announce the response's message item (``response.output_item.added``,
@@ -203,7 +201,7 @@ class ResponseTracker:
         if self.playing() is not None:
             # A new generation makes the old reply's queued audio stale: say it was cut.
             self.interrupted(self._control.interrupt(), reason="client_cancelled")
-        messages = self._conversation.prompt(response.prompt, self._settings.instructions)
+        messages = self._conversation.prompt(response.prompt, self._settings.call.instructions)
         response.generation = self._control.create_response(
             messages,
             audio=response.audio,
@@ -240,7 +238,7 @@ class ResponseTracker:
             usage=usage(*tokens),
         )
         send("response.done", response=body)
-        send("rate_limits.updated", rate_limits=rate_limits(self._settings.max_tokens))
+        send("rate_limits.updated", rate_limits=rate_limits(self._settings.call.max_tokens))
         self._on_settled()
 
     def _close_message(self, response: Response, status: str) -> None:
@@ -385,7 +383,7 @@ class ResponseTracker:
             audio=response.audio,
             voice=self._voice,
             beta=self._sender.beta,
-            max_output_tokens=response.max_tokens or self._settings.max_tokens,
+            max_output_tokens=response.max_tokens or self._settings.call.max_tokens,
             metadata=response.metadata,
             output_format=self._settings.output_format,
             **fields,

@@ -5,7 +5,7 @@ channel; ``_client_handlers``, by event name) and pipeline events out (from the 
 ``_pipeline_handlers``, by event class). Each handler turns its event into server events. What the
 session keeps lives beside it: the conversation (``conversation``), the responses
 (``response_tracker``), the idle timer (``idle_timer``), the settings and their GA/beta views
-(``session_config``, ``session_views``). It drives the pipeline only through ``PipelineControl``
+(``session_config``, ``session_settings``, ``session_views``). It drives the pipeline only through ``PipelineControl``
 (``control``) and keeps time only through the ``call_later`` and ``clock`` it is given.
 """
 
@@ -37,7 +37,6 @@ from gateway.realtime.sender import EventSender
 from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.session_update import SessionUpdate
 from gateway.realtime.session_views import describe_session, local_voice
-from gateway.realtime.tools import engine_tool_choice
 
 __all__ = ["MAX_CLIENT_MESSAGE_BYTES", "RealtimeSession"]
 
@@ -87,7 +86,7 @@ class RealtimeSession:
         self.conversation = Conversation(self._sender, history_turns, self.limits)
         self.idle = IdleTimer(
             wanted=self._idle_wanted,
-            timeout_ms=lambda: self.settings.turn.idle_timeout_ms,
+            timeout_ms=lambda: self.settings.call.turn.idle_timeout_ms,
             keep_alive=self._keep_alive,
             on_timeout=self._on_idle_timeout,
             call_later=call_later,
@@ -173,7 +172,7 @@ class RealtimeSession:
         """Send ``session.created`` (when the data channel opens)."""
         self.idle.restart_stream()
         self.send("session.created", session=self.describe())
-        self._prepare_prompt()
+        self.control.apply_settings(self.settings.call)  # the LLM may read the prompt ahead now
         self.idle.maybe_arm()
 
     def close(self, reason: Optional[str] = None, message: Optional[str] = None) -> None:
@@ -194,13 +193,6 @@ class RealtimeSession:
         (:meth:`apply_update`). Raises ClientError when it is invalid; nothing is applied then."""
         self.apply_update(SessionUpdate.parse(session, self.limits, beta_default=self.beta))
 
-    def _prepare_prompt(self) -> None:
-        """Let the LLM read the session's instructions and tools before the first question."""
-        settings = self.settings
-        self.control.prepare_prompt(
-            settings.instructions, settings.tools, engine_tool_choice(settings.tool_choice, settings.tools)
-        )
-
     def apply_update(self, update: SessionUpdate) -> None:
         """Apply a parsed session config (a ``session.update``'s, or one sent with an offer or an
         ephemeral key, parsed at the edge) exactly as a ``session.update`` does,
@@ -215,19 +207,8 @@ class RealtimeSession:
             self._switch_recording(changes["recording"])
         # Validated as a whole above: from here on nothing can fail half-way.
         self._sender.beta = update.beta(self.beta)
-        settings = self.settings
-        settings.apply(changes)
-        self.control.update_settings(
-            instructions=settings.instructions,
-            max_tokens=settings.max_tokens,
-            speed=settings.speed,
-            language=settings.language,
-            turn=settings.turn,
-            voice=settings.voice,
-            noise_reduction=settings.noise_reduction,
-            thinking_cue=settings.thinking_cue,
-        )
-        self._prepare_prompt()
+        self.settings.apply(changes)
+        self.control.apply_settings(self.settings.call)
         if "turn_detection" in changes:
             self.idle.disarm()
             self.idle.maybe_arm()
@@ -245,7 +226,7 @@ class RealtimeSession:
     def answers_by_itself(self) -> bool:
         """True when a finished user turn is answered without a ``response.create``: turn
         detection on (not manual) with ``create_response``."""
-        turn = self.settings.turn
+        turn = self.settings.call.turn
         return turn.mode != "manual" and turn.create_response
 
     def add_user_text(self, text: str) -> None:
@@ -386,12 +367,12 @@ class RealtimeSession:
         self._speaking = True
         self.idle.disarm()
         # The VAD reports a start once min_speech_ms of speech is heard.
-        self.idle.anchor(event.audio_start_ms + self.settings.turn.min_speech_ms)
+        self.idle.anchor(event.audio_start_ms + self.settings.call.turn.min_speech_ms)
         self.send("input_audio_buffer.speech_started", audio_start_ms=event.audio_start_ms, item_id=self._speech_item)
 
     def _on_speech_stopped(self, event: pe.SpeechStopped) -> None:
         # The VAD reports a stop after silence_duration_ms of silence.
-        self.idle.anchor(event.audio_end_ms + self.settings.turn.silence_duration_ms)
+        self.idle.anchor(event.audio_end_ms + self.settings.call.turn.silence_duration_ms)
         self.send(
             "input_audio_buffer.speech_stopped",
             audio_end_ms=event.audio_end_ms,
@@ -472,7 +453,7 @@ class RealtimeSession:
     # ------------------------------------------------------------------ idle timeout
     def _idle_wanted(self) -> bool:
         """The caller's turn, with nothing said or said back: when ``idle_timeout_ms`` runs."""
-        turn = self.settings.turn
+        turn = self.settings.call.turn
         return (
             not self.closed
             and turn.mode == "server_vad"
@@ -492,6 +473,6 @@ class RealtimeSession:
         self.send("input_audio_buffer.timeout_triggered", audio_start_ms=start_ms, audio_end_ms=end_ms, item_id=item_id)
         seconds = round((end_ms - start_ms) / 1000, 3)
         self.conversation.commit_silence(item_id, seconds)
-        if self.settings.turn.create_response:
+        if self.settings.call.turn.create_response:
             note = f"(The caller has said nothing for {seconds:g} seconds.)"
             self.responses.start(PromptSpec(note=note), self.settings.audio)

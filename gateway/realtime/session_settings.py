@@ -1,6 +1,6 @@
 """The effective settings of one Realtime session (:class:`SessionSettings`): where a session
 starts (the pipeline's settings for the call) and how :func:`~gateway.realtime.session_config.parse_update`'s
-normalised changes are applied to them."""
+normalised changes are applied to them, making the call's next :class:`CallSettings`."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from gateway.models.base import FunctionTool
+from gateway.pipeline.call_settings import CALL_SETTING_NAMES, CallSettings
 from gateway.pipeline.turn import BARGE_IN_FIELDS, TurnDetection
-from gateway.realtime.control import CallSettings
 from gateway.realtime.session_config import PCM_24K
-from gateway.realtime.tools import ToolChoice, check_choice
+from gateway.realtime.tools import ToolChoice, check_choice, engine_tool_choice
 
 # The fields of a TurnDetection that a new ``turn_detection`` object resets when it leaves them out.
 TURN_RESET_FIELDS = (
@@ -30,48 +29,33 @@ TURN_RESET_FIELDS = (
 class SessionSettings:
     """The effective settings of one Realtime session.
 
-    ``instructions``, ``max_tokens``, ``speed``, ``language`` and ``turn`` are what the pipeline
-    uses (pushed to it through ``PipelineControl.update_settings``); ``modalities`` is ``["audio"]``
-    or ``["text"]``; ``voice``, ``model``, ``transcription_model`` and the formats are what the
-    client asked for, kept for the record (the local model and voice serve any name).
+    ``call`` is what the pipeline uses (a frozen :class:`CallSettings`, replaced whole by
+    :meth:`apply` and handed over with ``PipelineControl.apply_settings``). The rest is the
+    session's own: ``modalities`` is ``["audio"]`` or ``["text"]``; ``model``,
+    ``transcription_model`` and the formats are what the client asked for, kept for the record
+    (the local model serves any name); ``tool_choice`` is the client's form of ``call.tool_choice``
+    (``tools.ToolChoice``: what the views show and a response's tools are checked against).
     ``token_cap`` is the configured per-response cap: what ``"inf"`` means, and what no client may
     exceed. ``turn_defaults`` fill the fields a new ``turn_detection`` object leaves out.
-    ``tools`` / ``tool_choice`` are what responses may call (``gateway.realtime.tools``).
-    ``noise_reduction`` is the caller audio's suppression type (pushed to the pipeline too);
-    ``thinking_cue`` what the media track plays while an answer is late (off, tone, filler).
     """
 
-    instructions: str
-    max_tokens: int
-    speed: float
-    language: str
-    turn: TurnDetection
+    call: CallSettings
     token_cap: int
     turn_defaults: dict[str, Any]
     modalities: list[str] = field(default_factory=lambda: ["audio"])
-    voice: Optional[str] = None
     model: Optional[str] = None
     transcription_model: Optional[str] = None
     input_format: dict = field(default_factory=lambda: dict(PCM_24K))
     output_format: dict = field(default_factory=lambda: dict(PCM_24K))
-    tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: ToolChoice = "auto"
-    noise_reduction: Optional[str] = None  # "near_field" / "far_field"; None: off
-    thinking_cue: str = "off"
 
     @classmethod
     def from_pipeline(cls, current: CallSettings) -> SessionSettings:
         """The settings a session starts from: the pipeline's for the call (the configured defaults)."""
-        turn = dataclasses.replace(current.turn)
         return cls(
-            instructions=current.instructions,
-            max_tokens=current.max_tokens,
-            speed=current.speed,
-            language=current.language,
-            turn=turn,
+            call=current,
             token_cap=int(current.max_tokens),
-            turn_defaults={name: getattr(turn, name) for name in TURN_RESET_FIELDS},
-            thinking_cue=current.thinking_cue,
+            turn_defaults={name: getattr(current.turn, name) for name in TURN_RESET_FIELDS},
         )
 
     @property
@@ -84,48 +68,38 @@ class SessionSettings:
         return self.token_cap if requested == "inf" else min(int(requested), self.token_cap)
 
     def apply(self, changes: Mapping[str, Any]) -> None:
-        """Apply :func:`parse_update`'s normalised changes (validated: nothing here can fail)."""
-        if "instructions" in changes:
-            self.instructions = changes["instructions"]
+        """Apply :func:`parse_update`'s normalised changes (validated: nothing here can fail). A
+        change named as a ``CallSettings`` field replaces it; ``max_tokens`` is capped,
+        ``turn_detection`` makes a new ``turn``, ``tool_choice`` is kept in both forms."""
         if "modalities" in changes:
             self.modalities = ["audio"] if "audio" in changes["modalities"] else ["text"]
-        for name in (
-            "voice",
-            "model",
-            "transcription_model",
-            "input_format",
-            "output_format",
-            "tools",
-            "tool_choice",
-            "noise_reduction",
-            "thinking_cue",
-        ):
+        for name in ("model", "transcription_model", "input_format", "output_format", "tool_choice"):
             if name in changes:
                 setattr(self, name, changes[name])
-        if "speed" in changes:
-            self.speed = changes["speed"]
+        call = {name: value for name, value in changes.items() if name in CALL_SETTING_NAMES}
+        if "tools" in changes:
+            call["tools"] = tuple(changes["tools"])
         if "max_tokens" in changes:
-            self.max_tokens = self.cap_tokens(changes["max_tokens"])
-        if "language" in changes:
-            self.language = changes["language"]
+            call["max_tokens"] = self.cap_tokens(changes["max_tokens"])
         if "turn_detection" in changes:
-            self.turn = self._new_turn(changes["turn_detection"])
+            call["turn"] = self._new_turn(changes["turn_detection"])
+        call["tool_choice"] = engine_tool_choice(self.tool_choice, list(call.get("tools", self.call.tools)))
+        self.call = dataclasses.replace(self.call, **call)
 
     def check_tools(self, changes: Mapping[str, Any]) -> None:
         """ClientError when ``changes`` would leave a named ``tool_choice`` that is not one of the
         tools (checked before :meth:`apply`, with the tools and choice the update leaves)."""
         if "tools" in changes or "tool_choice" in changes:
             check_choice(
-                changes.get("tool_choice", self.tool_choice), changes.get("tools", self.tools), "session.tool_choice"
+                changes.get("tool_choice", self.tool_choice),
+                changes.get("tools", list(self.call.tools)),
+                "session.tool_choice",
             )
 
     def _new_turn(self, settings: Optional[dict]) -> TurnDetection:
         """A new turn_detection object replaces the old one: fields it leaves out get their defaults;
         None means manual turns."""
-        turn = dataclasses.replace(self.turn)
         if settings is None:
-            turn.apply(None)
-        else:
-            turn.apply({**self.turn_defaults, **settings})
-            turn.idle_timeout_ms = settings.get("idle_timeout_ms")  # apply() skips None; None clears it
-        return turn
+            return self.call.turn.updated(None)
+        turn = self.call.turn.updated({**self.turn_defaults, **settings})
+        return dataclasses.replace(turn, idle_timeout_ms=settings.get("idle_timeout_ms"))  # None clears it

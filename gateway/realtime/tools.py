@@ -16,6 +16,7 @@ The engine gets the tools as :class:`~gateway.models.base.FunctionTool` and the 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from gateway.models.base import TOOL_CHOICES, FunctionTool
@@ -161,7 +162,7 @@ def engine_tool_choice(choice: ToolChoice, tools: list[FunctionTool]) -> str:
     return choice["name"] if isinstance(choice, dict) else choice
 
 
-def tools_view(tools: list[FunctionTool]) -> list[dict]:
+def tools_view(tools: Sequence[FunctionTool]) -> list[dict]:
     """``tools`` as session objects show them."""
     return [
         {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters} for t in tools

@@ -18,6 +18,7 @@ from gateway.config import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.models.base import ModelSet
 from gateway.models.compute_meter import metered_models
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.chain import StageFactory
 from gateway.pool.pool import UnitPool
 from gateway.pool.unit import PipelineUnit
@@ -30,8 +31,8 @@ from gateway.server.middleware import cors_middleware, error_middleware
 from gateway.server.request_guard import request_guard
 from gateway.server.shutdown import GracefulShutdown
 from gateway.server.sip_routes import sip_user_agent
+from gateway.server.startup_prompt import startup_prompt
 from gateway.server.static_files import static_root
-from gateway.server.warm_session import WarmSession, warm_session
 from gateway.signaling.ice import ice_configuration
 from gateway.transports.call_record import RecordPolicy, prepare_directory
 from gateway.transports.door import Door, LiveSession
@@ -60,12 +61,12 @@ def create_app(
     )
     app[CONFIG] = config
     app[LIMITS] = SessionLimits.from_config(config)
-    session_to_read = warm_session(config, app[LIMITS])  # a bad file fails here, before models load
+    prompt_to_read = startup_prompt(config, app[LIMITS])  # a bad file fails here, before models load
     app[METRICS] = GatewayMetrics()
     app[KEYS] = EphemeralKeys(prefix=key_prefix(config.instance))
     app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.retry_after_s, config.drain_timeout_s)
     shutdown.on_begin = lambda: app[METRICS].draining.set(1)
-    app.cleanup_ctx.append(_models_and_pool(models, stage_factories, session_to_read))
+    app.cleanup_ctx.append(_models_and_pool(models, stage_factories, prompt_to_read))
     app.cleanup_ctx.append(_door)
     app.cleanup_ctx.append(sip_user_agent)  # after the door: SIP calls are its sessions
     routes.add_routes(app, static_root())
@@ -78,9 +79,9 @@ CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 def _models_and_pool(
     models: Optional[ModelSet],
     stage_factories: Optional[dict[str, StageFactory]],
-    session_to_read: Optional[WarmSession] = None,
+    prompt_to_read: Optional[CallSettings] = None,
 ) -> CleanupContext:
-    """The cleanup context of the models (loaded now unless given; ``session_to_read``'s prompt
+    """The cleanup context of the models (loaded now unless given; ``prompt_to_read``'s prompt
     read into the LLM before the port opens) and the unit pool (its units' stage threads stopped at
     clean-up). The pool's models are metered (compute seconds per stage), its units' frame hooks
     feed the frame counters, and the ``vg_pool_units`` gauge follows them."""
@@ -93,12 +94,12 @@ def _models_and_pool(
             app[MODELS] = await asyncio.to_thread(load_models, config)
         else:
             app[MODELS] = models
-        if session_to_read is not None:
+        if prompt_to_read is not None:
             from gateway.models.warm_up import read_session_prompt
 
-            read = session_to_read
+            read = prompt_to_read
             await asyncio.to_thread(
-                read_session_prompt, app[MODELS].llm, read.instructions, read.tools, read.tool_choice
+                read_session_prompt, app[MODELS].llm, read.instructions, list(read.tools), read.tool_choice
             )
         metrics = app[METRICS]
         metrics.watch_llm_queue(app[MODELS].llm)

@@ -13,7 +13,7 @@ Once it is set:
   reply audio left to play), then ends it with the Realtime ``error`` event code
   ``server_shutdown`` (message "the gateway is shutting down"). Calls still talking when
   ``shutdown_grace_s`` runs out are ended the same way (message says the grace period is over).
-  Every unit then drains (``SESSION_END`` through each stage); one that overruns
+  Every unit then drains (a ``CallEnd`` marker through each stage); one that overruns
   ``drain_timeout_s`` is quarantined as usual, and the drain stops waiting for it. Within the same
   ``drain_timeout_s`` it also waits for the goodbyes the hang-ups sent that are still unanswered
   (:meth:`GracefulShutdown.add_goodbyes`: a SIP call's BYE, retransmitted until its final response),

@@ -12,6 +12,7 @@ from gateway.models.catalog import format_backends, list_backends
 from gateway.models.kokoro_g2p import split_phonemes, split_sentences
 from gateway.models.kokoro_voices import ONNX_COLUMN, OPENAI_VOICES, TORCH_COLUMN, resolve_voice
 from gateway.models.tts_backends import TTS_BACKENDS, load_text_to_speech
+from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.messages import TextChunk
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.tts import TtsStage
@@ -62,7 +63,7 @@ def test_the_tts_stage_speaks_each_chunk_in_its_session_voice() -> None:
     tts = TextToSpeechDouble()
     ctx = TtsContextDouble()
     stage = TtsStage(ctx, StageQueue(), None, tts)  # type: ignore[arg-type]
-    stage.handle(TextChunk("rtc_test", generation=1, text="Hello.", speed=1.25, voice="echo"))
+    stage.handle(TextChunk("rtc_test", generation=1, text="Hello.", settings=CallSettings(speed=1.25, voice="echo")))
     stage.handle(TextChunk("rtc_test", generation=1, text="Bye."))
     assert tts.calls == [("Hello.", 1.25, "echo"), ("Bye.", 1.0, None)]
     assert ctx.playout.written and ctx.playout.written[0] > 0  # resampled to 48 kHz and queued

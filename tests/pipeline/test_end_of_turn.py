@@ -17,7 +17,7 @@ from gateway.pipeline import stt as stt_stage
 from gateway.pipeline.events import InputCommitted, SpeechStopped, TranscriptionCompleted
 from gateway.pipeline.messages import CommitInput
 from gateway.pipeline.turn import EAGERNESS, SEMANTIC_CHECK_MS, TurnDetection, pause_rules
-from tests.doubles import CALL, RATE, Chain, EndOfTurnDouble, GradedVadSessionDouble, VadDouble
+from tests.doubles import CALL, RATE, Chain, EndOfTurnDouble, GradedVadStreamDouble, VadDouble
 
 
 def tone(seconds: float) -> np.ndarray:
@@ -112,8 +112,7 @@ def test_mid_thought_waits_longer_but_bounded() -> None:
 
 
 def test_client_server_vad_keeps_plain_silence() -> None:
-    turn = TurnDetection()
-    turn.apply({"type": "server_vad", "silence_duration_ms": 400})
+    turn = TurnDetection().updated({"type": "server_vad", "silence_duration_ms": 400})
     model = EndOfTurnDouble(0.99)
     chain = Chain(turn, model)
     chain.play(np.concatenate([silence(0.3), tone(1.0), silence(1.0)]))
@@ -130,8 +129,7 @@ def test_without_a_model_the_default_ends_by_silence() -> None:
 
 @pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto"])
 def test_semantic_vad_eagerness_maps_onto_the_rules(eagerness: str) -> None:
-    turn = TurnDetection()
-    turn.apply({"type": "semantic_vad", "eagerness": eagerness})
+    turn = TurnDetection().updated({"type": "semantic_vad", "eagerness": eagerness})
     rules = pause_rules(turn, semantic_model=True)
     complete_above, silence_ms, longest_ms = EAGERNESS[eagerness]
     assert (rules.complete_above, rules.silence_ms, rules.mid_thought_ms) == (complete_above, silence_ms, longest_ms)
@@ -144,16 +142,14 @@ def test_semantic_vad_eagerness_maps_onto_the_rules(eagerness: str) -> None:
 
 
 def test_semantic_vad_with_eagerness_low_lets_the_caller_think() -> None:
-    turn = TurnDetection()
-    turn.apply({"type": "semantic_vad", "eagerness": "low"})
+    turn = TurnDetection().updated({"type": "semantic_vad", "eagerness": "low"})
     chain = Chain(turn, EndOfTurnDouble(0.6))  # complete for "medium", not for "low" (0.7)
     chain.play(np.concatenate([silence(0.3), tone(1.0), silence(0.7), tone(0.5), silence(1.5)]))
     assert chain.transcripts() == ["one two"]
 
 
 def test_manual_turns_do_not_speculate() -> None:
-    turn = TurnDetection()
-    turn.apply(None)
+    turn = TurnDetection().updated(None)
     chain = Chain(turn, EndOfTurnDouble(0.9))
     chain.play(np.concatenate([tone(0.5), silence(0.5), tone(0.5)]))
     assert chain.sent == []
@@ -169,11 +165,11 @@ def test_speculation_can_be_switched_off() -> None:
     assert not any(u.speculative for u in chain.sent)
 
 
-def test_session_end_discards_a_kept_speculation() -> None:
+def test_call_end_discards_a_kept_speculation() -> None:
     chain = Chain(TurnDetection(detector="silence", silence_duration_ms=800), None)
     chain.play(np.concatenate([silence(0.3), tone(1.0), silence(0.3)]))  # speculated, turn not over
     assert chain.transcripts() == []
-    chain.stt.reset()  # what SESSION_END does as it passes the stage
+    chain.stt.reset()  # what a CallEnd marker does as it passes the stage
     assert chain.stt.speculation.snapshot()["discarded"] == 1
     chain.vad.reset()
     chain.play(np.concatenate([tone(1.0), silence(1.0)]))
@@ -185,7 +181,7 @@ def test_a_quiet_word_ending_after_the_speculative_cut_voids_the_speculation() -
     """The speculation cut at the first short pause misses what follows it; if that is not
     silence (the quiet "s" of "France", under the turn's threshold), the turn is transcribed whole."""
     chain = Chain(
-        TurnDetection(detector="silence", silence_duration_ms=500), None, vad=VadDouble(GradedVadSessionDouble)
+        TurnDetection(detector="silence", silence_duration_ms=500), None, vad=VadDouble(GradedVadStreamDouble)
     )
     rng = np.random.default_rng(1)
     loud = (0.3 * np.sin(np.arange(int(0.6 * RATE)) * 0.05)).astype(np.float32)

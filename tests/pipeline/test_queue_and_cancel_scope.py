@@ -3,7 +3,7 @@
 import numpy as np
 
 from gateway.pipeline.cancel import CancelScope
-from gateway.pipeline.messages import AudioIn, SessionEnd, TextChunk
+from gateway.pipeline.messages import AudioIn, CallEnd, TextChunk
 from gateway.pipeline.queues import StageQueue
 
 
@@ -22,10 +22,10 @@ def test_cancel_makes_every_earlier_generation_stale():
 def test_flush_keeps_control_markers_and_drops_data():
     queue = StageQueue()
     queue.put(AudioIn("a", samples=np.zeros(10, np.int16)))
-    queue.put(SessionEnd("a"))
+    queue.put(CallEnd("a"))
     queue.put(TextChunk("a", text="late"))
     assert queue.flush() == 2
-    assert isinstance(queue.get(0), SessionEnd)
+    assert isinstance(queue.get(0), CallEnd)
     assert queue.get(0) is None
 
 
@@ -33,7 +33,7 @@ def test_audio_beyond_the_bound_drops_the_oldest():
     queue = StageQueue(max_droppable=3)
     for i in range(5):
         queue.put(AudioIn("a", samples=np.full(1, i, np.int16)))
-    queue.put(SessionEnd("a"))
+    queue.put(CallEnd("a"))
     got = [queue.get(0) for _ in range(4)]
     assert [int(m.samples[0]) for m in got[:3]] == [2, 3, 4]
-    assert isinstance(got[3], SessionEnd) and queue.dropped == 2
+    assert isinstance(got[3], CallEnd) and queue.dropped == 2

@@ -8,7 +8,7 @@ import json
 
 from gateway.client import RealtimeClient
 from gateway.models.base import ChatMessage
-from gateway.pipeline.messages import SessionEnd
+from gateway.pipeline.messages import CallEnd
 from gateway.pool.pool import UnitPool
 from gateway.pool.unit import UnitState
 from gateway.server.app import METRICS, POOL
@@ -26,22 +26,22 @@ def text_turn(client: RealtimeClient, text: str) -> None:
     client.send({"type": "response.create"})
 
 
-async def test_stale_marker_cannot_release_a_later_session(models, gateway_config):
+async def test_stale_marker_cannot_release_a_later_call(models, gateway_config):
     blocking = BlockingLanguageModelDouble()
     pool = UnitPool(dataclasses.replace(models, llm=blocking), gateway_config(drain_timeout_s=30))
     unit = pool.units[0]
     try:
-        assert unit.claim("session-a", lambda e: None)
+        assert unit.claim("call-a", lambda e: None)
         assert unit.begin_drain("test")
         assert await wait_until(lambda: unit.state is UnitState.IDLE, 5)
 
-        assert unit.claim("session-b", lambda e: None)
+        assert unit.claim("call-b", lambda e: None)
         unit.create_response([ChatMessage("user", "hi")])
         assert await asyncio.to_thread(blocking.entered.wait, 5)  # the LLM thread is now hung
         assert unit.begin_drain("test")
         # A's marker turning up late — out of the last stage, or through the queues — changes nothing.
-        unit._marker_out(SessionEnd("session-a"))
-        unit.chain.tts_in.put(SessionEnd("session-a"))
+        unit._marker_out(CallEnd("call-a"))
+        unit.chain.tts_in.put(CallEnd("call-a"))
         await asyncio.sleep(0.3)
         assert unit.state is UnitState.DRAINING
         blocking.release.set()  # B's own marker can now pass the LLM stage
@@ -79,7 +79,7 @@ async def test_stuck_unit_is_quarantined_and_recovers_by_itself(models, gateway_
         await second.hangup()
 
 
-async def test_failing_stage_reports_error_and_session_continues(models, gateway_config, caplog):
+async def test_failing_stage_reports_error_and_call_continues(models, gateway_config, caplog):
     failing = FailingOnceLanguageModelDouble(models.llm)
     async with serve(gateway_config(), dataclasses.replace(models, llm=failing)) as (url, app):
         client = RealtimeClient(url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
@@ -33,7 +34,7 @@ def test_closed_realtime_session_does_not_drive_the_pipeline() -> None:
     assert pipeline.calls == [], pipeline.calls
 
 
-async def test_a_response_requested_while_draining_does_not_reach_the_next_session(
+async def test_a_response_requested_while_draining_does_not_reach_the_next_call(
     models: ModelSet, gateway_config: Callable[..., GatewayConfig]
 ) -> None:
     import asyncio
@@ -55,7 +56,7 @@ async def test_a_response_requested_while_draining_does_not_reach_the_next_sessi
     unit.chain.llm_in.put = recording_put  # type: ignore[assignment]
     try:
         assert unit.claim("rtc_first", lambda event: None)
-        unit.session_state.max_tokens = 2
+        unit.call_state.settings = replace(unit.settings, max_tokens=2)
         unit.begin_drain("client_hangup")
         try:  # what a late client event of the ended call asks (refusing it is fine too)
             unit.create_response([ChatMessage("user", "hello")], audio=False)
@@ -101,10 +102,10 @@ async def test_a_lease_goes_inert_once_its_unit_is_released(
             first.create_response([ChatMessage("user", "hello")], audio=False)
         first.commit_input()
         first.submit_audio(np.zeros(320, np.int16), 0.0)
-        first.update_settings(instructions="ended", max_tokens=1, speed=1.0, language="fr", turn=unit.turn)
+        first.apply_settings(replace(unit.settings, instructions="ended", max_tokens=1, language="fr"))
         assert first.interrupt() is None and not first.busy() and first.idle_for_s() == 0.0
         assert not first.release("client_hangup") and unit.state is UnitState.ACTIVE
-        assert unit.session_state.instructions != "ended" and unit.session_state.language != "fr"
+        assert unit.settings.instructions != "ended" and unit.settings.language != "fr"
         assert frames == []  # the ended call's audio never reached the next caller's VAD
         second.release("client_hangup")
         assert await wait_until(lambda: unit.state is UnitState.IDLE, 15)

@@ -15,12 +15,12 @@ def test_knobs_reach_the_pipeline_and_a_new_object_resets_them() -> None:
     h = Harness()
     knobs = dict(min_interruption_words=2, max_backchannel_ms=900, false_interruption_timeout_ms=1500, echo_guard=False)
     session = h.run(client("session.update", session=turn_update(**knobs)))[-1]["session"]
-    turn = h.pipeline.session_state.turn
+    turn = h.pipeline.settings.turn
     assert (turn.min_interruption_words, turn.max_backchannel_ms, turn.false_interruption_timeout_ms) == (2, 900, 1500)
     assert turn.echo_guard is False
     assert "min_interruption_words" not in session["audio"]["input"]["turn_detection"]  # OpenAI's shape
     h.run(client("session.update", session=turn_update(threshold=0.6)))
-    turn = h.pipeline.session_state.turn
+    turn = h.pipeline.settings.turn
     assert (turn.min_interruption_words, turn.echo_guard) == (1, True)
 
 
@@ -31,7 +31,7 @@ def test_semantic_vad_takes_the_knobs_too() -> None:
         "audio": {"input": {"turn_detection": {"type": "semantic_vad", "min_interruption_words": 0}}},
     }
     h.run(client("session.update", session=update))
-    assert h.pipeline.session_state.turn.min_interruption_words == 0
+    assert h.pipeline.settings.turn.min_interruption_words == 0
 
 
 def test_a_bad_knob_is_an_error_naming_it() -> None:

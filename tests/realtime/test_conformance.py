@@ -524,14 +524,14 @@ def test_stock_openai_names_map_to_what_is_really_used() -> None:
         "create_response": True,
         "interrupt_response": False,
     }
-    turn = h.pipeline.session_state.turn
+    turn = h.pipeline.settings.turn
     assert (turn.threshold, turn.prefix_padding_ms, turn.silence_duration_ms, turn.interrupt_response) == (
         0.6,
         200,
         700,
         False,
     )
-    assert h.pipeline.session_state.instructions == "You are terse." and h.pipeline.session_state.speed == 1.2
+    assert h.pipeline.settings.instructions == "You are terse." and h.pipeline.settings.speed == 1.2
     # The GA session shape of OpenAI's examples.
     assert {
         "type",
@@ -561,8 +561,8 @@ def test_invalid_update_names_the_field_and_keeps_previous_settings() -> None:
     assert error["error"]["param"] == "session.audio.input.turn_detection.silence_duration_ms"
     assert "silence_duration_ms" in error["error"]["message"]
     assert h.rt.describe() == before
-    assert h.pipeline.session_state.instructions == "You are terse."
-    assert h.pipeline.session_state.turn.silence_duration_ms == 700
+    assert h.pipeline.settings.instructions == "You are terse."
+    assert h.pipeline.settings.turn.silence_duration_ms == 700
 
 
 @pytest.mark.parametrize(
@@ -610,7 +610,7 @@ def test_turn_detection_replaces_the_old_one_and_semantic_vad_maps_to_server_vad
         "create_response": True,
         "interrupt_response": True,
     }
-    turn = h.pipeline.session_state.turn
+    turn = h.pipeline.settings.turn
     assert turn.mode == "server_vad" and turn.silence_duration_ms == 300 and turn.idle_timeout_ms is None
     plain = {"type": "realtime", "audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 0.7}}}}
     session = h.run(client("session.update", session=plain))[-1]["session"]
@@ -637,7 +637,7 @@ def test_max_output_tokens_inf_means_the_configured_cap() -> None:
     h.run(user_text())
     h.run(client("response.create", response={"max_output_tokens": 5}))
     assert h.pipeline.requests[-1][2] == 5, "a response's own cap reaches the pipeline"
-    assert h.pipeline.session_state.max_tokens == 20, "and does not change the session's"
+    assert h.pipeline.settings.max_tokens == 20, "and does not change the session's"
 
 
 def test_beta_session_gets_beta_names_and_shapes() -> None:
@@ -690,7 +690,7 @@ def test_manual_turns_wait_for_commit_and_response_create() -> None:
     h = Harness()
     manual_turns(h)
     assert h.last("session.updated")["session"]["audio"]["input"]["turn_detection"] is None
-    assert h.pipeline.session_state.turn.mode == "manual"
+    assert h.pipeline.settings.turn.mode == "manual"
     h.run(client("input_audio_buffer.commit"))
     assert h.pipeline.calls == ["commit_input"]
     h.run(committed())
@@ -907,7 +907,7 @@ def test_the_double_and_the_unit_offer_the_pipeline_control_protocol() -> None:
     members = [name for name in vars(PipelineControl) if not name.startswith("_")]
     assert {
         "current_settings",
-        "update_settings",
+        "apply_settings",
         "keep_alive",
         "commit_input",
         "clear_input",
@@ -927,12 +927,12 @@ def test_apply_session_update_is_a_session_update() -> None:
     h = Harness()
     h.rt.apply_session_update(GA_STOCK_SESSION)
     assert [e["type"] for e in h.sent[1:]] == ["session.updated"]
-    assert h.pipeline.session_state.instructions == "You are terse."
-    assert h.pipeline.session_state.turn.idle_timeout_ms == 8000 and h.timers.armed == 2
+    assert h.pipeline.settings.instructions == "You are terse."
+    assert h.pipeline.settings.turn.idle_timeout_ms == 8000 and h.timers.armed == 2
     with pytest.raises(ClientError) as raised:
         h.rt.apply_session_update({"type": "realtime", "audio": {"output": {"speed": "fast"}}})
     assert raised.value.code == "invalid_value" and raised.value.param == "session.audio.output.speed"
-    assert h.pipeline.session_state.speed == 1.2, "a rejected update changes nothing"
+    assert h.pipeline.settings.speed == 1.2, "a rejected update changes nothing"
     h.rt.apply_session_update({"modalities": ["text"]})  # beta (flat) shape: the session speaks beta
     assert h.rt.beta and h.sent[-1]["session"]["modalities"] == ["text"]
 

@@ -53,7 +53,7 @@ def alive(h: Harness) -> None:
 @pytest.mark.parametrize("shape", [{"type": "realtime"}, {"modalities": ["text", "audio"]}], ids=["ga", "beta"])
 def test_instructions_over_the_limit_are_refused_in_session_update(shape: dict) -> None:
     h = Harness()
-    before = h.pipeline.session_state.instructions
+    before = h.pipeline.settings.instructions
     huge = "Be brief. " * 10_000  # 100 kB: under the 128 KiB message limit
     error = assert_refused(
         h.run(client("session.update", "evt_big", session={**shape, "instructions": huge})),
@@ -61,13 +61,13 @@ def test_instructions_over_the_limit_are_refused_in_session_update(shape: dict) 
         "session.instructions",
     )
     assert str(LIMITS.max_instructions_chars) in error["message"] and error["event_id"] == "evt_big"
-    assert h.pipeline.session_state.instructions == before, "nothing applied"
+    assert h.pipeline.settings.instructions == before, "nothing applied"
     alive(h)
     just_under = "x" * LIMITS.max_instructions_chars
     assert (
         h.run(client("session.update", session={**shape, "instructions": just_under}))[-1]["type"] == "session.updated"
     )
-    assert h.pipeline.session_state.instructions == just_under
+    assert h.pipeline.settings.instructions == just_under
 
 
 def test_instructions_over_the_limit_are_refused_in_response_create() -> None:
@@ -122,7 +122,7 @@ def test_a_tool_definition_over_the_size_limit_is_refused() -> None:
         "session.tools[1]",
     )
     assert "max_tool_bytes" in error["message"]
-    assert h.rt.settings.tools == []
+    assert h.rt.settings.call.tools == ()
     alive(h)
 
 
@@ -180,7 +180,7 @@ def test_a_long_conversation_hands_the_engine_a_bounded_prompt() -> None:
     h.run(client("session.update", session={"type": "realtime", "instructions": "i" * LIMITS.max_instructions_chars}))
     for n in range(40):
         h.run(user_text(f"{n} " + "long words " * 2_900))
-    prompt = h.rt.conversation.prompt(PromptSpec(), h.rt.settings.instructions)
+    prompt = h.rt.conversation.prompt(PromptSpec(), h.rt.settings.call.instructions)
     assert sum(len(m.content) for m in prompt) <= LIMITS.max_prompt_chars
     assert prompt[-1].content.startswith("39 ")
 
