@@ -6,7 +6,7 @@
 First the machine's plain decode speed (tokens/s of one sequence, 1 and 2 threads: quote it beside
 any latency figure), then the cost of one ``BatchDecoder`` step advancing 1, 2, 4 and 8 sequences
 at once (ms per step, aggregate tokens/s), on 1 and 2 threads. This is the measurement behind
-continuous batching in process (``gateway.models.llama_batch``): on a CPU one step over N sequences
+continuous batching in process (``gateway.models.llama_cpp.batch``): on a CPU one step over N sequences
 costs far less than N steps over one. (llama.cpp's own server with parallel slots runs the same
 kernels behind HTTP; it is not installed with the gateway: ``llama_cpp.server``, the Python one,
 serves one request at a time.)
@@ -26,9 +26,9 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, GenerationOptions
-from gateway.models.core_use import LlamaThreads
-from gateway.models.decode_capacity import StepTimes
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.compute.core_use import LlamaThreads
+from gateway.models.compute.decode_capacity import StepTimes
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 
 
 @contextlib.contextmanager

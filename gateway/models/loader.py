@@ -25,8 +25,8 @@ def load_language_model(config: GatewayConfig) -> LanguageModel:
     install) when its library or weights are missing, ValueError for an unknown backend."""
     cache = Path(config.model_cache_dir)
     if config.llm_backend == "llama_cpp":
-        from gateway.models.core_use import LlamaThreads
-        from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+        from gateway.models.compute.core_use import LlamaThreads
+        from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 
         return LlamaCppLanguageModel(
             config.llm_model,
@@ -45,7 +45,7 @@ def load_language_model(config: GatewayConfig) -> LanguageModel:
             sequences=config.llm_sequences,
         )
     if config.llm_backend == "openai_http":
-        from gateway.models.openai_http_llm import OpenAIHttpLanguageModel
+        from gateway.models.openai_http.llm import OpenAIHttpLanguageModel
 
         return OpenAIHttpLanguageModel(
             config.llm_model,
@@ -77,7 +77,7 @@ def prepare_models(config: GatewayConfig) -> ModelSet:
     ``model_cache_dir``, convert checkpoints), then load everything once to prove it loads.
     Raises as :func:`load_models` does."""
     if config.llm_backend == "llama_cpp":
-        from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
+        from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 
         if config.llm_model in BUNDLES:
             bundled_gguf(config.llm_model, Path(config.model_cache_dir))

@@ -33,11 +33,11 @@ def load_text_to_speech(config: GatewayConfig) -> TextToSpeech:
 
         return PiperTextToSpeech(config.tts_voice)
     if config.tts_backend == "kokoro":
-        from gateway.models.kokoro_tts import HUB_REPO, KokoroTextToSpeech
+        from gateway.models.kokoro.tts import HUB_REPO, KokoroTextToSpeech
 
         return KokoroTextToSpeech(config.tts_model or HUB_REPO, voice=voice)
     if config.tts_backend == "kokoro_onnx":
-        from gateway.models.kokoro_onnx_tts import KokoroOnnxTextToSpeech
+        from gateway.models.kokoro.onnx_tts import KokoroOnnxTextToSpeech
 
         return KokoroOnnxTextToSpeech(config.tts_model, Path(config.model_cache_dir), voice=voice)
     raise ModelNotFoundError(f"tts_backend {config.tts_backend!r} is not one of {', '.join(TTS_BACKENDS)}")

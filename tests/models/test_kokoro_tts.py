@@ -124,7 +124,7 @@ def test_speed_shortens_the_audio_and_any_voice_name_is_served(kokoro) -> None:
 
 
 def test_missing_model_fails_at_start_up_with_the_install_hint(tmp_path: Path) -> None:
-    from gateway.models.kokoro_tts import KokoroTextToSpeech
+    from gateway.models.kokoro.tts import KokoroTextToSpeech
 
     with pytest.raises(ModelNotFoundError, match="--tts-model DIR"):
         KokoroTextToSpeech(str(tmp_path / "nowhere"))

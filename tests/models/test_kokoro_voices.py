@@ -9,8 +9,8 @@ from gateway.cli import main
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelNotFoundError
 from gateway.models.catalog import format_backends, list_backends
-from gateway.models.kokoro_g2p import split_phonemes, split_sentences
-from gateway.models.kokoro_voices import ONNX_COLUMN, OPENAI_VOICES, TORCH_COLUMN, resolve_voice
+from gateway.models.kokoro.g2p import split_phonemes, split_sentences
+from gateway.models.kokoro.voices import ONNX_COLUMN, OPENAI_VOICES, TORCH_COLUMN, resolve_voice
 from gateway.models.tts_backends import TTS_BACKENDS, load_text_to_speech
 from gateway.pipeline.messages import TextChunk
 from gateway.pipeline.queues import StageQueue

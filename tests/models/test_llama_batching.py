@@ -19,8 +19,8 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, FunctionTool, Generation, GenerationOptions, ModelSet
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
-from gateway.models.llama_state_cache import common_prefix
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
+from gateway.models.llama_cpp.state_cache import common_prefix
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
 

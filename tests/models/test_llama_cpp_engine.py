@@ -14,7 +14,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, Generation, GenerationOptions, ModelSet
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 from tests.helpers import words
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, ModelSet
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 from tests.models.test_llama_batching import plain, same_answer
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
@@ -68,7 +68,7 @@ def test_a_read_ahead_the_caller_talked_past_changes_nothing_said(llm) -> None:
 def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
     """A read-ahead (or instructions warm) still being read when the KV cache runs out of cells gave
     the turn in the same step an error (``llm_failed``); the background read now gives way."""
-    from gateway.models.llama_batch import BatchDecoder
+    from gateway.models.llama_cpp.batch import BatchDecoder
 
     decoder = BatchDecoder(llm._llm, n_ctx=256, sequences=1, prefixes=1)
     try:
@@ -128,7 +128,7 @@ def test_a_session_warm_takes_the_prefix_sequence_of_a_read_ahead(llm) -> None:
     """Read-aheads wait while callers talk, so they may hold every prefix sequence for a while; a
     new call's instructions and tools (wanted for sure) then take one instead of being refused,
     which would leave that call's first turn to read them itself."""
-    from gateway.models.llama_batch import BatchDecoder
+    from gateway.models.llama_cpp.batch import BatchDecoder
 
     decoder = BatchDecoder(llm._llm, n_ctx=512, sequences=1, prefixes=1)
     try:

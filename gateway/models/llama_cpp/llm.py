@@ -1,22 +1,22 @@
 """Chat LLM in process on llama.cpp (``llama-cpp-python``), from a GGUF file: the default engine.
 
 The default model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined once from its packages (see
-``gateway.models.gguf_bundles``); ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or any ``.gguf`` path
+``gateway.models.llama_cpp.gguf_bundles``); ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or any ``.gguf`` path
 may be configured instead. One instance per process serves every unit: up to ``sequences`` turns
-run at once on one context (continuous batching, ``gateway.models.llama_batch``: one decode step
+run at once on one context (continuous batching, ``gateway.models.llama_cpp.batch``: one decode step
 advances every active turn, new turns join at the next step); more wait in an
-:class:`~gateway.models.engine_queue.EngineQueue` in arrival order.
+:class:`~gateway.models.compute.engine_queue.EngineQueue` in arrival order.
 
 One generation, on its leased KV sequence:
 
 1. The prompt is rendered with the model's own chat template (GGUF ``tokenizer.chat_template``;
    tools are listed through it when it supports them) and fitted into ``n_ctx`` by dropping the
-   oldest turns (``gateway.models.prompt_fit``).
+   oldest turns (``gateway.models.llama_cpp.prompt_fit``).
 2. The longest prefix already held is kept: the sequence's own cells, another sequence's (a
    session's instructions and tools read by :meth:`LlamaCppLanguageModel.prepare`, the prompt
    read ahead from the transcript at the caller's pause by :meth:`LlamaCppLanguageModel.read_ahead`,
    or another caller with the same ones: copied cell references, no compute), or a saved state of this
-   conversation (``gateway.models.llama_state_cache``). The rest is read in chunks between other
+   conversation (``gateway.models.llama_cpp.state_cache``). The rest is read in chunks between other
    turns' decode steps; ``should_stop`` and the compute budget are checked at every step.
 3. Tokens are chosen one at a time in the caller's thread (greedy at temperature 0, else sampled
    with the request's seed); ``should_stop`` and the budget are checked after every token and
@@ -27,7 +27,7 @@ One generation, on its leased KV sequence:
    a grammar of the tools' JSON schemas (``LlamaGrammar.from_json_schema``, ``grammar_sampler``);
    "required" or a tool name go to it at once. Call text is never streamed.
 
-Threads, per step (``threads``, :class:`~gateway.models.core_use.LlamaThreads`): ``idle`` (2) for a
+Threads, per step (``threads``, :class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` (2) for a
 lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
 ~34 tokens/s idle but ~5 when the other core is busy; 1 thread holds ~21-23 idle and 8-21 busy).
 Memory: the 1.5B instance adds ~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of
@@ -56,14 +56,14 @@ from gateway.models.base import (
     ModelNotFoundError,
     ToolCall,
 )
-from gateway.models.core_use import LlamaThreads
-from gateway.models.engine_queue import EngineQueue, Turn
-from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
-from gateway.models.grammar_sampler import GrammarSampler, sample_token
-from gateway.models.llama_batch import BatchDecoder
-from gateway.models.llama_holds import SequenceLease, Warm
-from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
-from gateway.models.prompt_fit import fit_messages
+from gateway.models.compute.core_use import LlamaThreads
+from gateway.models.compute.engine_queue import EngineQueue, Turn
+from gateway.models.llama_cpp.batch import BatchDecoder
+from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
+from gateway.models.llama_cpp.grammar_sampler import GrammarSampler, sample_token
+from gateway.models.llama_cpp.holds import SequenceLease, Warm
+from gateway.models.llama_cpp.prompt_fit import fit_messages
+from gateway.models.llama_cpp.state_cache import LlamaStateCache, common_prefix
 from gateway.models.tool_calls import (
     CALL_PREFIX,
     allowed_tools,

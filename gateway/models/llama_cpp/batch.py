@@ -8,20 +8,20 @@ with ``sequences + prefixes`` KV sequences in a unified cache (``kv_unified``: a
 stage threads) each hold a :class:`SequenceLease` and call :meth:`SequenceLease.evaluate` with the
 whole token list their sequence should hold; the decoder keeps the longest prefix it already has (its
 own cells, another sequence's, a prefix warmed by :meth:`BatchDecoder.warm` or a saved state from
-:class:`~gateway.models.llama_state_cache.LlamaStateCache`), evaluates the rest and returns the
+:class:`~gateway.models.llama_cpp.state_cache.LlamaStateCache`), evaluates the rest and returns the
 logits of the last position. Sampling stays in the caller's thread.
 
 One step: every pending evaluation contributes its next tokens (one for a decoding turn, up to
 ``chunk`` prompt tokens for one being read; a prompt read while others decode gets ``shared_chunk``
 per step so their tokens are not held back); new turns join at the next step (continuous batching).
-Threads by load, per step (:class:`~gateway.models.core_use.LlamaThreads`): ``idle`` threads (2) for
+Threads by load, per step (:class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` threads (2) for
 a lone call while no STT, TTS or end-of-turn call runs (``CORE_USE``), else 1 (2 collapse on a busy core).
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
 Step times: pure decode steps (one token per sequence) are timed by size into
 :attr:`BatchDecoder.step_times` (seeded by :meth:`BatchDecoder.measure_steps`), admission's talking
-capacity (``gateway.models.decode_capacity``). Positions: a sequence's tokens ``t[0..n)`` sit at
+capacity (``gateway.models.compute.decode_capacity``). Positions: a sequence's tokens ``t[0..n)`` sit at
 ``0..n-1``. A step with no free KV cell frees idle sequences, then fails its evaluations
 (:class:`~gateway.models.base.LanguageModelError`).
 """
@@ -37,10 +37,10 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.models.base import LanguageModelError
-from gateway.models.core_use import CORE_USE, LlamaThreads
-from gateway.models.decode_capacity import StepTimes
-from gateway.models.llama_holds import Evaluation, SequenceLease, Warm
-from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
+from gateway.models.compute.core_use import CORE_USE, LlamaThreads
+from gateway.models.compute.decode_capacity import StepTimes
+from gateway.models.llama_cpp.holds import Evaluation, SequenceLease, Warm
+from gateway.models.llama_cpp.state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
 

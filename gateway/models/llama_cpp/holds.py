@@ -1,4 +1,4 @@
-"""Callers' handles on a :class:`~gateway.models.llama_batch.BatchDecoder`: a turn's
+"""Callers' handles on a :class:`~gateway.models.llama_cpp.batch.BatchDecoder`: a turn's
 :class:`SequenceLease` on one KV sequence, a session's :class:`Warm` hold on a prompt read in the
 background, and the :class:`Evaluation` each queues on the decoder's step thread."""
 
@@ -14,7 +14,7 @@ import numpy as np
 from gateway.models.base import LanguageModelError
 
 if TYPE_CHECKING:
-    from gateway.models.llama_batch import BatchDecoder, _Sequence
+    from gateway.models.llama_cpp.batch import BatchDecoder, _Sequence
 
 
 @dataclass
