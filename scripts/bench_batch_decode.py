@@ -50,7 +50,9 @@ def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
     context of ``engine``'s BatchDecoder, greedy on a short prompt)."""
     decoder = engine.decoder
     with on_threads(decoder, threads):
-        prompt = engine.prompt_tokens([ChatMessage("user", "Count from one to fifty.")], tokens, GenerationOptions())
+        prompt = engine.chat.prompt_tokens(
+            [ChatMessage("user", "Count from one to fifty.")], tokens, GenerationOptions()
+        )
         lease = decoder.lease()
         try:
             logits, _ = lease.evaluate(prompt, lambda: False)
@@ -113,7 +115,7 @@ def batched_step_ms(engine: Any, sequences: int, threads: int, tokens: int = 16)
 
 def _batched_steps(engine: Any, decoder: Any, sequences: int, tokens: int) -> float:
     prompts = [
-        engine.prompt_tokens([ChatMessage("user", f"Count from {i} to {i + 40}.")], tokens, GenerationOptions())
+        engine.chat.prompt_tokens([ChatMessage("user", f"Count from {i} to {i + 40}.")], tokens, GenerationOptions())
         for i in range(sequences)
     ]
     leases = [decoder.lease() for _ in range(sequences)]

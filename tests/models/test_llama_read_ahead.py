@@ -72,8 +72,8 @@ def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
 
     decoder = BatchDecoder(llm._llm, n_ctx=256, sequences=1, prefixes=1)
     try:
-        background = llm.tokenize(" ".join(f"north{i}" for i in range(60)))[:150]
-        turn = llm.tokenize(" ".join(f"south{i}" for i in range(60)))[:150]
+        background = llm.chat.tokenize(" ".join(f"north{i}" for i in range(60)))[:150]
+        turn = llm.chat.tokenize(" ".join(f"south{i}" for i in range(60)))[:150]
         assert len(background) == len(turn) == 150, "together over the 256 cells"
         lease = decoder.lease()
         with decoder._cond:  # both queued before the step thread looks at either
@@ -132,12 +132,12 @@ def test_a_session_warm_takes_the_prefix_sequence_of_a_read_ahead(llm) -> None:
 
     decoder = BatchDecoder(llm._llm, n_ctx=512, sequences=1, prefixes=1)
     try:
-        ahead = llm.tokenize(" ".join(f"east{i}" for i in range(30)))[:60]
-        session = llm.tokenize(" ".join(f"west{i}" for i in range(30)))[:60]
+        ahead = llm.chat.tokenize(" ".join(f"east{i}" for i in range(30)))[:60]
+        session = llm.chat.tokenize(" ".join(f"west{i}" for i in range(30)))[:60]
         with decoder._cond:  # both asked for before the step thread reads either
             read_ahead = decoder.warm(ahead, limit=1000, speculative=True)
             assert read_ahead is not None and not read_ahead.done
-            assert decoder.warm(llm.tokenize("another read ahead"), limit=1000, speculative=True) is None
+            assert decoder.warm(llm.chat.tokenize("another read ahead"), limit=1000, speculative=True) is None
             session_warm = decoder.warm(session, limit=1000)
             assert session_warm is not None, "the session warm took the read-ahead's sequence"
             assert read_ahead.done, "the read-ahead was let go, unread"

@@ -135,9 +135,9 @@ def test_a_prompt_ending_in_a_tool_output_asks_for_the_answer(models: ModelSet) 
         ChatMessage("tool", '{"temperature_c": 31}', tool_call_id="call_1"),
     ]
     options = GenerationOptions(tools=TOOLS)
-    prompt = models.llm.render(history, options)
+    prompt = models.llm.chat.render(history, options)
     assert prompt.index("</tool_response>") < prompt.index(ANSWER_CUE), prompt
-    later = models.llm.render([*history, ChatMessage("assistant", "It is 31 degrees.")], options)
+    later = models.llm.chat.render([*history, ChatMessage("assistant", "It is 31 degrees.")], options)
     assert ANSWER_CUE not in later and later.startswith(prompt[: prompt.index(ANSWER_CUE) - 30])
 
 

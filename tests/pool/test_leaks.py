@@ -69,7 +69,7 @@ async def test_a_hung_up_callers_instructions_are_not_read_on(models, gateway_co
 
     decoder = models.llm.decoder
     instructions = "Know these words: " + " ".join(f"gamma{i} delta{i}" for i in range(130))
-    prefix = models.llm.prefix_tokens([ChatMessage("system", instructions)], GenerationOptions())
+    prefix = models.llm.chat.prefix_tokens([ChatMessage("system", instructions)], GenerationOptions())
     assert 600 < len(prefix) <= 1024, len(prefix)  # read ahead (under the warm limit), and seconds of work
 
     def most_held() -> int:
