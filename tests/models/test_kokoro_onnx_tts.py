@@ -24,9 +24,9 @@ from gateway.models.kokoro import onnx_tts as kokoro_onnx_tts  # noqa: E402 (aft
 
 @pytest.fixture(scope="module")
 def kokoro():  # -> KokoroOnnxTextToSpeech
-    from gateway.models.tts_backends import load_text_to_speech
+    from gateway.models.backends import load_backend
 
-    return load_text_to_speech(GatewayConfig(tts_backend="kokoro_onnx"))  # joined once into the model cache
+    return load_backend("tts", GatewayConfig(tts_backend="kokoro_onnx"))  # joined once into the model cache
 
 
 def _words(text: str) -> list[str]:
