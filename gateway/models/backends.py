@@ -43,7 +43,7 @@ STAGES: Mapping[str, Optional[str]] = {
     "llm": "llm_backend",
     "tts": "tts_backend",
 }
-PIPER_DEFAULT_VOICE = "joe"  # the tts_voice default: to the Kokoro backends, "their own default voice"
+PIPER_DEFAULT_VOICE = "joe"  # the tts_voice default: to other TTS backends, "their own default voice"
 
 
 @dataclass(frozen=True)
@@ -142,20 +142,21 @@ def _piper(config: GatewayConfig) -> TextToSpeech:
     return PiperTextToSpeech(config.tts_voice)
 
 
-def _kokoro_voice(config: GatewayConfig) -> str:
+def _voice_not_piper(config: GatewayConfig) -> str:
+    """``tts_voice`` for a backend other than Piper: '' (its own default) for Piper's default name."""
     return "" if config.tts_voice == PIPER_DEFAULT_VOICE else config.tts_voice
 
 
 def _kokoro(config: GatewayConfig) -> TextToSpeech:
     from gateway.models.kokoro.tts import HUB_REPO, KokoroTextToSpeech
 
-    return KokoroTextToSpeech(config.tts_model or HUB_REPO, voice=_kokoro_voice(config))
+    return KokoroTextToSpeech(config.tts_model or HUB_REPO, voice=_voice_not_piper(config))
 
 
 def _kokoro_onnx(config: GatewayConfig) -> TextToSpeech:
     from gateway.models.kokoro.onnx_tts import KokoroOnnxTextToSpeech
 
-    return KokoroOnnxTextToSpeech(config.tts_model, Path(config.model_cache_dir), voice=_kokoro_voice(config))
+    return KokoroOnnxTextToSpeech(config.tts_model, Path(config.model_cache_dir), voice=_voice_not_piper(config))
 
 
 # ----- the table, in pipeline order; the first row of a stage is its default -----
