@@ -26,12 +26,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point (``argv`` defaults to ``sys.argv[1:]``); returns the exit status.
 
-    0 on success, 1 when model weights are missing, 2 for a setting that does not parse or
-    ``serve`` off loopback without an API key (argparse itself exits with 2 on an unknown flag).
+    0 on success, 1 when model weights are missing, 2 for a setting that does not parse, a backend
+    name no stage has (the choices are named; ``gateway.models.backends``) or ``serve`` off loopback
+    without an API key (argparse itself exits with 2 on an unknown flag).
     """
+    from gateway.models.backends import check_backends
+
     args = build_parser().parse_args(argv)
     try:
         config = GatewayConfig.from_args(args)
+        check_backends(config)
     except ValueError as exc:
         print(f"voice-gateway: bad setting: {exc}", file=sys.stderr)
         return 2
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prepare":
         return prepare(config)
     if args.command == "models":
-        from gateway.models.catalog import format_backends, list_backends
+        from gateway.models.backends import format_backends, list_backends
 
         print(format_backends(list_backends(config)))
         return 0

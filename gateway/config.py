@@ -86,7 +86,11 @@ class GatewayConfig:
         metadata={"help": "with api_key set, /v1/pool, /v1/usage and /metrics need the API key too"},
     )
 
-    # --- models ---
+    # --- models (engines: gateway/models/backends.py; `voice-gateway models` lists them) ---
+    stt_backend: str = field(
+        default="whisper",
+        metadata={"help": "STT engine ('voice-gateway models' lists them): 'whisper' (faster-whisper)"},
+    )
     stt_model: str = field(
         default="whisper-base",
         metadata={"help": "'whisper-base' (bundled), a CTranslate2 dir or hub id"},
@@ -108,8 +112,8 @@ class GatewayConfig:
     tts_backend: str = field(
         default="piper",
         metadata={
-            "help": "TTS engine: 'piper' (CPU default), 'kokoro' (Kokoro-82M on torch, CUDA when present) "
-            "or 'kokoro_onnx' (Kokoro-82M int8 on ONNX Runtime, bundled)"
+            "help": "TTS engine ('voice-gateway models' lists them): 'piper' (the CPU default), 'kokoro' "
+            "(Kokoro-82M on torch, CUDA when present), 'kokoro_onnx' (Kokoro-82M int8 on ONNX Runtime, bundled)"
         },
     )
     tts_model: str = field(
@@ -125,10 +129,10 @@ class GatewayConfig:
     )
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads for the LLM (0 = number of CPUs)"})
     stt_threads: int = field(default=0, metadata={"help": "CTranslate2 threads for Whisper (0 = number of CPUs)"})
-    # LLM engine (gateway/models/loader.py): one shared instance per process, FIFO turns for all units.
+    # LLM engine: one shared instance per process, FIFO turns for all units.
     llm_backend: str = field(
         default="llama_cpp",
-        metadata={"help": "LLM engine: 'llama_cpp', 'openai_http' or 'transformers'"},
+        metadata={"help": "LLM engine ('voice-gateway models' lists them): 'llama_cpp', 'openai_http', 'transformers'"},
     )
     llm_threads: int = field(
         default=1,

@@ -249,7 +249,7 @@ class GatewayMetrics:
 
 
 class _QueueWaitCollector(Collector):
-    """``vg_llm_queue_wait_ms`` from a ``gateway.models.engine_queue.QueueWaitStats`` (per process)."""
+    """``vg_llm_queue_wait_ms`` from a ``gateway.models.compute.engine_queue.QueueWaitStats`` (per process)."""
 
     def __init__(self, stats: Any) -> None:
         self._stats = stats

@@ -33,8 +33,9 @@ from typing import Optional
 
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
+from gateway.models.backends import load_backend
 from gateway.models.base import ModelSet
-from gateway.models.loader import load_language_model, load_models
+from gateway.models.loader import load_models
 from gateway.server.runner import free_port, running_gateway
 
 # (question, accepted answer as a regular expression, matched case-insensitively)
@@ -226,7 +227,7 @@ async def main() -> int:
         for index, name in enumerate(names):
             config = dataclasses.replace(base, llm_model=name, port=free_port())
             if index:
-                models = dataclasses.replace(models, llm=load_language_model(config))
+                models = dataclasses.replace(models, llm=load_backend("llm", config))
             print(
                 f"\n== {name} ({config.llm_backend}, {config.llm_threads} decode / {config.llm_batch_threads} "
                 f"prompt threads{', other core busy' if busy else ''}): {len(questions)} questions",

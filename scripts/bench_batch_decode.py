@@ -6,7 +6,7 @@
 First the machine's plain decode speed (tokens/s of one sequence, 1 and 2 threads: quote it beside
 any latency figure), then the cost of one ``BatchDecoder`` step advancing 1, 2, 4 and 8 sequences
 at once (ms per step, aggregate tokens/s), on 1 and 2 threads. This is the measurement behind
-continuous batching in process (``gateway.models.llama_batch``): on a CPU one step over N sequences
+continuous batching in process (``gateway.models.llama_cpp.batch``): on a CPU one step over N sequences
 costs far less than N steps over one. (llama.cpp's own server with parallel slots runs the same
 kernels behind HTTP; it is not installed with the gateway: ``llama_cpp.server``, the Python one,
 serves one request at a time.)
@@ -26,9 +26,9 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, GenerationOptions
-from gateway.models.core_use import LlamaThreads
-from gateway.models.decode_capacity import StepTimes
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.compute.core_use import LlamaThreads
+from gateway.models.compute.decode_capacity import StepTimes
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 
 
 @contextlib.contextmanager
@@ -50,7 +50,9 @@ def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
     context of ``engine``'s BatchDecoder, greedy on a short prompt)."""
     decoder = engine.decoder
     with on_threads(decoder, threads):
-        prompt = engine.prompt_tokens([ChatMessage("user", "Count from one to fifty.")], tokens, GenerationOptions())
+        prompt = engine.chat.prompt_tokens(
+            [ChatMessage("user", "Count from one to fifty.")], tokens, GenerationOptions()
+        )
         lease = decoder.lease()
         try:
             logits, _ = lease.evaluate(prompt, lambda: False)
@@ -113,7 +115,7 @@ def batched_step_ms(engine: Any, sequences: int, threads: int, tokens: int = 16)
 
 def _batched_steps(engine: Any, decoder: Any, sequences: int, tokens: int) -> float:
     prompts = [
-        engine.prompt_tokens([ChatMessage("user", f"Count from {i} to {i + 40}.")], tokens, GenerationOptions())
+        engine.chat.prompt_tokens([ChatMessage("user", f"Count from {i} to {i + 40}.")], tokens, GenerationOptions())
         for i in range(sequences)
     ]
     leases = [decoder.lease() for _ in range(sequences)]

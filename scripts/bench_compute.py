@@ -6,7 +6,7 @@
 Starts a gateway in this process on the offline default models, calls it over WebRTC on loopback
 (one call per file and run), speaks the file and waits for the spoken answer. The numbers are the
 gateway's own ``vg_model_compute_seconds`` metric (time inside each model call, the LLM's queue
-wait excluded: ``gateway.models.compute_meter``), read before and after each turn, so each turn's
+wait excluded: ``gateway.models.compute.meter``), read before and after each turn, so each turn's
 compute per stage is exact even though the stages overlap in time. VAD and Smart Turn run on all
 caller audio, so they are also given per second of caller audio (``vg_inbound_audio_seconds_total``).
 

@@ -222,11 +222,11 @@ def arguments_valid(tool_name: str, arguments: str) -> bool:
 def run_direct(instructions: Optional[str]) -> list[Outcome]:
     """Each prompt through the configured LanguageModel (``VG_*`` config), no gateway."""
     from gateway.config import GatewayConfig
+    from gateway.models.backends import load_backend
     from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions
-    from gateway.models.loader import load_language_model
 
     config = GatewayConfig.from_env()
-    llm = load_language_model(config)
+    llm = load_backend("llm", config)
     tools = [FunctionTool(t["name"], t["description"], t["parameters"]) for t in TOOLS]
     system = instructions if instructions is not None else config.instructions
     outcomes = []
@@ -251,12 +251,12 @@ def run_direct(instructions: Optional[str]) -> list[Outcome]:
 def run_direct_outputs(instructions: Optional[str]) -> list[Outcome]:
     """Each tool output round trip through the configured LanguageModel, no gateway."""
     from gateway.config import GatewayConfig
+    from gateway.models.backends import load_backend
     from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions
-    from gateway.models.loader import load_language_model
     from gateway.realtime.conversation import chat_messages
 
     config = GatewayConfig.from_env()
-    llm = load_language_model(config)
+    llm = load_backend("llm", config)
     tools = [FunctionTool(t["name"], t["description"], t["parameters"]) for t in TOOLS]
     system = ChatMessage("system", instructions if instructions is not None else config.instructions)
     outcomes = []

@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench_tts.py [--backends piper,kokoro_onnx] [--runs 1] [--kokoro-model DIR]
 
-Loads each backend the way the gateway does (``load_text_to_speech``; one warm-up synthesis first,
+Loads each backend the way the gateway does (``load_backend("tts", config)``; one warm-up synthesis first,
 as ``warm_up_models`` does at start-up), then speaks a few typical two-sentence replies through
 ``synthesize`` as the TTS stage consumes it. Per reply:
 
@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.config import GatewayConfig
+from gateway.models.backends import load_backend, names
 from gateway.models.base import TextToSpeech
-from gateway.models.tts_backends import TTS_BACKENDS, load_text_to_speech
 
 REPLIES = (
     "Sure, I can help with that. What time would you like to book the table for?",
@@ -62,7 +62,7 @@ def device_of(tts: TextToSpeech) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backends", default="piper,kokoro_onnx", help="of " + ", ".join(TTS_BACKENDS))
+    parser.add_argument("--backends", default="piper,kokoro_onnx", help="of " + ", ".join(names("tts")))
     parser.add_argument("--runs", type=int, default=1, help="passes over the replies")
     parser.add_argument("--kokoro-model", default="", help="a Kokoro-82M folder for the 'kokoro' backend")
     args = parser.parse_args()
@@ -73,7 +73,7 @@ def main() -> int:
             continue
         model = args.kokoro_model if backend == "kokoro" else ""
         started = time.perf_counter()
-        tts = load_text_to_speech(GatewayConfig(tts_backend=backend, tts_model=model))
+        tts = load_backend("tts", GatewayConfig(tts_backend=backend, tts_model=model))
         load_s = time.perf_counter() - started
         for _ in tts.synthesize("Hello."):  # the start-up warm-up
             pass

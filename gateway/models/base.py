@@ -18,8 +18,8 @@ The LLM interface, for the stage and for whoever wires Realtime function calling
 ``ChatMessage(tool_calls=[ToolCall(...)])``, a ``function_call_output`` item a
 ``ChatMessage("tool", output, tool_call_id=call_id)``. Text of a call never reaches ``on_text``;
 ``result.status`` maps the finish reason to a Realtime response status. Engines: llama.cpp
-(``llama_cpp_llm``: arguments constrained by a grammar from the tool's JSON schema),
-OpenAI-compatible HTTP (``openai_http_llm``: ``tools``/``tool_choice`` passed, streamed
+(``llama_cpp.llm``: arguments constrained by a grammar from the tool's JSON schema),
+OpenAI-compatible HTTP (``openai_http.llm``: ``tools``/``tool_choice`` passed, streamed
 ``tool_calls`` joined), transformers (``transformers_llm``: parsed, not constrained).
 """
 
@@ -204,7 +204,7 @@ class LanguageModel(Protocol):
     """Streaming chat completion for the LLM stage; ``name`` is the ``llm_model`` setting.
 
     One instance per process serves every unit: callers wait their turn in FIFO order
-    (``gateway.models.engine_queue``), so ``should_stop`` is also how a cancelled response leaves
+    (``gateway.models.compute.engine_queue``), so ``should_stop`` is also how a cancelled response leaves
     the queue or gives the engine back, within one token.
     """
 

@@ -1,8 +1,8 @@
 """Load the process's models once, from the configuration.
 
-The LLM engine is chosen by ``llm_backend``: ``llama_cpp`` (in process, the default, a GGUF model),
-``openai_http`` (an OpenAI-compatible server) or ``transformers`` (Hugging Face checkpoints). Exactly
-one instance is made per process and shared by every unit (the 1.5B model adds ~1.8 GB RSS).
+Each stage's engine is the row of :mod:`gateway.models.backends` its setting names (``stt_backend``,
+``llm_backend``, ``tts_backend``, ``turn_detector``). Exactly one instance of each is made per
+process and shared by every unit (the default 1.5B LLM adds ~1.8 GB RSS).
 """
 
 from __future__ import annotations
@@ -13,71 +13,19 @@ import time
 from pathlib import Path
 
 from gateway.config import GatewayConfig
-from gateway.models.base import LanguageModel, ModelNotFoundError, ModelSet
+from gateway.models.backends import check_backends, load_backend
+from gateway.models.base import ModelSet
 
 log = logging.getLogger(__name__)
-
-LLM_BACKENDS = ("llama_cpp", "openai_http", "transformers")
-
-
-def load_language_model(config: GatewayConfig) -> LanguageModel:
-    """The LLM engine ``config.llm_backend`` names. Raises ModelNotFoundError (naming what to
-    install) when its library or weights are missing, ValueError for an unknown backend."""
-    cache = Path(config.model_cache_dir)
-    if config.llm_backend == "llama_cpp":
-        from gateway.models.core_use import LlamaThreads
-        from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
-
-        return LlamaCppLanguageModel(
-            config.llm_model,
-            cache,
-            threads=LlamaThreads(
-                decode=config.llm_threads,
-                prompt=config.llm_batch_threads,
-                several=config.llm_busy_threads,
-                idle=config.llm_idle_threads,
-            ),
-            n_ctx=config.llm_context_tokens,
-            temperature=config.llm_temperature,
-            top_p=config.llm_top_p,
-            budget_s=config.llm_turn_budget_s,
-            state_cache_mb=config.llm_state_cache_mb,
-            sequences=config.llm_sequences,
-        )
-    if config.llm_backend == "openai_http":
-        from gateway.models.openai_http_llm import OpenAIHttpLanguageModel
-
-        return OpenAIHttpLanguageModel(
-            config.llm_model,
-            config.llm_base_url,
-            api_key=config.llm_api_key,
-            connect_timeout_s=config.llm_connect_timeout_s,
-            read_timeout_s=config.llm_read_timeout_s,
-            concurrency=config.llm_concurrency,
-            temperature=config.llm_temperature,
-            top_p=config.llm_top_p,
-            budget_s=config.llm_turn_budget_s,
-        )
-    if config.llm_backend == "transformers":
-        from gateway.models.transformers_llm import TransformersLanguageModel
-
-        threads = config.torch_threads or (os.cpu_count() or 1)
-        return TransformersLanguageModel(
-            config.llm_model,
-            cache,
-            threads=threads,
-            temperature=config.llm_temperature,
-            budget_s=config.llm_turn_budget_s,
-        )
-    raise ValueError(f"llm_backend {config.llm_backend!r} is not one of {', '.join(LLM_BACKENDS)}")
 
 
 def prepare_models(config: GatewayConfig) -> ModelSet:
     """Do the one-time work ahead of serving (join the packaged GGUF and Whisper parts into
     ``model_cache_dir``, convert checkpoints), then load everything once to prove it loads.
     Raises as :func:`load_models` does."""
+    check_backends(config)
     if config.llm_backend == "llama_cpp":
-        from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
+        from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 
         if config.llm_model in BUNDLES:
             bundled_gguf(config.llm_model, Path(config.model_cache_dir))
@@ -85,26 +33,28 @@ def prepare_models(config: GatewayConfig) -> ModelSet:
 
 
 def load_models(config: GatewayConfig) -> ModelSet:
-    """Load VAD, STT, LLM and TTS as the config names them. Raises ModelNotFoundError (with what to
-    install) when weights are missing; never downloads unless a hub is configured."""
+    """Load VAD, end of turn, STT, LLM and TTS as the config names them. Raises ValueError (naming
+    the choices) for a backend name no stage has, before anything loads; ModelNotFoundError (with
+    what to install) when weights are missing; never downloads unless a hub is configured."""
     # No hub configured: fail fast with our own message instead of hanging on a connect timeout.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from gateway.models.silero import SileroVad
-    from gateway.models.smart_turn import load_end_of_turn_model
-    from gateway.models.tts_backends import load_text_to_speech
     from gateway.models.warm_up import warm_up_models
-    from gateway.models.whisper import WhisperSpeechToText
 
-    if config.llm_backend not in LLM_BACKENDS:
-        raise ModelNotFoundError(f"llm_backend {config.llm_backend!r} is not one of {', '.join(LLM_BACKENDS)}")
-    cache = Path(config.model_cache_dir)
-    cache.mkdir(parents=True, exist_ok=True)
+    check_backends(config)
+    Path(config.model_cache_dir).mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    vad = SileroVad()
-    stt = WhisperSpeechToText(config.stt_model, cache, threads=config.stt_threads)
-    llm = load_language_model(config)
-    tts = load_text_to_speech(config)  # piper, kokoro or kokoro_onnx (tts_backend)
-    end_of_turn = load_end_of_turn_model(config.turn_detector)
+    vad = load_backend("vad", config)
+    stt = load_backend("stt", config)
+    llm = load_backend("llm", config)
+    tts = load_backend("tts", config)
+    end_of_turn = load_backend("end_of_turn", config)
     warm_up_models(llm, tts, config.instructions)  # VAD, Smart Turn and STT warm up as they load
-    log.info("models loaded in %.1f s (LLM %s on %s)", time.monotonic() - started, config.llm_model, config.llm_backend)
+    log.info(
+        "models loaded in %.1f s (STT %s, LLM %s on %s, TTS %s)",
+        time.monotonic() - started,
+        config.stt_backend,
+        config.llm_model,
+        config.llm_backend,
+        config.tts_backend,
+    )
     return ModelSet(vad=vad, stt=stt, llm=llm, tts=tts, end_of_turn=end_of_turn)

@@ -147,17 +147,3 @@ class SmartTurnDetector:
         """One inference on 1 s of low noise: ONNX Runtime allocates and plans on its first run."""
         noise = np.random.default_rng(0).normal(0.0, 0.01, SAMPLE_RATE).astype(np.float32)
         self.end_of_turn_probability(noise)
-
-
-TURN_DETECTORS = ("smart_turn", "silence")
-
-
-def load_end_of_turn_model(turn_detector: str) -> Optional[SmartTurnDetector]:
-    """The model the ``turn_detector`` setting names: a :class:`SmartTurnDetector` for
-    "smart_turn", None for "silence" (turns end by silence alone). Raises ValueError for another
-    name, ModelNotFoundError when the pipecat-ai wheel is missing."""
-    if turn_detector == "silence":
-        return None
-    if turn_detector != "smart_turn":
-        raise ValueError(f"turn_detector {turn_detector!r} is not one of {', '.join(TURN_DETECTORS)}")
-    return SmartTurnDetector()

@@ -27,7 +27,7 @@ from gateway.models.base import (
     ModelNotFoundError,
     ToolCall,
 )
-from gateway.models.engine_queue import EngineQueue
+from gateway.models.compute.engine_queue import EngineQueue
 from gateway.models.tool_calls import (
     allowed_tools,
     check_tool_choice,

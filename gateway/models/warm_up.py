@@ -21,8 +21,8 @@ from gateway.models.base import (
     LanguageModelError,
     TextToSpeech,
 )
-from gateway.models.decode_capacity import talking_capacity
-from gateway.models.llama_batch import BatchDecoder
+from gateway.models.compute.decode_capacity import talking_capacity
+from gateway.models.llama_cpp.batch import BatchDecoder
 
 log = logging.getLogger(__name__)
 

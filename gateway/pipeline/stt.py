@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import SpeechToText
-from gateway.models.core_use import CORE_USE
+from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted
 from gateway.pipeline.messages import Message, Utterance
 from gateway.pipeline.queues import StageQueue

@@ -8,7 +8,7 @@ from typing import Optional
 from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
-from gateway.models.core_use import CORE_USE
+from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
 from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
 from gateway.pipeline.queues import StageQueue

@@ -11,7 +11,7 @@ import numpy as np
 
 from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
-from gateway.models.core_use import CORE_USE
+from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.bargein import Action, BargeInDecider, BargeInRules
 from gateway.pipeline.events import BargeInDecided, InputCommitted, InputRejected, SpeechStarted, SpeechStopped
 from gateway.pipeline.latency import TurnLatency

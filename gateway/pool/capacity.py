@@ -6,7 +6,7 @@ connect and all of them may talk a moment later. Two rules, both checked when a 
 (:meth:`UnitPool.claim <gateway.pool.pool.UnitPool.claim>`) and, earlier, when an HTTP offer comes in:
 
 1. the live calls are fewer than the talking capacity: the ``talking_capacity`` setting, else the
-   estimate from the LLM's measured decode steps (``gateway.models.decode_capacity``; engines
+   estimate from the LLM's measured decode steps (``gateway.models.compute.decode_capacity``; engines
    without a batch decoder have none);
 2. the LLM engine's queue is not saturated now (``ComputeLoad.saturated``: every batch slot runs,
    or turns wait already), the only rule for an engine without a measured capacity.
@@ -23,9 +23,9 @@ from typing import Any, Optional
 
 from gateway.config import GatewayConfig
 from gateway.models.base import LanguageModel
-from gateway.models.decode_capacity import talking_capacity
-from gateway.models.engine_queue import ComputeLoad, EngineQueue
-from gateway.models.llama_batch import BatchDecoder
+from gateway.models.compute.decode_capacity import talking_capacity
+from gateway.models.compute.engine_queue import ComputeLoad, EngineQueue
+from gateway.models.llama_cpp.batch import BatchDecoder
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Optional
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
-from gateway.models.core_use import CORE_USE
+from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.chain import StageFactory
 from gateway.pool.capacity import CapacityNow, TalkingCapacity
 from gateway.pool.lease import UnitLease

@@ -1,10 +1,10 @@
 """What one Realtime session may ask of the shared LLM engine: size limits on what it sends.
 
-One engine serves every call of the process (``gateway.models.engine_queue``), so a caller who
+One engine serves every call of the process (``gateway.models.compute.engine_queue``), so a caller who
 sends a huge prompt makes everyone wait. The limits below bound what a session can put into a
 prompt; an event that would pass one gets an ``error`` naming the limit and changes nothing (the
 call goes on). The engine then fits what is left into its context by dropping the oldest turns
-(``gateway.models.prompt_fit``), stops a response within one token of a cancel, and gives each
+(``gateway.models.llama_cpp.prompt_fit``), stops a response within one token of a cancel, and gives each
 response a compute budget (``llm_turn_budget_s``).
 
 Error codes follow OpenAI's for the same checks: ``string_above_max_length`` (a string field too

@@ -17,7 +17,7 @@ from aiohttp import web
 from gateway.config import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.models.base import ModelSet
-from gateway.models.compute_meter import metered_models
+from gateway.models.compute.meter import metered_models
 from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.chain import StageFactory
 from gateway.pool.pool import UnitPool

@@ -24,9 +24,9 @@ import pytest
 
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
+from gateway.models.backends import load_backend
 from gateway.models.base import ModelSet
-from gateway.models.gguf_bundles import DEFAULT_LLM, bundled_gguf
-from gateway.models.loader import load_language_model
+from gateway.models.llama_cpp.gguf_bundles import DEFAULT_LLM, bundled_gguf
 from gateway.server.runner import free_port
 from tests.helpers import serve
 
@@ -138,7 +138,7 @@ def http_models(models: ModelSet, base_url: str, **settings: object) -> tuple[Ga
     config = GatewayConfig(
         port=free_port(), pool_size=1, llm_backend="openai_http", llm_base_url=base_url, llm_model=ALIAS, **settings
     )  # type: ignore[arg-type]
-    return config, dataclasses.replace(models, llm=load_language_model(config))
+    return config, dataclasses.replace(models, llm=load_backend("llm", config))
 
 
 TEXT_ONLY = {"type": "realtime", "output_modalities": ["text"], "instructions": "You are a helpful assistant."}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from gateway.models.base import ChatMessage, ModelSet
-from gateway.models.core_use import CORE_USE, CoreUse, LlamaThreads
+from gateway.models.compute.core_use import CORE_USE, CoreUse, LlamaThreads
 
 
 def test_heavy_calls_are_counted_while_they_run_and_on_errors_let_go() -> None:

@@ -1,11 +1,11 @@
-"""The talking capacity from decode step times (``gateway.models.decode_capacity``): a pure
+"""The talking capacity from decode step times (``gateway.models.compute.decode_capacity``): a pure
 function of given timings, and the per-size medians it reads. No clock is involved."""
 
 from __future__ import annotations
 
-from gateway.models.decode_capacity import StepTimes, talking_capacity
+from gateway.models.compute.decode_capacity import StepTimes, talking_capacity
 
-# Measured on a slow 2-core box, Qwen2.5-1.5B Q4_K_M (llama_batch's module docstring), ms.
+# Measured on a slow 2-core box, Qwen2.5-1.5B Q4_K_M (the module docstring of gateway.models.llama_cpp.batch), ms.
 SLOW_BOX = {1: 101.0, 2: 144.0, 4: 227.0}
 
 

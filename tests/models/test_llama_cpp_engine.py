@@ -14,7 +14,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, Generation, GenerationOptions, ModelSet
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 from tests.helpers import words
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
@@ -108,7 +108,7 @@ def test_a_history_longer_than_the_context_is_fitted() -> None:
     assert 300 < result.prompt_tokens <= 512 - 16 and result.finish_reason in ("stop", "length"), result
     assert result.text.strip()
     messages = [SYSTEM, *history, ChatMessage("user", "What colour is the sky?")]
-    tokens = small.prompt_tokens(messages, 16, GenerationOptions())
+    tokens = small.chat.prompt_tokens(messages, 16, GenerationOptions())
     prompt = small._llm.detokenize(tokens).decode()
     assert SYSTEM.content in prompt and "What colour is the sky?" in prompt
     assert "Note 39:" in prompt and "Note 0:" not in prompt, "the oldest turns go first"

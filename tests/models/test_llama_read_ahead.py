@@ -11,7 +11,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, ModelSet
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 from tests.models.test_llama_batching import plain, same_answer
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
@@ -68,12 +68,12 @@ def test_a_read_ahead_the_caller_talked_past_changes_nothing_said(llm) -> None:
 def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
     """A read-ahead (or instructions warm) still being read when the KV cache runs out of cells gave
     the turn in the same step an error (``llm_failed``); the background read now gives way."""
-    from gateway.models.llama_batch import BatchDecoder
+    from gateway.models.llama_cpp.batch import BatchDecoder
 
     decoder = BatchDecoder(llm._llm, n_ctx=256, sequences=1, prefixes=1)
     try:
-        background = llm.tokenize(" ".join(f"north{i}" for i in range(60)))[:150]
-        turn = llm.tokenize(" ".join(f"south{i}" for i in range(60)))[:150]
+        background = llm.chat.tokenize(" ".join(f"north{i}" for i in range(60)))[:150]
+        turn = llm.chat.tokenize(" ".join(f"south{i}" for i in range(60)))[:150]
         assert len(background) == len(turn) == 150, "together over the 256 cells"
         lease = decoder.lease()
         with decoder._cond:  # both queued before the step thread looks at either
@@ -128,16 +128,16 @@ def test_a_session_warm_takes_the_prefix_sequence_of_a_read_ahead(llm) -> None:
     """Read-aheads wait while callers talk, so they may hold every prefix sequence for a while; a
     new call's instructions and tools (wanted for sure) then take one instead of being refused,
     which would leave that call's first turn to read them itself."""
-    from gateway.models.llama_batch import BatchDecoder
+    from gateway.models.llama_cpp.batch import BatchDecoder
 
     decoder = BatchDecoder(llm._llm, n_ctx=512, sequences=1, prefixes=1)
     try:
-        ahead = llm.tokenize(" ".join(f"east{i}" for i in range(30)))[:60]
-        session = llm.tokenize(" ".join(f"west{i}" for i in range(30)))[:60]
+        ahead = llm.chat.tokenize(" ".join(f"east{i}" for i in range(30)))[:60]
+        session = llm.chat.tokenize(" ".join(f"west{i}" for i in range(30)))[:60]
         with decoder._cond:  # both asked for before the step thread reads either
             read_ahead = decoder.warm(ahead, limit=1000, speculative=True)
             assert read_ahead is not None and not read_ahead.done
-            assert decoder.warm(llm.tokenize("another read ahead"), limit=1000, speculative=True) is None
+            assert decoder.warm(llm.chat.tokenize("another read ahead"), limit=1000, speculative=True) is None
             session_warm = decoder.warm(session, limit=1000)
             assert session_warm is not None, "the session warm took the read-ahead's sequence"
             assert read_ahead.done, "the read-ahead was let go, unread"

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, LanguageModelError, ToolCall
-from gateway.models.openai_http_llm import OpenAIHttpLanguageModel, chat_message
+from gateway.models.openai_http.llm import OpenAIHttpLanguageModel, chat_message
 
 QUESTION = [ChatMessage("user", "hello")]
 
@@ -65,7 +65,7 @@ def test_request_shape_carries_tools_and_calls() -> None:
 def test_streamed_tool_call_deltas_are_joined_by_index() -> None:
     import queue as queues
 
-    from gateway.models.openai_http_llm import _merge_call_delta, _put_chunk
+    from gateway.models.openai_http.llm import _merge_call_delta, _put_chunk
 
     events: queues.Queue[object] = queues.Queue()
     chunks = [

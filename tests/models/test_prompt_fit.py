@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.models.base import ChatMessage, ToolCall
-from gateway.models.prompt_fit import fit_messages
+from gateway.models.llama_cpp.prompt_fit import fit_messages
 
 
 def words(messages: list[ChatMessage]) -> int:

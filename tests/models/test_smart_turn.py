@@ -8,13 +8,14 @@ import importlib.metadata
 import numpy as np
 import pytest
 
+from gateway.config import GatewayConfig
+from gateway.models.backends import load_backend
 from gateway.models.base import ModelNotFoundError
 from gateway.models.piper_tts import PiperTextToSpeech
 from gateway.models.smart_turn import (
     WINDOW_SAMPLES,
     SmartTurnDetector,
     bundled_model_path,
-    load_end_of_turn_model,
     log_mel_features,
     mel_filterbank,
 )
@@ -71,9 +72,10 @@ def test_missing_wheel_names_the_install(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_turn_detector_setting() -> None:
-    assert load_end_of_turn_model("silence") is None
-    with pytest.raises(ValueError, match="turn_detector"):
-        load_end_of_turn_model("psychic")
+    assert isinstance(load_backend("end_of_turn", GatewayConfig()), SmartTurnDetector)
+    assert load_backend("end_of_turn", GatewayConfig(turn_detector="silence")) is None
+    with pytest.raises(ValueError, match="turn_detector 'psychic' is not one of smart_turn, silence"):
+        load_backend("end_of_turn", GatewayConfig(turn_detector="psychic"))
 
 
 def test_finished_question_is_complete_and_a_trailing_phrase_is_not(

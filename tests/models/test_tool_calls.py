@@ -123,7 +123,7 @@ def test_a_call_whose_output_came_back_is_recognised_as_answered() -> None:
 
 
 def test_a_prompt_ending_in_a_tool_output_asks_for_the_answer(models: ModelSet) -> None:
-    from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+    from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
     from gateway.models.tool_calls import ANSWER_CUE
 
     assert isinstance(models.llm, LlamaCppLanguageModel)
@@ -135,9 +135,9 @@ def test_a_prompt_ending_in_a_tool_output_asks_for_the_answer(models: ModelSet) 
         ChatMessage("tool", '{"temperature_c": 31}', tool_call_id="call_1"),
     ]
     options = GenerationOptions(tools=TOOLS)
-    prompt = models.llm.render(history, options)
+    prompt = models.llm.chat.render(history, options)
     assert prompt.index("</tool_response>") < prompt.index(ANSWER_CUE), prompt
-    later = models.llm.render([*history, ChatMessage("assistant", "It is 31 degrees.")], options)
+    later = models.llm.chat.render([*history, ChatMessage("assistant", "It is 31 degrees.")], options)
     assert ANSWER_CUE not in later and later.startswith(prompt[: prompt.index(ANSWER_CUE) - 30])
 
 
@@ -147,8 +147,8 @@ def test_a_call_written_as_code_is_made_not_spoken(models: ModelSet, monkeypatch
     must become a call under the tools' grammar, never speech. The model's first tokens are forced
     to ``get_weather(`` here; the rest is the real model (on this question it opens no call by
     itself: the plain-question test)."""
-    import gateway.models.llama_cpp_llm as engine_module
-    from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+    import gateway.models.llama_cpp.llm as engine_module
+    from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 
     assert isinstance(models.llm, LlamaCppLanguageModel)
     forced = list(models.llm._llm.tokenize(b"get_weather(", add_bos=False))

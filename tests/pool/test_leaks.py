@@ -65,11 +65,11 @@ async def test_a_hung_up_callers_instructions_are_not_read_on(models, gateway_co
     left that reading running (seconds of every other caller's decode steps on a slow box). The
     unit lets go of it at the drain, so the engine stops reading for nobody."""
     from gateway.models.base import ChatMessage, GenerationOptions
-    from gateway.models.llama_state_cache import common_prefix
+    from gateway.models.llama_cpp.state_cache import common_prefix
 
     decoder = models.llm.decoder
     instructions = "Know these words: " + " ".join(f"gamma{i} delta{i}" for i in range(130))
-    prefix = models.llm.prefix_tokens([ChatMessage("system", instructions)], GenerationOptions())
+    prefix = models.llm.chat.prefix_tokens([ChatMessage("system", instructions)], GenerationOptions())
     assert 600 < len(prefix) <= 1024, len(prefix)  # read ahead (under the warm limit), and seconds of work
 
     def most_held() -> int:
@@ -148,7 +148,7 @@ async def test_a_read_ahead_is_let_go_when_the_turn_went_otherwise_or_the_call_e
 async def test_the_pool_counts_connected_calls_for_the_llm_threads(models, gateway_config):
     """The LLM takes both cores only for a lone call: the pool keeps the count of calls connected
     (claimed, draining or stuck units) where the decoder reads it."""
-    from gateway.models.core_use import CORE_USE
+    from gateway.models.compute.core_use import CORE_USE
     from gateway.pool.pool import UnitPool
 
     pool = UnitPool(models, gateway_config(pool_size=2, talking_capacity=2))

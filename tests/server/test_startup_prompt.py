@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions
-from gateway.models.llama_cpp_llm import LlamaCppLanguageModel
+from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 from gateway.server.app import create_app
 from tests.helpers import serve
 

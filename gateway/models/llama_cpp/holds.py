@@ -1,20 +1,21 @@
-"""Callers' handles on a :class:`~gateway.models.llama_batch.BatchDecoder`: a turn's
+"""Callers' handles on a :class:`~gateway.models.llama_cpp.batch.BatchDecoder`: a turn's
 :class:`SequenceLease` on one KV sequence, a session's :class:`Warm` hold on a prompt read in the
-background, and the :class:`Evaluation` each queues on the decoder's step thread."""
+background, and the :class:`Evaluation` each queues on the decoder's step thread.
+
+The handles reach the decoder only through :class:`Steps`, the small face it shows them (queue an
+evaluation, abandon one, let go of a warm, read or give back a sequence), so this module does not
+import the decoder's."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 import numpy as np
 
 from gateway.models.base import LanguageModelError
-
-if TYPE_CHECKING:
-    from gateway.models.llama_batch import BatchDecoder, _Sequence
 
 
 @dataclass
@@ -36,24 +37,44 @@ class Evaluation:
     holders: int = 0  # a warm's sessions that still want it (abandoned when the last lets go)
 
 
+class Steps(Protocol):
+    """What the handles need of the decoder whose step thread serves their evaluations (thread-safe)."""
+
+    poll_s: float  # how often a caller waiting for its evaluation checks ``should_stop``, s
+
+    def submit(self, evaluation: Evaluation) -> None:
+        """Queue ``evaluation`` for the next step; its sequence stops waiting between two samples."""
+
+    def abandon(self, evaluation: Evaluation) -> None:
+        """Read no more of ``evaluation`` (its caller stopped waiting); the step in flight completes."""
+
+    def let_go(self, evaluation: Evaluation) -> None:
+        """One holder of a background warm lets go; the last one's let-go abandons it. Never waits
+        for a step (a hang-up calls it)."""
+
+    def held(self, seq: int) -> list[int]:
+        """The tokens sequence ``seq`` holds now (a copy)."""
+
+    def give_back(self, seq: int) -> None:
+        """End the lease on sequence ``seq``: its pending evaluations are abandoned, its cells stay
+        (saved to the state cache) for a later turn."""
+
+
 class Warm:
     """One session's hold on a background warm (:meth:`BatchDecoder.warm`)."""
 
-    def __init__(self, decoder: BatchDecoder, evaluation: Evaluation) -> None:
+    def __init__(self, decoder: Steps, evaluation: Evaluation) -> None:
         self._decoder = decoder
         self._evaluation: Optional[Evaluation] = evaluation
 
     def cancel(self) -> None:
         """Let go (idempotent); the last holder's cancel stops the reading at the next step. The
         tokens read so far stay in the prefix sequence for whoever needs them next."""
-        decoder, evaluation = self._decoder, self._evaluation
+        evaluation = self._evaluation
         if evaluation is None:
             return
         self._evaluation = None
-        with decoder._holders:  # not the step thread's condition: a hang-up never waits for a step
-            evaluation.holders -= 1
-            if evaluation.holders <= 0:
-                evaluation.abandoned = True  # dropped from the pending list before the next step
+        self._decoder.let_go(evaluation)
 
     @property
     def done(self) -> bool:
@@ -64,17 +85,15 @@ class Warm:
 class SequenceLease:
     """One turn's hold on a KV sequence of a :class:`BatchDecoder`; :meth:`release` when done."""
 
-    def __init__(self, decoder: BatchDecoder, seq: _Sequence) -> None:
+    def __init__(self, decoder: Steps, seq_id: int) -> None:
         self._decoder = decoder
-        self._seq = seq
-        self.seq_id = seq.seq
+        self.seq_id = seq_id
         self._first = True
 
     @property
     def tokens(self) -> list[int]:
         """The tokens the sequence holds now (a copy)."""
-        with self._decoder._cond:
-            return list(self._seq.tokens)
+        return self._decoder.held(self.seq_id)
 
     def evaluate(self, tokens: list[int], should_stop: Callable[[], bool]) -> tuple[Optional[np.ndarray], int]:
         """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
@@ -84,15 +103,10 @@ class SequenceLease:
         decoder = self._decoder
         evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first)
         self._first = False
-        with decoder._cond:
-            self._seq.waiting = False
-            decoder._pending.append(evaluation)
-            decoder._cond.notify_all()
-        while not evaluation.done.wait(decoder._poll_s):
+        decoder.submit(evaluation)
+        while not evaluation.done.wait(decoder.poll_s):
             if should_stop():
-                with decoder._cond:
-                    evaluation.abandoned = True
-                    decoder._cond.notify_all()
+                decoder.abandon(evaluation)
                 return None, evaluation.kept
         if evaluation.error:
             raise LanguageModelError(evaluation.error)
@@ -100,12 +114,4 @@ class SequenceLease:
 
     def release(self) -> None:
         """Give the sequence back; its cells stay for a later turn (and are saved to the state cache)."""
-        decoder = self._decoder
-        with decoder._cond:
-            for evaluation in decoder._pending:
-                if evaluation.seq == self.seq_id:
-                    evaluation.abandoned = True
-            self._seq.waiting = False
-            self._seq.leased = False
-        seq = self._seq
-        decoder._control(lambda: decoder._save(seq), wait=False)
+        self._decoder.give_back(self.seq_id)

@@ -8,20 +8,20 @@ with ``sequences + prefixes`` KV sequences in a unified cache (``kv_unified``: a
 stage threads) each hold a :class:`SequenceLease` and call :meth:`SequenceLease.evaluate` with the
 whole token list their sequence should hold; the decoder keeps the longest prefix it already has (its
 own cells, another sequence's, a prefix warmed by :meth:`BatchDecoder.warm` or a saved state from
-:class:`~gateway.models.llama_state_cache.LlamaStateCache`), evaluates the rest and returns the
+:class:`~gateway.models.llama_cpp.state_cache.LlamaStateCache`), evaluates the rest and returns the
 logits of the last position. Sampling stays in the caller's thread.
 
 One step: every pending evaluation contributes its next tokens (one for a decoding turn, up to
 ``chunk`` prompt tokens for one being read; a prompt read while others decode gets ``shared_chunk``
 per step so their tokens are not held back); new turns join at the next step (continuous batching).
-Threads by load, per step (:class:`~gateway.models.core_use.LlamaThreads`): ``idle`` threads (2) for
+Threads by load, per step (:class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` threads (2) for
 a lone call while no STT, TTS or end-of-turn call runs (``CORE_USE``), else 1 (2 collapse on a busy core).
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
 Step times: pure decode steps (one token per sequence) are timed by size into
 :attr:`BatchDecoder.step_times` (seeded by :meth:`BatchDecoder.measure_steps`), admission's talking
-capacity (``gateway.models.decode_capacity``). Positions: a sequence's tokens ``t[0..n)`` sit at
+capacity (``gateway.models.compute.decode_capacity``). Positions: a sequence's tokens ``t[0..n)`` sit at
 ``0..n-1``. A step with no free KV cell frees idle sequences, then fails its evaluations
 (:class:`~gateway.models.base.LanguageModelError`).
 """
@@ -37,10 +37,10 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.models.base import LanguageModelError
-from gateway.models.core_use import CORE_USE, LlamaThreads
-from gateway.models.decode_capacity import StepTimes
-from gateway.models.llama_holds import Evaluation, SequenceLease, Warm
-from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
+from gateway.models.compute.core_use import CORE_USE, LlamaThreads
+from gateway.models.compute.decode_capacity import StepTimes
+from gateway.models.llama_cpp.holds import Evaluation, SequenceLease, Warm
+from gateway.models.llama_cpp.state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ class BatchDecoder:
 
     ``model`` is a ``llama_cpp.Llama`` (its weights and vocabulary are used; its own context is not).
     ``n_ctx`` is the total of KV cells across all sequences (a conversation is fitted to less).
+    Its leases and warms reach it through :class:`~gateway.models.llama_cpp.holds.Steps`.
     """
 
     def __init__(
@@ -90,7 +91,7 @@ class BatchDecoder:
         self.threads = threads or LlamaThreads()
         self.chunk, self.shared_chunk = chunk, min(shared_chunk, chunk)
         self.state_cache = state_cache or LlamaStateCache(0)
-        self._poll_s, self._gather_s = poll_s, gather_s
+        self.poll_s, self._gather_s = poll_s, gather_s
         self._capacity = chunk + sequences + prefixes
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -111,7 +112,7 @@ class BatchDecoder:
         self._pending: list[Evaluation] = []
         self._controls: list[Callable[[], None]] = []
         self._cond = threading.Condition()
-        self._holders = threading.Lock()  # warms' holders (Warm.cancel takes no step-thread lock)
+        self._holders = threading.Lock()  # warms' holders (let_go takes no step-thread lock)
         self.steps = 0
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
         self.step_times = StepTimes()  # pure decode steps by size (admission's talking capacity)
@@ -130,7 +131,7 @@ class BatchDecoder:
                 raise LanguageModelError("no free llama.cpp sequence (more turns than sequences)")
             chosen = min(free, key=lambda s: s.used)
             chosen.leased, chosen.used = True, time.monotonic()
-            return SequenceLease(self, chosen)
+            return SequenceLease(self, chosen.seq)
 
     def warm(self, tokens: list[int], limit: int = MAX_WARM_TOKENS, speculative: bool = False) -> Optional[Warm]:
         """Read ``tokens`` (a session's instructions and tools, or a whole prompt read ahead) into a
@@ -170,6 +171,43 @@ class BatchDecoder:
             self._pending.append(evaluation)
             self._cond.notify_all()
             return Warm(self, evaluation)
+
+    # ----- the holds' face (Steps) -----
+
+    def submit(self, evaluation: Evaluation) -> None:
+        """Queue ``evaluation`` for the next step; its sequence stops waiting between two samples."""
+        with self._cond:
+            self._seqs[evaluation.seq].waiting = False
+            self._pending.append(evaluation)
+            self._cond.notify_all()
+
+    def abandon(self, evaluation: Evaluation) -> None:
+        """Read no more of ``evaluation`` (its caller stopped waiting); the step in flight completes."""
+        with self._cond:
+            evaluation.abandoned = True
+            self._cond.notify_all()
+
+    def let_go(self, evaluation: Evaluation) -> None:
+        """One holder of a warm lets go (no step-thread lock: a hang-up never waits for a step)."""
+        with self._holders:
+            evaluation.holders -= 1
+            if evaluation.holders <= 0:
+                evaluation.abandoned = True
+
+    def held(self, seq: int) -> list[int]:
+        """The tokens sequence ``seq`` holds now (a copy)."""
+        with self._cond:
+            return list(self._seqs[seq].tokens)
+
+    def give_back(self, seq: int) -> None:
+        """End the lease on ``seq``: its reads stop, its cells stay (and are saved) for a later turn."""
+        sequence = self._seqs[seq]
+        with self._cond:
+            for evaluation in self._pending:
+                if evaluation.seq == seq:
+                    evaluation.abandoned = True
+            sequence.waiting = sequence.leased = False
+        self._control(lambda: self._save(sequence), wait=False)
 
     def _drop_a_read_ahead(self) -> list[_Sequence]:
         """Let go of one pending speculative warm (its holder sees it done, unread) and return its

@@ -25,8 +25,8 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.models.base import ModelNotFoundError
-from gateway.models.kokoro_g2p import split_sentences
-from gateway.models.kokoro_voices import DEFAULT_ONNX_VOICE, ONNX_COLUMN, resolve_voice
+from gateway.models.kokoro.g2p import split_sentences
+from gateway.models.kokoro.voices import DEFAULT_ONNX_VOICE, ONNX_COLUMN, resolve_voice
 from gateway.models.part_join import CheckedPart, join_parts
 
 log = logging.getLogger(__name__)

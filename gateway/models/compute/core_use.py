@@ -67,7 +67,7 @@ CORE_USE = CoreUse()
 
 @dataclass(frozen=True)
 class LlamaThreads:
-    """llama.cpp threads for one step of the batched decoder (``gateway.models.llama_batch``), as
+    """llama.cpp threads for one step of the batched decoder (``gateway.models.llama_cpp.batch``), as
     (decode threads, prompt threads): llama.cpp uses the second for a batch of several tokens.
 
     ``idle``: every step while :attr:`CoreUse.busy` is 0, i.e. at most one call is connected and no

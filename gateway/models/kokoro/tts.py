@@ -12,9 +12,9 @@ ship in any package, so nothing is bundled: a missing model raises ModelNotFound
 pass. The weights are loaded once per process by the same ``KModel(config=..., model=...)`` call
 kokoro's own ``KPipeline`` makes, on CUDA when torch sees one.
 
-Text is phonemised by misaki offline (:mod:`gateway.models.kokoro_g2p`), one sentence at a time, and
+Text is phonemised by misaki offline (:mod:`gateway.models.kokoro.g2p`), one sentence at a time, and
 each sentence is yielded as soon as it is synthesized, as Piper does. The session's voice name maps
-to a Kokoro voice by the table in :mod:`gateway.models.kokoro_voices`.
+to a Kokoro voice by the table in :mod:`gateway.models.kokoro.voices`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.models.base import ModelNotFoundError
-from gateway.models.kokoro_g2p import EnglishPhonemizer, split_sentences
-from gateway.models.kokoro_voices import DEFAULT_TORCH_VOICE, TORCH_COLUMN, resolve_voice
+from gateway.models.kokoro.g2p import EnglishPhonemizer, split_sentences
+from gateway.models.kokoro.voices import DEFAULT_TORCH_VOICE, TORCH_COLUMN, resolve_voice
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ can stop generating). No response ever hangs: connecting is bounded by ``connect
 ``read_timeout_s``, and the whole response by the compute budget; the first two raise
 LanguageModelError, which the LLM stage reports to the caller as an ``error`` event.
 
-Requests are admitted in FIFO order by an :class:`~gateway.models.engine_queue.EngineQueue` with
+Requests are admitted in FIFO order by an :class:`~gateway.models.compute.engine_queue.EngineQueue` with
 ``concurrency`` slots (0: no limit, the server does its own batching).
 """
 
@@ -30,7 +30,7 @@ from typing import Any, Optional
 import openai
 
 from gateway.models.base import TOOL_CHOICES, ChatMessage, Generation, GenerationOptions, LanguageModelError, ToolCall
-from gateway.models.engine_queue import EngineQueue
+from gateway.models.compute.engine_queue import EngineQueue
 from gateway.models.tool_calls import allowed_tools, check_tool_choice, new_call_id, tools_for_request
 
 _POLL_S = 0.02

@@ -1,6 +1,6 @@
 """How many callers may talk at once, from measured decode steps of a batched LLM.
 
-A :class:`~gateway.models.llama_batch.BatchDecoder` advances every running turn by one token per
+A :class:`~gateway.models.llama_cpp.batch.BatchDecoder` advances every running turn by one token per
 step, so a turn among N concurrent ones gets its tokens at the pace of N-sequence steps: if a step
 of N sequences takes ``t(N)`` ms, that turn decodes ``t(N) / t(1)`` times slower than a lone one.
 The talking capacity is the largest N (at most the decoder's sequences) whose steps stay within

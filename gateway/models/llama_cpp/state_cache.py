@@ -9,7 +9,7 @@ for Qwen2.5-1.5B), keyed by the tokens they hold, and puts back the entry sharin
 with a new prompt when that beats what is live in the context. Least recently used entries go
 first past ``capacity_bytes``; an entry whose tokens are a prefix of a newer one is dropped.
 
-Not thread-safe by itself: used only by the step thread of ``gateway.models.llama_batch``.
+Not thread-safe by itself: used only by the step thread of ``gateway.models.llama_cpp.batch``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,22 @@
 """Chat LLM in process on llama.cpp (``llama-cpp-python``), from a GGUF file: the default engine.
 
 The default model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined once from its packages (see
-``gateway.models.gguf_bundles``); ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or any ``.gguf`` path
+``gateway.models.llama_cpp.gguf_bundles``); ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or any ``.gguf`` path
 may be configured instead. One instance per process serves every unit: up to ``sequences`` turns
-run at once on one context (continuous batching, ``gateway.models.llama_batch``: one decode step
+run at once on one context (continuous batching, ``gateway.models.llama_cpp.batch``: one decode step
 advances every active turn, new turns join at the next step); more wait in an
-:class:`~gateway.models.engine_queue.EngineQueue` in arrival order.
+:class:`~gateway.models.compute.engine_queue.EngineQueue` in arrival order.
 
 One generation, on its leased KV sequence:
 
 1. The prompt is rendered with the model's own chat template (GGUF ``tokenizer.chat_template``;
    tools are listed through it when it supports them) and fitted into ``n_ctx`` by dropping the
-   oldest turns (``gateway.models.prompt_fit``).
+   oldest turns (:class:`~gateway.models.llama_cpp.chat_format.ChatFormat`, ``prompt_fit``).
 2. The longest prefix already held is kept: the sequence's own cells, another sequence's (a
    session's instructions and tools read by :meth:`LlamaCppLanguageModel.prepare`, the prompt
    read ahead from the transcript at the caller's pause by :meth:`LlamaCppLanguageModel.read_ahead`,
    or another caller with the same ones: copied cell references, no compute), or a saved state of this
-   conversation (``gateway.models.llama_state_cache``). The rest is read in chunks between other
+   conversation (``gateway.models.llama_cpp.state_cache``). The rest is read in chunks between other
    turns' decode steps; ``should_stop`` and the compute budget are checked at every step.
 3. Tokens are chosen one at a time in the caller's thread (greedy at temperature 0, else sampled
    with the request's seed); ``should_stop`` and the budget are checked after every token and
@@ -27,7 +27,7 @@ One generation, on its leased KV sequence:
    a grammar of the tools' JSON schemas (``LlamaGrammar.from_json_schema``, ``grammar_sampler``);
    "required" or a tool name go to it at once. Call text is never streamed.
 
-Threads, per step (``threads``, :class:`~gateway.models.core_use.LlamaThreads`): ``idle`` (2) for a
+Threads, per step (``threads``, :class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` (2) for a
 lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
 ~34 tokens/s idle but ~5 when the other core is busy; 1 thread holds ~21-23 idle and 8-21 busy).
 Memory: the 1.5B instance adds ~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of
@@ -44,7 +44,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -56,40 +56,28 @@ from gateway.models.base import (
     ModelNotFoundError,
     ToolCall,
 )
-from gateway.models.core_use import LlamaThreads
-from gateway.models.engine_queue import EngineQueue, Turn
-from gateway.models.gguf_bundles import BUNDLES, bundled_gguf
-from gateway.models.grammar_sampler import GrammarSampler, sample_token
-from gateway.models.llama_batch import BatchDecoder
-from gateway.models.llama_holds import SequenceLease, Warm
-from gateway.models.llama_state_cache import LlamaStateCache, common_prefix
-from gateway.models.prompt_fit import fit_messages
+from gateway.models.compute.core_use import LlamaThreads
+from gateway.models.compute.engine_queue import EngineQueue, Turn
+from gateway.models.llama_cpp.batch import BatchDecoder
+from gateway.models.llama_cpp.chat_format import ChatFormat
+from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
+from gateway.models.llama_cpp.grammar_sampler import GrammarSampler, sample_token
+from gateway.models.llama_cpp.holds import SequenceLease, Warm
+from gateway.models.llama_cpp.state_cache import LlamaStateCache
 from gateway.models.tool_calls import (
-    CALL_PREFIX,
     allowed_tools,
     answered_already,
     call_schema,
     check_tool_choice,
     classify_start,
     complete_json,
-    cue_answer,
-    flatten_for_plain_template,
     new_call_id,
     parse_call,
-    plain_tool_prompt,
-    template_message,
-    tools_for_request,
 )
 
 log = logging.getLogger(__name__)
 
 _INSTALL_HINT = "scripts/setup.sh builds and installs llama-cpp-python (or pip install llama-cpp-python)"
-# ChatML, for a GGUF that carries no chat template.
-_CHATML = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-_GRAMMARS_KEPT = 32  # grammars of recent tool sets, built once each
 _CALL_TOKENS = 256  # a constrained call may use at least this many tokens, whatever max_tokens says
 # With tools and tool_choice "auto": a call is made when the model gives at least this probability
 # to opening one (``<tool_call>``, a code fence or ``{``) as its first token.
@@ -111,7 +99,7 @@ def resolve_gguf(model: str, cache_dir: Path) -> Path:
 
 
 class LlamaCppLanguageModel:
-    """Streaming chat generation on llama.cpp, shared by all units (one generation at a time).
+    """Streaming chat generation on llama.cpp, shared by all units (``sequences`` turns at a time).
 
     Raises ModelNotFoundError at construction when llama-cpp-python or the weights are missing.
     ``temperature``/``top_p``/``budget_s`` are the defaults for requests that do not set them.
@@ -133,7 +121,6 @@ class LlamaCppLanguageModel:
     ) -> None:
         try:
             from llama_cpp import Llama
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as exc:
             raise ModelNotFoundError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from exc
         path = resolve_gguf(model, cache_dir)
@@ -141,9 +128,6 @@ class LlamaCppLanguageModel:
             self._llm = Llama(model_path=str(path), n_ctx=64, n_batch=64, n_threads=1, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelNotFoundError(f"{path} could not be loaded by llama.cpp ({exc})") from exc
-        import llama_cpp
-
-        self._lib = llama_cpp
         self.name = model
         self.path = path
         self.n_ctx = n_ctx
@@ -159,67 +143,9 @@ class LlamaCppLanguageModel:
             state_cache=self.state_cache,
         )
         self._defaults = GenerationOptions(temperature=temperature, top_p=top_p, budget_s=budget_s)
-        metadata = self._llm.metadata
-        template = metadata.get("tokenizer.chat_template") or _CHATML
-        self._template_tools = "tools" in template
-        self._eos_text = self._token_text(self._llm.token_eos())
-        bos = self._llm.token_bos()
-        self._bos = bos if metadata.get("tokenizer.ggml.add_bos_token") == "true" and bos >= 0 else None
-        self._formatter: Any = Jinja2ChatFormatter(template, eos_token=self._eos_text, bos_token=self._token_text(bos))
-        call_token = self._llm.tokenize(CALL_PREFIX.strip().encode(), add_bos=False, special=True)
-        self._call_token = call_token[0] if len(call_token) == 1 else None
-        self._grammars: dict[str, Any] = {}
-        # Tokens that open a call; found once here (~1 s for a 151k vocabulary) for templates with tools.
-        self._openers: Optional[np.ndarray] = None
-        if self._template_tools:
-            self._openers = np.array(self._opener_tokens(), dtype=np.intp)
+        self.chat = ChatFormat(self._llm, n_ctx)
 
-    def _token_text(self, token: int) -> str:
-        if token < 0:
-            return ""
-        return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
-
-    # ----- prompt -----
-
-    def render(self, messages: list[ChatMessage], options: GenerationOptions) -> str:
-        """The prompt text for ``messages`` (and the tools ``options`` allows) in the model's template."""
-        tools = allowed_tools(options.tools, options.tool_choice)
-        messages = cue_answer(messages)
-        if tools and not self._template_tools:
-            messages = flatten_for_plain_template(messages)
-            if messages and messages[0].role == "system":
-                messages = [ChatMessage("system", messages[0].content + plain_tool_prompt(tools)), *messages[1:]]
-            return self._formatter(messages=[template_message(m) for m in messages]).prompt
-        if not self._template_tools:
-            messages = flatten_for_plain_template(messages)
-        return self._formatter(
-            messages=[template_message(m) for m in messages], tools=tools_for_request(tools) if tools else None
-        ).prompt
-
-    def tokenize(self, text: str) -> list[int]:
-        """Tokens of prompt ``text`` (special tokens parsed), with BOS when the model wants one."""
-        tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        if self._bos is not None and (not tokens or tokens[0] != self._bos):
-            tokens = [self._bos, *tokens]
-        return tokens
-
-    def prompt_tokens(self, messages: list[ChatMessage], max_tokens: int, options: GenerationOptions) -> list[int]:
-        """Tokens of the prompt after fitting it into ``n_ctx`` with room for the reply."""
-        reserve = min(max_tokens, self.n_ctx // 4) + 16
-
-        def count(candidate: list[ChatMessage]) -> int:
-            return len(self.tokenize(self.render(candidate, options)))
-
-        fitted = fit_messages(messages, count, self.n_ctx - reserve)
-        return self.tokenize(self.render(fitted, options))
-
-    def prefix_tokens(self, messages: list[ChatMessage], options: GenerationOptions) -> list[int]:
-        """The tokens every prompt of a session with these instructions and tools starts with: the
-        common head of the prompt rendered with two different user messages."""
-        head = [m for m in messages if m.role == "system"][:1]
-        one = self.tokenize(self.render([*head, ChatMessage("user", "a")], options))
-        two = self.tokenize(self.render([*head, ChatMessage("user", "b")], options))
-        return one[: common_prefix(np.asarray(one), np.asarray(two))]
+    # ----- reading ahead -----
 
     def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> Optional[Warm]:
         """Read a session's instructions and tools (the system message of ``messages``, the tools
@@ -232,7 +158,7 @@ class LlamaCppLanguageModel:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
             return None
-        return self.decoder.warm(self.prefix_tokens(messages, options))
+        return self.decoder.warm(self.chat.prefix_tokens(messages, options))
 
     def read_ahead(
         self, messages: list[ChatMessage], max_tokens: int, options: Optional[GenerationOptions] = None
@@ -248,7 +174,7 @@ class LlamaCppLanguageModel:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
             return None
-        prompt = self.prompt_tokens(messages, max(1, max_tokens), options)
+        prompt = self.chat.prompt_tokens(messages, max(1, max_tokens), options)
         return self.decoder.warm(prompt, limit=self.n_ctx, speculative=True)
 
     # ----- generation -----
@@ -280,44 +206,6 @@ class LlamaCppLanguageModel:
             result.queue_wait_s = turn.waited_s
             return result
 
-    def _grammar(self, schema: dict[str, Any]) -> Any:
-        from llama_cpp import LlamaGrammar
-
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._grammars:
-            try:
-                grammar = LlamaGrammar.from_json_schema(key, verbose=False)
-            except Exception as exc:  # the converter raises plain Exceptions for schemas it cannot take
-                raise LanguageModelError(f"tool parameters schema not supported: {exc}") from exc
-            while len(self._grammars) >= _GRAMMARS_KEPT:
-                self._grammars.pop(next(iter(self._grammars)))  # the oldest tool set
-            self._grammars[key] = grammar
-        return self._grammars[key]
-
-    def call_probability(self, logits: np.ndarray) -> float:
-        """Probability, from ``logits`` of one position, that the next token opens a tool call
-        (``<tool_call>``, or a piece starting with a code fence or ``{``)."""
-        openers = self._opener_array()
-        shifted = logits.astype(np.float64) - float(logits.max())
-        weights = np.exp(shifted)
-        return float(weights[openers].sum() / weights.sum())
-
-    def _opener_array(self) -> np.ndarray:
-        if self._openers is None:
-            self._openers = np.array(self._opener_tokens(), dtype=np.intp)
-        return self._openers
-
-    def _opener_tokens(self) -> list[int]:
-        found = [] if self._call_token is None else [self._call_token]
-        for token in range(self._llm.n_vocab()):
-            piece = self._llm.detokenize([token]).lstrip()
-            if piece.startswith((b"```", b"{")):
-                found.append(token)
-        return found
-
-    def _is_eog(self, token: int) -> bool:
-        return bool(self._lib.llama_vocab_is_eog(self._llm._model.vocab, token))
-
 
 class _Run:
     """One generation on its leased KV sequence: prompt, decode, maybe a constrained call."""
@@ -333,6 +221,7 @@ class _Run:
     ) -> None:
         defaults = engine._defaults
         self.engine = engine
+        self.chat = engine.chat
         self.llm = engine._llm
         self.lease = lease
         self.options = requested
@@ -365,7 +254,7 @@ class _Run:
         return logits
 
     def execute(self, messages: list[ChatMessage], on_text: Callable[[str], None]) -> Generation:
-        prompt = self.engine.prompt_tokens(messages, self.max_tokens, self.options)
+        prompt = self.chat.prompt_tokens(messages, self.max_tokens, self.options)
         tools = allowed_tools(self.options.tools, self.options.tool_choice)
         logits, self.cached = self.lease.evaluate(prompt, self.interrupted)
         if logits is None:
@@ -395,7 +284,7 @@ class _Run:
         """Stream a reply after ``prompt`` (``logits``: those of its last token); with ``tools``,
         switch to :meth:`call` when one opens. ``words_only``: the first token may not open a call
         (the prompt still lists the tools)."""
-        engine = self.engine
+        chat = self.chat
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         deciding = bool(tools)  # hold text back until it is clear whether a call opens
         names, first_logits = tuple(t.name for t in tools), logits
@@ -405,18 +294,18 @@ class _Run:
         while True:
             if words_only and not accepted:
                 logits = logits.copy()
-                logits[engine._opener_array()] = -np.inf
+                logits[chat.openers()] = -np.inf
             if deciding and not accepted:
                 # The model's own odds of opening a call at the first position decide, not the
                 # one token sampled there (greedy argmax flips on near ties).
-                self.call_probability = engine.call_probability(logits)
+                self.call_probability = chat.call_probability(logits)
                 log.debug("tool call probability %.3f", self.call_probability)
                 if self.call_probability >= CALL_THRESHOLD:
                     return self.call(prompt, logits, text, 0, tools)
             token = sample_token(logits, self.temperature, self.rng, top_p=self.top_p)
-            if engine._is_eog(token):
+            if chat.is_eog(token):
                 break
-            if tools and token == engine._call_token:
+            if tools and token == chat.call_token:
                 return self.call(prompt + accepted, logits, text, len(accepted), tools)
             piece = decoder.decode(self.llm.detokenize([token]))
             if deciding:
@@ -430,7 +319,7 @@ class _Run:
             if piece and not deciding:
                 text += piece
                 on_text(piece)
-            if len(accepted) >= self.max_tokens or len(prompt) + len(accepted) >= engine.n_ctx - 1:
+            if len(accepted) >= self.max_tokens or len(prompt) + len(accepted) >= chat.n_ctx - 1:
                 finish = "length"
                 break
             stopped = self.stop_reason()
@@ -455,8 +344,8 @@ class _Run:
         The call object is generated bare, without a ``<tool_call>`` opener: models not trained on
         that tag (Qwen2.5-Coder) predict the end of text after it, while every model given tools
         opens a bare call with ``{"`` readily; the grammar then holds it to the schema."""
-        engine = self.engine
-        sampler = GrammarSampler(self.llm, engine._grammar(call_schema(tools)))
+        chat = self.chat
+        sampler = GrammarSampler(self.llm, chat.grammar(call_schema(tools)))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         body, count, finish = "", 0, "length"
         cap = max(_CALL_TOKENS, self.max_tokens - spent)
@@ -464,7 +353,7 @@ class _Run:
         try:
             while True:
                 token = sampler.pick(logits, self.temperature, self.rng)
-                if engine._is_eog(token):
+                if chat.is_eog(token):
                     finish = "stop"
                     break
                 sampler.accept(token)
@@ -478,7 +367,7 @@ class _Run:
                 if stopped:
                     finish = stopped
                     break
-                if count >= cap or len(generated) >= engine.n_ctx - 1:
+                if count >= cap or len(generated) >= chat.n_ctx - 1:
                     break
                 next_logits = self.evaluate(generated)
                 if next_logits is None:

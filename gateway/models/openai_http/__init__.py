@@ -1,0 +1,1 @@
+"""Engines behind an OpenAI-compatible HTTP server (``llm.py``: Chat Completions)."""
