@@ -32,9 +32,9 @@ from gateway.server.shutdown import GracefulShutdown
 from gateway.server.sip_routes import sip_user_agent
 from gateway.server.static_files import static_root
 from gateway.server.warm_session import WarmSession, warm_session
-from gateway.signaling.ice import ice_configuration
 from gateway.transports.call_record import RecordPolicy, prepare_directory
 from gateway.transports.door import Door, LiveSession
+from gateway.transports.webrtc.ice import ice_configuration
 
 __all__ = ["CONFIG", "KEYS", "LIMITS", "METRICS", "MODELS", "POOL", "SESSIONS", "SHUTDOWN", "create_app"]
 

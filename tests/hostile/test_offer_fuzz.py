@@ -172,7 +172,7 @@ async def test_a_fault_while_answering_is_a_logged_500_not_an_invalid_offer(
 def test_a_parser_fault_past_the_syntax_check_is_logged(caplog, monkeypatch):
     """An offer that passes check_syntax but that aiortc's parser rejects used to be a silent 400:
     a gap in check_syntax nobody saw. Still a 400 for the client, now logged with its traceback."""
-    from gateway.signaling import offer as offer_module
+    from gateway.transports.webrtc import offer as offer_module
     from tests.hostile.sdp_offers import offers as base_offers
 
     def parse(sdp):

@@ -21,12 +21,12 @@ from typing import Any, Optional
 
 from gateway.config import GatewayConfig
 from gateway.media.dtmf import KeyPress
+from gateway.media.media_watch import CallerMedia
 from gateway.media.outbound import OutputAudioTrack
 from gateway.media.playout import SAMPLE_RATE
 from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import AudioInput
 from gateway.realtime.session_update import SessionUpdate
-from gateway.signaling.media_watch import CallerMedia
 from gateway.transports.door import LiveSession
 from gateway.transports.sip.dialog import Dialog
 from gateway.transports.sip.message import SipRequest, SipResponse, is_digits, make_response

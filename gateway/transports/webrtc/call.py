@@ -28,16 +28,16 @@ from aiortc.sdp import MediaDescription
 from gateway.config import GatewayConfig
 from gateway.media.dtmf import KeyPress
 from gateway.media.inbound import InboundAudioReader
+from gateway.media.media_watch import CallerMedia, transport_packets_received
+from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import AudioInput
 from gateway.realtime.session_update import SessionUpdate
-from gateway.signaling.answer import prefer_codec, shape_answer
-from gateway.signaling.data_channel import accept_invalid_text
-from gateway.signaling.dtmf import negotiate_telephone_events, receive_telephone_events
-from gateway.signaling.end_reason import EndReason
-from gateway.signaling.ice import ice_configuration
-from gateway.signaling.media_watch import CallerMedia, transport_packets_received
-from gateway.signaling.offer import CheckedOffer, OfferError, answer_failure, check_offer
 from gateway.transports.door import Door, LiveSession, TransportKind
+from gateway.transports.webrtc.answer import prefer_codec, shape_answer
+from gateway.transports.webrtc.data_channel import accept_invalid_text
+from gateway.transports.webrtc.dtmf import negotiate_telephone_events, receive_telephone_events
+from gateway.transports.webrtc.ice import ice_configuration
+from gateway.transports.webrtc.offer import CheckedOffer, OfferError, answer_failure, check_offer
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +107,9 @@ class WebRTCCall:
         included: aiortc gathers them before ``setLocalDescription`` returns).
 
         The first audio m-line is answered ``sendrecv`` with the unit's output track, with the
-        offer's ``telephone-event`` payload types (DTMF, :mod:`gateway.signaling.dtmf`); video and
+        offer's ``telephone-event`` payload types (DTMF, :mod:`gateway.transports.webrtc.dtmf`); video and
         further audio m-lines are answered ``inactive``. The answer follows the offer in BUNDLE,
-        transport protocol and DTLS role (:func:`~gateway.signaling.answer.shape_answer`). Raises
+        transport protocol and DTLS role (:func:`~gateway.transports.webrtc.answer.shape_answer`). Raises
         whatever aiortc raises for an offer it cannot answer (:func:`open_call` makes it OfferError).
         """
         pc = self.pc

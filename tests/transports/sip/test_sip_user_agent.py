@@ -20,10 +20,10 @@ from gateway.transports.sip.transactions import Timers
 from gateway.transports.sip.user_agent import SipUserAgent
 from tests.doubles import FullPoolDoorDouble
 from tests.helpers import logged_faults
-from tests.sip import sip_samples
-from tests.sip.conftest import WEBHOOK_SECRET
-from tests.sip.sip_socket import SipSocket
-from tests.sip.test_sip_message import FUZZ_SEEDS, _mutations
+from tests.transports.sip import sip_samples
+from tests.transports.sip.conftest import WEBHOOK_SECRET
+from tests.transports.sip.sip_socket import SipSocket
+from tests.transports.sip.test_sip_message import FUZZ_SEEDS, _mutations
 
 FAST = Timers(t1=0.05, t2=0.2, t4=0.2)
 

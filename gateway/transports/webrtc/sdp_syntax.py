@@ -214,7 +214,7 @@ def check_syntax(sdp: str) -> None:
     Raises SdpSyntaxError for the first bad line: not ``<letter>=<value>``, no ``v=0`` first, a
     malformed ``m=`` or ``c=`` line, an attribute aiortc reads whose value has the wrong shape, or
     an ``a=fmtp`` for a payload type with no ``a=rtpmap`` in its m-section (a static audio payload
-    type needs none: :func:`gateway.signaling.offer.normalize_offer` adds it).
+    type needs none: :func:`gateway.transports.webrtc.offer.normalize_offer` adds it).
     """
     lines = sdp.splitlines()
     first = next((i for i, line in enumerate(lines) if line.strip()), None)

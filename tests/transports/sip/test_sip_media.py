@@ -20,9 +20,11 @@ from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
 from gateway.transports.sip.user_agent import resolve, rtp_port_range
 from gateway.transports.sip.webhook import sign, signing_key
 from tests.helpers import wait_until
-from tests.sip.sip_samples import BARESIP_SDP
+from tests.transports.sip.sip_samples import BARESIP_SDP
 
-FREESWITCH_WEBRTC = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "sdp" / "aiortc_audio_freeswitch.sdp"
+FREESWITCH_WEBRTC = (
+    Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "sdp" / "aiortc_audio_freeswitch.sdp"
+)
 
 
 def test_baresip_offer_is_answered_pcmu_with_telephone_event():

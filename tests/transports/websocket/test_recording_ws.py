@@ -18,7 +18,7 @@ import pytest
 from gateway.server.app_keys import SESSIONS
 from tests.doubles import DiskFullOnceFileDouble
 from tests.helpers import QUESTION, app_idle, says, serve, wait_until
-from tests.transports.ws_client import EventClient
+from tests.transports.websocket.ws_client import EventClient
 
 
 def wav_seconds(path) -> tuple[int, float]:

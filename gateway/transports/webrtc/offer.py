@@ -4,7 +4,7 @@ Sources: RFC 8866 (SDP: syntax, 6.6 static payload types without ``a=rtpmap``, 6
 direction attributes), RFC 8829 (JSEP: what an offer of a WebRTC peer holds), RFC 8839 (ICE
 ``a=ice-ufrag`` / ``a=ice-pwd``), RFC 8842 (DTLS ``a=fingerprint`` / ``a=setup``), RFC 5761
 (``a=rtcp-mux``), RFC 8843 (BUNDLE). What aiortc itself needs of an offer is the checks of its
-``setRemoteDescription`` and DTLS start; :mod:`gateway.signaling.sdp_syntax` checks each line first.
+``setRemoteDescription`` and DTLS start; :mod:`gateway.transports.webrtc.sdp_syntax` checks each line first.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Optional
 from aiortc.codecs import CODECS
 from aiortc.sdp import MediaDescription, SessionDescription, grouplines
 
-from gateway.signaling.sdp_syntax import STATIC_AUDIO_PAYLOAD_TYPES, SdpSyntaxError, check_syntax
+from gateway.transports.webrtc.sdp_syntax import STATIC_AUDIO_PAYLOAD_TYPES, SdpSyntaxError, check_syntax
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def check_offer(sdp: str, max_bytes: int) -> CheckedOffer:
     each m-line as aiortc will need it.
 
     ``max_bytes`` is the largest offer accepted (UTF-8 bytes). Raises OfferError if the offer is
-    empty, too large, has a malformed line (:func:`~gateway.signaling.sdp_syntax.check_syntax`),
+    empty, too large, has a malformed line (:func:`~gateway.transports.webrtc.sdp_syntax.check_syntax`),
     offers neither audio nor a data channel, has a BUNDLE group naming no m-line or two m-lines
     with one mid, or has an m-line aiortc cannot answer or connect (see :func:`check_media`).
     """
