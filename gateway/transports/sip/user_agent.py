@@ -283,6 +283,7 @@ class SipUserAgent:
         def connect(session: LiveSession) -> SipCall:
             rtp = RtpStream(
                 payload_type=offer.payload_type,
+                codec=offer.voice,
                 telephone_event=offer.telephone_event,
                 remote=(offer.address, offer.port),
                 rate=session.lease.input_rate,

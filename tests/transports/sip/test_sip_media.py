@@ -54,6 +54,15 @@ def test_pcma_first_static_types_without_rtpmap_and_refusals():
             parse_offer(FREESWITCH_WEBRTC.read_text())
 
 
+def test_a_direction_given_for_the_session_is_the_streams_and_is_mirrored():
+    # RFC 8866 6.7: a session-level direction applies to each m-section without its own. A phone
+    # that offers to only send (a=sendonly above the m= line) was answered sendrecv.
+    offer = parse_offer("v=0\r\nc=IN IP4 10.0.0.1\r\na=sendonly\r\nm=audio 5004 RTP/AVP 0\r\n")
+    assert offer.direction == "sendonly" and "a=recvonly" in build_answer(offer, "127.0.0.1", 4000)
+    own = parse_offer("v=0\r\nc=IN IP4 10.0.0.1\r\na=sendonly\r\nm=audio 5004 RTP/AVP 0\r\na=inactive\r\n")
+    assert own.direction == "inactive"
+
+
 def test_rtp_packets_parse_with_csrcs_extension_and_padding():
     packet = RtpPacket(0, True, 65535, 2**32 - 1, 0xDEADBEEF, b"\x01\x02\x03")
     assert parse_rtp(build_rtp(packet)) == packet
