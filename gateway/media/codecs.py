@@ -5,7 +5,7 @@ on which transport, and how (the sample codec of a transport that makes its own 
 A transport answers an offered codec when its row names the transport in ``answered_on``:
 ``"webrtc"`` (aiortc encodes and decodes: ``gateway.transports.webrtc``), ``"sip"`` (plain RTP made
 by the gateway: ``gateway.transports.sip``, with the row's ``decode`` / ``encode``). The names are
-the values of ``gateway.transports.door.TransportKind``. Both legs read SDP with this table
+the values of ``gateway.transports.transport.TransportKind``. Both legs read SDP with this table
 (``gateway.transports.sdp``): a static payload type listed on an ``m=`` line without ``a=rtpmap``
 (RFC 8866 6.6) means the row of that payload type.
 

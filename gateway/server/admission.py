@@ -21,7 +21,7 @@ from gateway.server.app_keys import CONFIG, KEYS, METRICS, POOL, SESSIONS, SHUTD
 from gateway.server.auth import Grant, bearer, same_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import Offer, requested_extensions
-from gateway.transports.door import LiveSession
+from gateway.transports.live_session import LiveSession
 from gateway.transports.webrtc.call import open_call as open_webrtc_call
 from gateway.transports.webrtc.offer import OfferError
 

@@ -33,7 +33,8 @@ from gateway.server.sip_routes import sip_user_agent
 from gateway.server.static_files import static_root
 from gateway.server.warm_session import WarmSession, warm_session
 from gateway.transports.call_record import RecordPolicy, prepare_directory
-from gateway.transports.door import Door, LiveSession
+from gateway.transports.door import Door
+from gateway.transports.live_session import LiveSession
 from gateway.transports.webrtc.ice import ice_configuration
 
 __all__ = ["CONFIG", "KEYS", "LIMITS", "METRICS", "MODELS", "POOL", "SESSIONS", "SHUTDOWN", "create_app"]

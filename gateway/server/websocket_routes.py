@@ -28,7 +28,7 @@ from gateway.server.app_keys import CONFIG, LIMITS, METRICS, SESSIONS
 from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import requested_extensions
-from gateway.transports.door import TransportKind
+from gateway.transports.transport import TransportKind
 from gateway.transports.websocket.event_socket import websocket_response
 from gateway.transports.websocket.session import open_websocket_session
 from gateway.transports.websocket.sideband import serve_sideband

@@ -30,7 +30,8 @@ from gateway.config import GatewayConfig
 from gateway.pool.end_reason import EndReason
 from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate
-from gateway.transports.door import Door, LiveSession, TransportKind
+from gateway.transports.door import Door
+from gateway.transports.live_session import LiveSession
 from gateway.transports.sip.call import CallStateError, SipCall
 from gateway.transports.sip.dialog import Dialog
 from gateway.transports.sip.message import (
@@ -54,6 +55,7 @@ from gateway.transports.sip.transactions import (
 from gateway.transports.sip.transport import SipPeer, SipTransport, server_tls_context
 from gateway.transports.sip.trust import is_trusted, latch_mode, latch_sources, trusted_networks
 from gateway.transports.sip.webhook import WebhookSender, incoming_call_event
+from gateway.transports.transport import TransportKind
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
-"""One WebRTC call: an RTCPeerConnection, the leg of a :class:`~gateway.transports.door.LiveSession`,
+"""One WebRTC call: an RTCPeerConnection, the leg of a :class:`~gateway.transports.live_session.LiveSession`,
 from SDP offer to hang-up.
 
 Sources: the OpenAI Realtime WebRTC contract (one audio track each way plus the ``oai-events``
 data channel carrying the Realtime events as JSON text), JSEP (RFC 8829) for the answer made to
 the offer, RFC 8866 (SDP) for the media directions of the answer.
 
-The call is a :class:`~gateway.transports.door.Transport`: events out on ``oai-events``, reply audio
+The call is a :class:`~gateway.transports.transport.Transport`: events out on ``oai-events``, reply audio
 out on the unit's output track (played in real time), caller audio from the track straight to the
 lease. The door does the rest (rate limit, DTMF, watchdogs, the hang-up sequence); the call ends
 the session when its peer connection closes or fails, its data channel closes, ICE/DTLS does not
@@ -32,7 +32,9 @@ from gateway.media.media_watch import CallerMedia, transport_packets_received
 from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import AudioInput
 from gateway.realtime.session_update import SessionUpdate
-from gateway.transports.door import Door, LiveSession, TransportKind
+from gateway.transports.door import Door
+from gateway.transports.live_session import LiveSession
+from gateway.transports.transport import TransportKind
 from gateway.transports.webrtc.answer import prefer_codec, shape_answer
 from gateway.transports.webrtc.data_channel import accept_invalid_text
 from gateway.transports.webrtc.dtmf import negotiate_telephone_events, receive_telephone_events
