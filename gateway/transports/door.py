@@ -1,11 +1,20 @@
 """The one door every transport opens a Realtime session through, and the live sessions of this
-process: :class:`Door` (``Door.open``, the registry).
+process: :class:`Door` (admission, ``Door.open``, the registry).
 
 A transport (the WebRTC call, ``gateway.transports.webrtc``; the WebSocket session,
 ``gateway.transports.websocket``; the SIP leg, ``gateway.transports.sip``) carries events and audio
 for one caller (:class:`~gateway.transports.transport.Transport`). Everything else is the door's,
 and so the same for every transport:
 
+- **admission**: a call is refused while the gateway drains (``draining()``, the graceful shutdown
+  of the server) or when no unit is idle or the compute admits no more talkers
+  (:meth:`UnitPool.refusal <gateway.pool.pool.UnitPool.refusal>`): one :class:`Refused` (code
+  ``server_shutdown``, ``pool_full``, ``compute_busy``), which each edge answers in its protocol
+  (HTTP 503 + ``Retry-After``, SIP 503 + ``Retry-After``). Every call admitted (``answered``) or
+  refused for want of room (``pool_full``, ``compute_busy``) is told to ``on_admission(result)``:
+  the ``vg_calls_total{result}`` counter, for every transport. An edge that must check who calls
+  first (HTTP: the key, so that a stranger learns nothing of the load) calls
+  :meth:`Door.refuse_if_busy` after that check, before reading the offer;
 - :meth:`Door.open` mints the session id (``rtc_`` / ``ws_`` / ``sip_`` + instance + 128 random
   bits), claims a pool unit (a :class:`~gateway.pool.lease.UnitLease`), builds the Realtime session
   (with the audio-in-events variant when the transport carries audio in its events), wires the
@@ -32,7 +41,7 @@ from gateway.config import GatewayConfig
 from gateway.logging_setup import bind_call
 from gateway.pipeline import events as pe
 from gateway.pool.end_reason import EndReason
-from gateway.pool.pool import UnitPool
+from gateway.pool.pool import PoolFullError, UnitPool
 from gateway.realtime.audio_events import AudioInput, EventAudioSession
 from gateway.realtime.items import ClientError
 from gateway.realtime.limits import SessionLimits
@@ -43,6 +52,22 @@ from gateway.transports.transport import ServerEvent, Transport, TransportKind
 
 log = logging.getLogger(__name__)
 
+ANSWERED = "answered"  # the ``result`` of an admitted call (``on_admission``)
+SERVER_SHUTDOWN = "server_shutdown"
+
+
+class Refused(Exception):
+    """A call the door does not open now: ``code`` (``server_shutdown``: the gateway is draining;
+    ``pool_full``: no unit is idle; ``compute_busy``: units are, but the compute admits no more
+    talkers), ``message`` (a sentence for the caller, the retry included) and ``retry_after_s``
+    (when to try again; another instance may take the call meanwhile)."""
+
+    def __init__(self, code: str, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
+
 
 def new_session_id(kind: TransportKind, instance: str) -> str:
     """``<prefix>_<instance>_<32 hex digits>``: the transport, the instance that owns the session
@@ -52,27 +77,63 @@ def new_session_id(kind: TransportKind, instance: str) -> str:
 
 
 class Door:
-    """The live sessions of this process, by session id, for every transport.
+    """The live sessions of this process, by session id, for every transport, and who may open one.
 
     ``local_models`` names the models really used (``{"llm", "stt", "voice"}``), for the Realtime
-    sessions to report. Hooks (metrics): ``on_event(event)`` sees every pipeline event of every
-    session, ``on_server_event(event)`` every server event sent to a client, ``on_start(session)``
-    runs once per opened session, ``on_end(session)`` once per session after it ended
-    (``session.end_reason`` set); ``session.kind`` labels them.
+    sessions to report; ``draining()`` is True once the gateway stops admitting (the server's
+    graceful shutdown). Hooks (metrics): ``on_admission(result)`` once per call admitted
+    (``answered``) or refused for want of room (``pool_full``, ``compute_busy``; a refusal while
+    draining is not counted), ``on_event(event)`` sees every pipeline event of every session,
+    ``on_server_event(event)`` every server event sent to a client, ``on_start(session)`` runs once
+    per opened session, ``on_end(session)`` once per session after it ended (``session.end_reason``
+    set); ``session.kind`` labels them.
     """
 
-    def __init__(self, pool: UnitPool, config: GatewayConfig, local_models: dict[str, str]) -> None:
+    def __init__(
+        self,
+        pool: UnitPool,
+        config: GatewayConfig,
+        local_models: dict[str, str],
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.pool = pool
         self.config = config
         self.limits = SessionLimits.from_config(config)
         self.sessions: dict[str, LiveSession] = {}
         self._local_models = local_models
+        self._draining = draining
+        self.on_admission: Callable[[str], None] = lambda result: None
         self.on_event: Callable[[pe.PipelineEvent], None] = lambda event: None
         self.on_server_event: Callable[[ServerEvent], None] = lambda event: None
         self.on_start: Callable[[LiveSession], None] = lambda session: None
         self.on_end: Callable[[LiveSession], None] = lambda session: None
         self._closing_sidebands: set[asyncio.Event] = set()
 
+    # ----- admission -----
+    def refuse_if_draining(self) -> None:
+        """Raises Refused ``server_shutdown`` once the gateway drains (not counted: the caller
+        should try another instance). Call it before a key is used up or a unit claimed."""
+        if self._draining():
+            retry = self.config.retry_after_s
+            message = f"The gateway is shutting down; retry in {retry} s (another instance may take the call)."
+            raise Refused(SERVER_SHUTDOWN, message, retry)
+
+    def refuse_if_busy(self) -> None:
+        """Raises Refused ``pool_full`` or ``compute_busy`` (counted) when a call would not get a
+        unit now: a new call is refused at once, before its offer is read, so that behind a proxy
+        it goes to the next process. :meth:`open` checks the same again at the claim."""
+        refused = self.pool.refusal()
+        if refused is not None:
+            raise self._refused(refused)
+
+    def _refused(self, busy: PoolFullError) -> Refused:
+        """The Refused of a claim refused by the pool (its ``code``: ``pool_full``,
+        ``compute_busy``), counted."""
+        self.on_admission(busy.code)
+        retry = self.config.retry_after_s
+        return Refused(busy.code, f"{busy}; retry in {retry} s.", retry)
+
+    # ----- opening -----
     def open(
         self,
         kind: TransportKind,
@@ -88,9 +149,11 @@ class Door:
         events it asked for), apply ``update`` (None: the configured defaults) and register it.
 
         Synchronous: nothing runs between the claim and what the caller does next (a WebSocket
-        upgrade, an SDP answer). Raises PoolFullError when every unit is busy, ClientError when
-        ``update`` cannot apply, or whatever ``connect`` raises; no unit stays claimed then.
+        upgrade, an SDP answer). Raises Refused (:meth:`refuse_if_draining`, then the claim: see
+        :meth:`refuse_if_busy`), ClientError when ``update`` cannot apply, or whatever ``connect``
+        raises; no unit stays claimed then. An opened session is counted ``answered``.
         """
+        self.refuse_if_draining()
         session_id = new_session_id(kind, self.config.instance)
         bind_call(session_id)  # log lines of this request and of the session's tasks carry it
         holder: list[LiveSession] = []
@@ -100,7 +163,10 @@ class Door:
             if holder:
                 holder[0].pipeline_event(event)
 
-        lease = self.pool.claim(session_id, sink)  # raises PoolFullError
+        try:
+            lease = self.pool.claim(session_id, sink)
+        except PoolFullError as busy:  # or ComputeBusyError: its code says which
+            raise self._refused(busy) from None
         session = LiveSession(kind, session_id, lease, self.config)
         transport: Optional[Transport] = None
         try:
@@ -122,6 +188,7 @@ class Door:
         session.on_end = self._ended
         holder.append(session)
         self.sessions[session_id] = session
+        self.on_admission(ANSWERED)
         self.on_start(session)
         return session
 

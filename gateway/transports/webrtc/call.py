@@ -57,7 +57,7 @@ async def open_call(
     Returns (session, SDP answer).
 
     Raises OfferError (no unit claimed for an unusable offer; a claimed one is released when aiortc
-    refuses the offer), PoolFullError when every unit is busy, and what :meth:`Door.open` raises;
+    refuses the offer), Refused (draining, no unit, no compute) and what else :meth:`Door.open` raises;
     any other exception of answering is re-raised after the call is hung up (the HTTP layer's 500,
     logged).
     """

@@ -48,7 +48,7 @@ def open_websocket_session(
 ) -> tuple[LiveSession, WebSocketTransport]:
     """Open a session through ``door`` on a new WebSocket leg (not connected yet: see
     :meth:`WebSocketTransport.serve`). Synchronous, so nothing runs between the claim and the
-    upgrade that follows. Raises PoolFullError, and what :meth:`Door.open` raises."""
+    upgrade that follows. Raises what :meth:`Door.open` raises (Refused: draining, no unit, no compute)."""
     legs: list[WebSocketTransport] = []
 
     def connect(session: LiveSession) -> WebSocketTransport:
