@@ -5,7 +5,7 @@
 #        firefox-esr and bundles the Agents SDK, for the browser tests, and GStreamer's webrtcbin for
 #        tests/telephony; --services installs Debian's
 #        coturn and nginx, which tests/ops runs as real processes: TURN relay, scale-out proxy; and
-#        baresip (a SIP phone) and kamailio (a SIP proxy), which tests/sip runs)
+#        baresip (a SIP phone) and kamailio (a SIP proxy), which tests/transports/sip runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,7 +72,7 @@ from gi.repository import Gst; Gst.init(None); assert Gst.ElementFactory.find('w
 fi
 
 if [ "$services" = 1 ]; then
-  # coturn, nginx, baresip and kamailio from Debian's packages, run by tests/ops and tests/sip as the
+  # coturn, nginx, baresip and kamailio from Debian's packages, run by tests/ops and tests/transports/sip as the
   # test's own processes (never as system services: those are stopped and disabled if the package
   # started them).
   missing=()

@@ -1,6 +1,6 @@
 """Soak: connect / abrupt-drop cycles against a gateway, and what each leaves behind.
 
-Each cycle starts a caller in its own process (``tests/signaling/caller_process.py``'s way: aiortc,
+Each cycle starts a caller in its own process (``tests/transports/webrtc/caller_process.py``'s way: aiortc,
 audio + ``oai-events``), lets it connect (``--drop-at connected``) or ask a spoken question and
 hear the answer start (``--drop-at answer``, the default), then kills it with SIGKILL: no hang-up,
 no DTLS close, no ICE goodbye. The gateway must notice (``media_timeout_s``), drain the unit and

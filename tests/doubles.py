@@ -434,17 +434,18 @@ class Chain:
 
 class FullPoolDoorDouble:
     """A door (``gateway.transports.door.Door``) whose pool is always full, for the SIP user agent
-    (``gateway.transports.sip``): every INVITE that gets that far is answered 503, so the SIP
-    layers run without models."""
+    (``gateway.transports.sip``): every INVITE that gets that far is refused (``pool_full``, retry
+    in ``retry_after_s``) and answered 503, so the SIP layers run without models."""
 
-    def __init__(self) -> None:
+    def __init__(self, retry_after_s: int = 5) -> None:
         self.opened = 0
+        self.retry_after_s = retry_after_s
 
     def open(self, kind: Any, update: Any, connect: Any, **options: Any) -> Any:
-        from gateway.pool.pool import PoolFullError
+        from gateway.transports.door import Refused
 
         self.opened += 1
-        raise PoolFullError("every unit is busy (double)")
+        raise Refused("pool_full", f"every unit is busy (double); retry in {self.retry_after_s} s.", self.retry_after_s)
 
 
 class RecordingPeerDouble:

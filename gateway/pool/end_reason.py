@@ -1,7 +1,7 @@
 """Why a call or a WebSocket session ends: the ``code`` of the Realtime ``error`` event sent before
 the transport closes, the reason a pool unit drains with (``PipelineUnit.begin_drain``,
-``close_reason``) and the ``reason`` label of the ``call_end`` metric. One set for both transports
-(``gateway.signaling`` and ``gateway.transports``), so it lives below them."""
+``close_reason``) and the ``reason`` label of the ``call_end`` metric. One set for every transport
+(``gateway.transports``) and the pool, so it lives below them."""
 
 from __future__ import annotations
 

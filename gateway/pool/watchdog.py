@@ -1,6 +1,6 @@
-"""The session watchdogs every transport shares (run by the door, ``gateway.transports.door``): the
-idle timeout (``idle_timeout_s``: no speech and no response) and the longest session
-(``max_call_s``), read off the call's lease.
+"""The session watchdogs every transport shares (run by each live session,
+``gateway.transports.live_session``): the idle timeout (``idle_timeout_s``: no speech and no
+response) and the longest session (``max_call_s``), read off the call's lease.
 
 The WebRTC call waits for ICE/DTLS first (``connect_timeout_s``) and watches its media itself
 (``media_timeout_s``); neither applies to a WebSocket.

@@ -1,5 +1,9 @@
 """Opening a call for an HTTP request: who may (the API key, or a single-use ephemeral ``ek_`` key
-of the GA ``client_secrets`` flow), reading the offer, and the call itself.
+of the GA ``client_secrets`` flow), reading the offer, and the call itself. Whether the gateway
+has room (draining, pool, compute) and the counts of calls are the door's
+(``gateway.transports.door``): its :class:`~gateway.transports.door.Refused` is answered here as
+``503`` with ``Retry-After`` (:func:`refused_error`); :func:`admit` makes the door's checks around
+the key check (draining before it, the busy check after it).
 
 An ephemeral key is taken when the request comes in and given back whenever no call comes of it
 (refused offer, pool full, compute busy, a server fault, the client gone), so a browser may retry with it until
@@ -15,15 +19,15 @@ from typing import Optional
 
 from aiohttp import web
 
-from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate, merged_updates
-from gateway.server.app_keys import CONFIG, KEYS, METRICS, POOL, SESSIONS, SHUTDOWN
+from gateway.server.app_keys import CONFIG, KEYS, SESSIONS
 from gateway.server.auth import Grant, bearer, same_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import Offer, requested_extensions
-from gateway.signaling.offer import OfferError
-from gateway.transports.door import LiveSession
+from gateway.transports.door import Refused
+from gateway.transports.live_session import LiveSession
 from gateway.transports.webrtc.call import open_call as open_webrtc_call
+from gateway.transports.webrtc.offer import OfferError
 
 OfferReader = Callable[[web.Request], Awaitable[Offer]]
 
@@ -62,17 +66,22 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     of an unused, unexpired ephemeral key (taken now: single use); ``token`` None: the one of the
     ``Authorization: Bearer`` header (a WebSocket passes the one it found). An ephemeral key is honoured
     (its session config applies) even when no API key is configured. Raises ApiError: 503
-    ``server_shutdown`` once the gateway is draining (checked first: no key is used up), then 401
-    ``invalid_api_key``, then 503 ``pool_full`` or ``compute_busy`` when this process has no unit or
-    cannot answer one more talking caller (:func:`refuse_if_busy`; after the key, so a caller
-    without one learns nothing of the load and is not counted, and the key is given back)."""
-    request.app[SHUTDOWN].refuse_if_draining()
+    ``server_shutdown`` once the gateway is draining (the door's ``refuse_if_draining``, checked
+    first: no key is used up), then 401 ``invalid_api_key``, then 503 ``pool_full`` or
+    ``compute_busy`` when this process has no unit or cannot answer one more talking caller (the
+    door's ``refuse_if_busy``, before the offer is read; after the key, so a caller without one
+    learns nothing of the load and is not counted, and the key is given back)."""
+    door = request.app[SESSIONS]
+    try:
+        door.refuse_if_draining()
+    except Refused as refused:
+        raise refused_error(refused) from None
     admission = _authenticate(request, token)
     try:
-        refuse_if_busy(request)
-    except ApiError:
+        door.refuse_if_busy()
+    except Refused as refused:
         admission.refund(request)
-        raise
+        raise refused_error(refused) from None
     return admission
 
 
@@ -97,27 +106,14 @@ def _authenticate(request: web.Request, token: Optional[str]) -> Admission:
     )
 
 
-def refuse_if_busy(request: web.Request) -> None:
-    """Admission by pool and capacity, after the key and before the offer is read: a new call or
-    session is refused at once (503 ``pool_full`` or ``compute_busy``, :func:`busy_error`) when no
-    unit is idle, or when the live calls have reached the talking capacity or the LLM engine's
-    queue is saturated (:mod:`gateway.pool.capacity`): behind nginx the offer then goes to the next
-    process. The claim of a unit checks the same again (a call admitted meanwhile)."""
-    if POOL not in request.app:
-        return
-    refused = request.app[POOL].refusal()
-    if refused is not None:
-        raise busy_error(request, refused.code, str(refused))
-
-
 async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[LiveSession, str]:
     """Check the caller, read the offer with ``read_offer(request)``, open the call: the ephemeral
     key's session config first, the offer's on top. Returns (call, SDP answer).
 
     Raises ApiError: 401 (see :func:`admit`), 400 (the body; a session config that is invalid, also
-    once merged; an unusable offer: code ``invalid_offer``), 503 ``pool_full`` or ``compute_busy``
-    with ``Retry-After`` (:func:`busy_error`).
-    The ephemeral key is given back whenever no call came of it.
+    once merged; an unusable offer: code ``invalid_offer``), 503 ``server_shutdown``, ``pool_full``
+    or ``compute_busy`` with ``Retry-After`` (:func:`refused_error`). The ephemeral key is given
+    back whenever no call came of it.
     """
     admission = admit(request)
     try:
@@ -125,23 +121,21 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Live
         offer = await read_offer(request)
         update = merged_updates(admission.update, offer.update)  # each one was valid: together too?
         call, answer = await open_webrtc_call(request.app[SESSIONS], offer.sdp, update, extensions=extensions)
-    except PoolFullError as exc:  # or ComputeBusyError: its code says which
+    except Refused as refused:
         admission.refund(request)
-        raise busy_error(request, exc.code, str(exc)) from None
+        raise refused_error(refused) from None
     except OfferError as exc:
         admission.refund(request)
         raise ApiError(400, str(exc), "invalid_offer") from None
     except BaseException:  # refused, the body never came in full, a server fault: no call, so no key used up
         admission.refund(request)
         raise
-    request.app[METRICS].calls.labels(result="answered").inc()
     return call, answer
 
 
-def busy_error(request: web.Request, code: str, message: str) -> ApiError:
-    """The answer to a call or session refused for want of a unit or of compute: 503 ``code``
-    (``pool_full``, ``compute_busy``) with ``Retry-After``, counted as ``calls{result=code}``;
-    ``message`` says why (a sentence without its full stop)."""
-    retry = request.app[CONFIG].retry_after_s
-    request.app[METRICS].calls.labels(result=code).inc()
-    return ApiError(503, f"{message}; retry in {retry} s.", code, "server_busy", headers={"Retry-After": str(retry)})
+def refused_error(refused: Refused) -> ApiError:
+    """The answer to a call the door refused (draining, no unit, no compute): 503 with its code
+    (``server_shutdown``, ``pool_full``, ``compute_busy``; type ``server_busy``) and ``Retry-After``."""
+    return ApiError(
+        503, refused.message, refused.code, "server_busy", headers={"Retry-After": str(refused.retry_after_s)}
+    )

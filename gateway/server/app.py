@@ -33,9 +33,10 @@ from gateway.server.shutdown import GracefulShutdown
 from gateway.server.sip_routes import sip_user_agent
 from gateway.server.startup_prompt import startup_prompt
 from gateway.server.static_files import static_root
-from gateway.signaling.ice import ice_configuration
 from gateway.transports.call_record import RecordPolicy, prepare_directory
-from gateway.transports.door import Door, LiveSession
+from gateway.transports.door import Door
+from gateway.transports.live_session import LiveSession
+from gateway.transports.webrtc.ice import ice_configuration
 
 __all__ = ["CONFIG", "KEYS", "LIMITS", "METRICS", "MODELS", "POOL", "SESSIONS", "SHUTDOWN", "create_app"]
 
@@ -64,7 +65,7 @@ def create_app(
     prompt_to_read = startup_prompt(config, app[LIMITS])  # a bad file fails here, before models load
     app[METRICS] = GatewayMetrics()
     app[KEYS] = EphemeralKeys(prefix=key_prefix(config.instance))
-    app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.retry_after_s, config.drain_timeout_s)
+    app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.drain_timeout_s)
     shutdown.on_begin = lambda: app[METRICS].draining.set(1)
     app.cleanup_ctx.append(_models_and_pool(models, stage_factories, prompt_to_read))
     app.cleanup_ctx.append(_door)
@@ -126,21 +127,25 @@ def _models_and_pool(
 
 async def _door(app: web.Application) -> AsyncIterator[None]:
     """The cleanup context of the door, the live sessions of every transport (drained by
-    ``app[SHUTDOWN]``): every session still live at clean-up is ended (``server_shutdown``, told
-    to its client) before the pool closes. Its hooks feed the metrics, labelled by transport."""
+    ``app[SHUTDOWN]``, whose draining flag the door refuses new calls by): every session still
+    live at clean-up is ended (``server_shutdown``, told to its client) before the pool closes.
+    Its hooks feed the metrics, labelled by transport (``vg_calls_total{result}`` from its
+    admission)."""
     config, metrics = app[CONFIG], app[METRICS]
     if config.record_dir:  # made, and its retention applied, before any call
         await asyncio.to_thread(prepare_directory, RecordPolicy.from_config(config), config.instance)
-    door = Door(app[POOL], config, local_model_names(app))
+    shutdown = app[SHUTDOWN]
+    door = Door(app[POOL], config, local_model_names(app), draining=lambda: shutdown.draining)
 
     def on_end(session: LiveSession) -> None:
         metrics.call_ended(session.kind.value, session.end_reason or "unknown")
 
+    door.on_admission = lambda result: metrics.calls.labels(result=result).inc()
     door.on_event = metrics.observe_pipeline_event
     door.on_server_event = metrics.observe_server_event
     door.on_start = lambda session: metrics.call_started(session.kind.value)
     door.on_end = on_end
-    app[SHUTDOWN].add_calls(lambda: list(door.sessions.values()))
+    shutdown.add_calls(lambda: list(door.sessions.values()))
     app[SESSIONS] = door
     yield
     await door.close_all()

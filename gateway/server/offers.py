@@ -37,7 +37,7 @@ CALLS_TYPES = ("application/sdp", "multipart/form-data", "application/json")
 
 @dataclass(frozen=True)
 class Offer:
-    """An SDP offer as received (not checked yet: signaling does that) and the session config sent
+    """An SDP offer as received (not checked yet: the WebRTC leg does that) and the session config sent
     with it, parsed (None when there is none)."""
 
     sdp: str

@@ -5,9 +5,10 @@ The one draining flag of the process is :attr:`GracefulShutdown.draining` (``app
 Once it is set:
 
 - every way of opening a call is refused with ``503`` + ``Retry-After`` and code
-  ``server_shutdown`` (:meth:`GracefulShutdown.refuse_if_draining`, called by
-  ``gateway.server.admission.admit``, so by every offer route and by any transport that admits
-  through it: a WebSocket upgrade must call it before ``WebSocketResponse.prepare``);
+  ``server_shutdown``: the door (``gateway.transports.door.Door``) is given
+  ``lambda: shutdown.draining`` and refuses every transport's calls by it (an HTTP route before
+  the key is checked, a WebSocket before ``WebSocketResponse.prepare``, a SIP INVITE with a SIP
+  ``503``);
 - ``GET /healthz`` answers ``503 {"status": "draining"}``, so a load balancer stops sending;
 - :meth:`GracefulShutdown.drain` waits for each live call to be quiet (no response generating, no
   reply audio left to play), then ends it with the Realtime ``error`` event code
@@ -38,7 +39,6 @@ from gateway.logging_setup import bind_call
 from gateway.pool.end_reason import EndReason
 from gateway.pool.lease import UnitLease
 from gateway.pool.unit import PipelineUnit, UnitState
-from gateway.server.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +81,11 @@ class DrainReport:
 
 class GracefulShutdown:
     """The drain of this process; ``grace_s`` (``shutdown_grace_s``) bounds how long calls may
-    finish their answer, ``retry_after_s`` goes out with each refused offer. ``on_begin()`` runs
-    once, when draining starts (metrics). ``poll_s`` is how often calls are looked at."""
+    finish their answer. ``on_begin()`` runs once, when draining starts (metrics). ``poll_s`` is
+    how often calls are looked at."""
 
-    def __init__(self, grace_s: float, retry_after_s: int, drain_timeout_s: float = 10.0, poll_s: float = 0.05) -> None:
+    def __init__(self, grace_s: float, drain_timeout_s: float = 10.0, poll_s: float = 0.05) -> None:
         self.grace_s = grace_s
-        self.retry_after_s = retry_after_s
         self.drain_timeout_s = drain_timeout_s
         self.poll_s = poll_s
         self.draining = False
@@ -112,18 +111,6 @@ class GracefulShutdown:
         self.began_at = time.monotonic()
         self.on_begin()
         return True
-
-    def refuse_if_draining(self) -> None:
-        """Raises ApiError 503 ``server_shutdown`` with ``Retry-After`` once draining: the caller
-        should try another instance. Call it before any unit is claimed or key consumed."""
-        if self.draining:
-            raise ApiError(
-                503,
-                f"The gateway is shutting down; retry in {self.retry_after_s} s (another instance may take the call).",
-                "server_shutdown",
-                "server_busy",
-                headers={"Retry-After": str(self.retry_after_s)},
-            )
 
     def goodbyes_in_flight(self) -> int:
         """The goodbyes of ended calls still unanswered, over every :meth:`add_goodbyes` source."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP
+from gateway.server.app_keys import CONFIG, SESSIONS, SHUTDOWN, SIP
 from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import read_text, session_update
@@ -113,16 +113,9 @@ async def sip_user_agent(app: web.Application) -> AsyncIterator[None]:
     if not config.sip_port:
         yield
         return
-    shutdown = app[SHUTDOWN]
-    calls = app[METRICS].calls
-    user_agent = SipUserAgent(
-        config,
-        app[SESSIONS],
-        draining=lambda: shutdown.draining,
-        on_busy=lambda code: calls.labels(result=code).inc(),
-    )
+    user_agent = SipUserAgent(config, app[SESSIONS])  # the door refuses while draining, and counts
     await user_agent.start()
-    shutdown.add_goodbyes(lambda: user_agent.byes_in_flight)  # a BYE of the drain waits for its answer
+    app[SHUTDOWN].add_goodbyes(lambda: user_agent.byes_in_flight)  # a BYE of the drain waits for its answer
     app[SIP] = user_agent
     yield
     await user_agent.close()

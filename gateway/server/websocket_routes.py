@@ -21,14 +21,14 @@ from typing import Optional
 from aiohttp import web
 
 from gateway.pool.end_reason import EndReason
-from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate, merged_updates
-from gateway.server.admission import admit, busy_error
-from gateway.server.app_keys import CONFIG, LIMITS, METRICS, SESSIONS
+from gateway.server.admission import admit, refused_error
+from gateway.server.app_keys import CONFIG, LIMITS, SESSIONS
 from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import requested_extensions
-from gateway.transports.door import TransportKind
+from gateway.transports.door import Refused
+from gateway.transports.transport import TransportKind
 from gateway.transports.websocket.event_socket import websocket_response
 from gateway.transports.websocket.session import open_websocket_session
 from gateway.transports.websocket.sideband import serve_sideband
@@ -80,13 +80,12 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
         update = merged_updates(admission.update, url_update)
         beta = wants_beta(request, offered)
         session, leg = open_websocket_session(request.app[SESSIONS], update, beta=beta, extensions=extensions)
-    except PoolFullError as exc:  # or ComputeBusyError: its code says which
+    except Refused as refused:
         admission.refund(request)
-        raise busy_error(request, exc.code, str(exc)) from None
+        raise refused_error(refused) from None
     except BaseException:  # a server fault: no session, so no key used up
         admission.refund(request)
         raise
-    request.app[METRICS].calls.labels(result="answered").inc()
     try:
         await ws.prepare(request)
     except BaseException:  # the client went away during the upgrade

@@ -1,78 +1,72 @@
 """The one door every transport opens a Realtime session through, and the live sessions of this
-process: :class:`Door`, :class:`LiveSession`, the :class:`Transport` protocol.
+process: :class:`Door` (admission, ``Door.open``, the registry).
 
 A transport (the WebRTC call, ``gateway.transports.webrtc``; the WebSocket session,
-``gateway.transports.websocket``; next a SIP leg, ``gateway.transports.sip``) carries events and
-audio for one caller. Everything else is the door's, and so the same for every transport:
+``gateway.transports.websocket``; the SIP leg, ``gateway.transports.sip``) carries events and audio
+for one caller (:class:`~gateway.transports.transport.Transport`). Everything else is the door's,
+and so the same for every transport:
 
+- **admission**: a call is refused while the gateway drains (``draining()``, the graceful shutdown
+  of the server) or when no unit is idle or the compute admits no more talkers
+  (:meth:`UnitPool.refusal <gateway.pool.pool.UnitPool.refusal>`): one :class:`Refused` (code
+  ``server_shutdown``, ``pool_full``, ``compute_busy``), which each edge answers in its protocol
+  (HTTP 503 + ``Retry-After``, SIP 503 + ``Retry-After``). Every call admitted (``answered``) or
+  refused for want of room (``pool_full``, ``compute_busy``) is told to ``on_admission(result)``:
+  the ``vg_calls_total{result}`` counter, for every transport. An edge that must check who calls
+  first (HTTP: the key, so that a stranger learns nothing of the load) calls
+  :meth:`Door.refuse_if_busy` after that check, before reading the offer;
 - :meth:`Door.open` mints the session id (``rtc_`` / ``ws_`` / ``sip_`` + instance + 128 random
   bits), claims a pool unit (a :class:`~gateway.pool.lease.UnitLease`), builds the Realtime session
   (with the audio-in-events variant when the transport carries audio in its events), wires the
   unit's pipeline events in and the server events out, and applies the session config parsed at
-  the edge (:class:`~gateway.realtime.session_update.SessionUpdate`);
-- the client-event rate (:meth:`LiveSession.inbox`: a flood gets one ``rate_limit_exceeded``), the
-  DTMF key press -> ``input_audio_buffer.dtmf_event_received`` -> barge-in / user item -> response
-  (:meth:`LiveSession.key_press`), the idle and maximum-duration watchdogs (:meth:`LiveSession.watch`);
-- one hang-up sequence (:meth:`LiveSession.hangup`): tell the client why, stop the reply audio,
-  release the unit (it quarantine-drains), cancel the session's tasks, close the transport, forget
-  the session; the hooks feed the metrics, labelled by transport (:class:`TransportKind`);
-- the call's recording and report when the operator allows it and the session asks (or the
-  operator records every call): :meth:`LiveSession.set_recording`, written at the end of the
-  hang-up sequence, whatever ended the call (``gateway.transports.call_record``).
+  the edge (:class:`~gateway.realtime.session_update.SessionUpdate`); the session then runs as a
+  :class:`~gateway.transports.live_session.LiveSession` (rate limit, DTMF, watchdogs, the one
+  hang-up sequence, the recording);
+- the registry (:attr:`Door.sessions`: hang-up by id, sidebands, the graceful drain, shutdown).
 
-A new transport implements :class:`Transport` (four members) and opens its sessions with
-``door.open(TransportKind.X, update, connect=lambda session: MyLeg(session, ...))``; see
-CONTRIBUTING.md, "Where a transport goes".
+A new transport implements ``Transport`` (five members), adds a :class:`TransportKind` line and
+opens its sessions with ``door.open(TransportKind.X, update, connect=lambda session: MyLeg(session, ...))``;
+see CONTRIBUTING.md, "Where a transport goes".
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-import re
 import secrets
-import time
-from collections.abc import Callable, Coroutine
-from typing import Any, Optional, Protocol
+from collections.abc import Callable
+from typing import Any, Optional
 
-from gateway.call_ids import ID_PREFIXES
 from gateway.config import GatewayConfig
 from gateway.logging_setup import bind_call
 from gateway.pipeline import events as pe
 from gateway.pool.end_reason import EndReason
-from gateway.pool.lease import UnitLease
-from gateway.pool.pool import UnitPool
-from gateway.pool.watchdog import watch_session
+from gateway.pool.pool import PoolFullError, UnitPool
 from gateway.realtime.audio_events import AudioInput, EventAudioSession
-from gateway.realtime.client_messages import RATE_LIMIT_CODE, RATE_LIMIT_TYPE, ClientEventRate, RateVerdict
 from gateway.realtime.items import ClientError
 from gateway.realtime.limits import SessionLimits
 from gateway.realtime.session import RealtimeSession
 from gateway.realtime.session_update import SessionUpdate
-from gateway.transports.call_record import CallRecord, RecordPolicy, prune
+from gateway.transports.live_session import LiveSession
+from gateway.transports.transport import ServerEvent, Transport, TransportKind
 
 log = logging.getLogger(__name__)
 
-ServerEvent = dict[str, Any]
-# Key presses a session remembers (``LiveSession.key_presses``), newest last.
-KEY_PRESSES_KEPT = 64
-KEY_PRESS_TEXT = "I pressed {} on my keypad."  # a key press put into words for the LLM (dtmf_to_llm)
-HIDDEN_DIGIT = "*"  # a key press as logs and call reports show it, unless record_dtmf_digits
-_KEY_PRESS_TEXT_RE = re.compile(re.escape(KEY_PRESS_TEXT).replace(re.escape("{}"), "."))
+ANSWERED = "answered"  # the ``result`` of an admitted call (``on_admission``)
+SERVER_SHUTDOWN = "server_shutdown"
 
 
-class TransportKind(enum.StrEnum):
-    """A transport; the value labels the metrics (``vg_active_sessions{transport=...}``)."""
+class Refused(Exception):
+    """A call the door does not open now: ``code`` (``server_shutdown``: the gateway is draining;
+    ``pool_full``: no unit is idle; ``compute_busy``: units are, but the compute admits no more
+    talkers), ``message`` (a sentence for the caller, the retry included) and ``retry_after_s``
+    (when to try again; another instance may take the call meanwhile)."""
 
-    WEBRTC = "webrtc"
-    WEBSOCKET = "websocket"
-    SIP = "sip"
-
-    @property
-    def id_prefix(self) -> str:
-        """The prefix of its session ids (``rtc``, ``ws``, ``sip``; ``gateway.call_ids``)."""
-        return ID_PREFIXES[self.value]
+    def __init__(self, code: str, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
 
 
 def new_session_id(kind: TransportKind, instance: str) -> str:
@@ -82,272 +76,64 @@ def new_session_id(kind: TransportKind, instance: str) -> str:
     return f"{kind.id_prefix}_{instance}_{secrets.token_hex(16)}"
 
 
-class Transport(Protocol):
-    """What the door asks of one caller's leg (WebRTC call, WebSocket, SIP leg). All on the event
-    loop; none of it may block."""
-
-    @property
-    def audio_input(self) -> Optional[AudioInput]:
-        """Where the caller audio of ``input_audio_buffer.append`` goes, for a transport that
-        carries audio in its events (WebSocket); None when it comes as media (an RTP track: the
-        transport submits it to ``session.lease.submit_audio`` itself)."""
-
-    def send_event(self, event: ServerEvent) -> None:
-        """Send a Realtime server event to the client; dropped when the leg cannot carry it (not
-        open yet, or closed)."""
-
-    def when_audio_sent(self, generation: int, then: Callable[[], None]) -> None:
-        """Call ``then()`` once the reply audio of ``generation`` has left (a spoken response's
-        ``response.done`` waits for it). A transport whose audio plays out in real time calls it at once."""
-
-    def stop_audio(self) -> None:
-        """Stop reading reply audio from the unit (called before the unit is released: the next
-        caller's audio must never reach this leg)."""
-
-    def close(self, reason: EndReason, message: Optional[str]) -> Coroutine[Any, Any, None]:
-        """Close the leg (after the unit was released), the client told why when it is still there
-        (``reason.client_left`` False). Must not raise for a leg that is gone already."""
-
-
-class LiveSession:
-    """One caller's Realtime session, whatever its transport; made by :meth:`Door.open`.
-
-    ``id``, ``kind``, ``lease`` (the claimed unit), ``realtime`` (the protocol session),
-    ``transport`` (the leg), ``started_at`` (monotonic s), ``end_reason`` (None while live),
-    ``ended`` (set once it ended: its recording and report, if any, are written by then),
-    ``key_presses`` (DTMF digits, newest last), ``event_listeners`` (sideband sockets: each gets
-    every server event) and ``record`` (the call's recording; None: not recorded).
-    """
-
-    def __init__(self, kind: TransportKind, session_id: str, lease: UnitLease, config: GatewayConfig) -> None:
-        self.kind = kind
-        self.id = session_id
-        self.lease = lease
-        self.config = config
-        self.started_at = time.monotonic()
-        self.end_reason: Optional[EndReason] = None
-        self.ended = asyncio.Event()
-        self.key_presses: list[str] = []
-        self.event_listeners: list[Callable[[ServerEvent], None]] = []
-        self.transport: Optional[Transport] = None
-        self.record_policy = RecordPolicy.from_config(config)
-        self.record: Optional[CallRecord] = None
-        self.realtime: RealtimeSession  # set by Door.open, before anyone sees the session
-        self.on_end: Callable[[LiveSession], None] = lambda session: None
-        self.on_server_event: Callable[[ServerEvent], None] = lambda event: None
-        self._tasks: set[asyncio.Future[Any]] = set()
-        self._hangup_task: Optional[asyncio.Future[None]] = None
-
-    # ----- events in and out -----
-    def send(self, event: ServerEvent) -> None:
-        """A server event of the session: to each sideband listener, then to the transport."""
-        for listener in list(self.event_listeners):
-            listener(event)
-        if self.transport is not None:
-            self.on_server_event(event)
-            self.transport.send_event(event)
-
-    def pipeline_event(self, event: pe.PipelineEvent) -> None:
-        """A pipeline event of the session's unit: to the Realtime session; a spoken response's end
-        once the transport has sent its audio."""
-        if self.record is not None and isinstance(event, pe.TurnLatencyMeasured):
-            response = self.realtime.responses.of_generation(event.generation)
-            self.record.turn_latency(response.id if response else None, event.latency_ms)
-        if isinstance(event, pe.ResponseFinished) and event.audio and self.transport is not None:
-            self.transport.when_audio_sent(event.generation, lambda: self.realtime.on_pipeline_event(event))
-        else:
-            self.realtime.on_pipeline_event(event)
-
-    def inbox(self) -> Callable[[str | bytes], None]:
-        """A receiver of client messages for one inbound channel (a data channel, a WebSocket, a
-        sideband), with its own client-event rate (``ClientEventRate``): beyond it, messages are
-        dropped unparsed and the client gets one ``rate_limit_exceeded`` error per flood. Messages
-        that arrive once the session is ending are dropped (the unit may serve the next caller)."""
-        rate = ClientEventRate()
-
-        def receive(message: str | bytes) -> None:
-            if self.end_reason is not None:
-                return
-            verdict = rate.admit()
-            if verdict is RateVerdict.ACCEPT:
-                self.realtime.handle_client_message(message)
-            elif verdict is RateVerdict.REFUSE_AND_TELL:
-                log.warning("%s: client event flood, dropping events", self.id)
-                self.realtime.send_error(rate.message(), code=RATE_LIMIT_CODE, error_type=RATE_LIMIT_TYPE)
-
-        return receive
-
-    def key_press(self, digit: str) -> None:
-        """A DTMF key press (RFC 4733 over RTP, SIP INFO...): ``input_audio_buffer.dtmf_event_received``
-        (``event`` the digit, ``received_at`` Unix seconds, as OpenAI's SIP calls report it), kept in
-        :attr:`key_presses` and logged (as :data:`HIDDEN_DIGIT` unless ``record_dtmf_digits``: keys
-        may spell a PIN or a card number); with ``dtmf_barge_in`` it interrupts the reply as speech
-        does, with ``dtmf_to_llm`` it becomes a user text item that is answered."""
-        if self.end_reason is not None:
-            return
-        self.key_presses = [*self.key_presses[-(KEY_PRESSES_KEPT - 1) :], digit]
-        log.info("%s: key press %s", self.id, digit if self.config.record_dtmf_digits else HIDDEN_DIGIT)
-        self.realtime.send("input_audio_buffer.dtmf_event_received", event=digit, received_at=int(time.time()))
-        self.lease.touch()
-        if self.config.dtmf_barge_in:
-            interruption = self.lease.interrupt()
-            if interruption is not None:
-                self.realtime.on_pipeline_event(pe.ResponseInterrupted(self.id, interruption=interruption))
-        if self.config.dtmf_to_llm:
-            self.realtime.add_user_text(KEY_PRESS_TEXT.format(digit))
-
-    # ----- recording -----
-    def set_recording(self, on: bool) -> None:
-        """Record the call (``on``), from the start of its timeline (``started_at``), or pause
-        the recording (the pause becomes silence in the WAV). Raises ClientError (``param``
-        ``session.recording``): ``recording_unavailable`` when the operator set no record
-        directory, ``recording_required`` to turn off a recording the operator makes of every
-        call (``record_all_calls``), ``recording_failed`` when its files cannot be made."""
-        policy = self.record_policy
-        if policy.directory is None:
-            raise ClientError(
-                "Recording is not available on this gateway: its operator has not set a record directory.",
-                "recording_unavailable",
-                "session.recording",
-            )
-        if not on:
-            if policy.all_calls:
-                raise ClientError(
-                    "This gateway records every call (its operator's setting); a session cannot turn it off.",
-                    "recording_required",
-                    "session.recording",
-                )
-            if self.record is not None:
-                self.record.audio.paused = True
-            return
-        if self.record is None:
-            try:
-                self.record = CallRecord(policy.directory, self.id, self.kind.value, self.started_at)
-            except OSError as exc:
-                log.error("%s: recording could not start: %s", self.id, exc)
-                message = "Recording could not start on this gateway."
-                raise ClientError(message, "recording_failed", "session.recording") from None
-            self.lease.record(self.record.audio)
-        self.record.audio.paused = False
-
-    async def _write_record(self, ended_at: float, reason: EndReason, message: Optional[str]) -> None:
-        """Write the call's WAV and report (in a worker thread), then apply the retention. The
-        report's key presses (and the items that put them into words) show each digit as
-        :data:`HIDDEN_DIGIT` unless ``record_dtmf_digits``."""
-        record, self.record = self.record, None
-        if record is None:
-            return
-        items, keys = self.realtime.items, self.key_presses
-        if not self.config.record_dtmf_digits:
-            items, keys = _hide_key_presses(items), [HIDDEN_DIGIT] * len(keys)
-        report = record.report(
-            ended_at=ended_at, end_reason=reason.value, message=message, items=items, key_presses=keys
-        )
-        try:
-            await asyncio.to_thread(record.write, ended_at, report)
-            await asyncio.to_thread(prune, self.record_policy)
-        except Exception:
-            log.exception("%s: the call's report could not be written", self.id)
-
-    # ----- tasks and watchdogs -----
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run ``coro`` as a task of this session (cancelled by :meth:`hangup`)."""
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def watch(self) -> None:
-        """The idle and maximum-duration watchdogs (``gateway.pool.watchdog``), until the end."""
-        await watch_session(
-            self.lease,
-            self.config,
-            started_at=self.started_at,
-            ended=lambda: self.end_reason is not None,
-            hangup=self.hangup,
-        )
-
-    # ----- the one hang-up sequence -----
-    def hangup_soon(self, reason: EndReason, message: Optional[str] = None) -> None:
-        """:meth:`hangup` from a synchronous callback (aiortc, media, socket events): scheduled on
-        the event loop, at most once."""
-        if self.end_reason is None and self._hangup_task is None:
-            self._hangup_task = asyncio.ensure_future(self.hangup(reason, message))  # held: not GC'd mid-run
-
-    async def hangup(self, reason: EndReason | str, message: Optional[str] = None) -> None:
-        """End the session once: tell the client why in an ``error`` event with code ``reason`` and
-        ``message`` (unless it left itself, :attr:`EndReason.client_left`), stop the reply audio,
-        release the unit (quarantine-drain), cancel the session's tasks, close the transport, and
-        forget the session (``on_end``, even if closing failed); a recorded call's WAV and report
-        are written before ``ended`` is set. Raises ValueError for a ``reason`` that is no
-        EndReason value."""
-        if self.end_reason is not None:
-            return
-        reason = EndReason(reason)
-        self.end_reason = reason
-        if reason.client_left:
-            self.realtime.close()  # nothing to tell it
-        else:
-            self.realtime.close(reason, message)
-        if reason is not EndReason.CLIENT_HANGUP:
-            log.info("%s session %s ended: %s", self.kind.value, self.id, reason)
-        if self.transport is not None:
-            self.transport.stop_audio()  # before the release: the next caller's audio is not this call's
-        self.lease.release(reason)  # detaches the recording too
-        ended_at = time.monotonic()
-        current = asyncio.current_task()
-        for task in list(self._tasks):
-            if task is not current:
-                task.cancel()
-        try:
-            if self.transport is not None:
-                await self.transport.close(reason, message)
-        finally:
-            try:
-                await self._write_record(ended_at, reason, message)
-            finally:  # even if cancelled while writing (the worker thread finishes the files)
-                self.ended.set()
-                self.on_end(self)
-
-
-def _hide_key_presses(items: list[dict]) -> list[dict]:
-    """``items`` with each user text that puts a key press into words (:data:`KEY_PRESS_TEXT`)
-    showing :data:`HIDDEN_DIGIT` instead (copies; the other items as they are)."""
-    hidden_text = KEY_PRESS_TEXT.format(HIDDEN_DIGIT)
-
-    def hidden(part: Any) -> Any:
-        spoken = isinstance(part, dict) and _KEY_PRESS_TEXT_RE.fullmatch(str(part.get("text")))
-        return {**part, "text": hidden_text} if spoken else part
-
-    shown = []
-    for item in items:
-        if item.get("role") == "user" and item.get("content"):
-            item = {**item, "content": [hidden(part) for part in item["content"]]}
-        shown.append(item)
-    return shown
-
-
 class Door:
-    """The live sessions of this process, by session id, for every transport.
+    """The live sessions of this process, by session id, for every transport, and who may open one.
 
     ``local_models`` names the models really used (``{"llm", "stt", "voice"}``), for the Realtime
-    sessions to report. Hooks (metrics): ``on_event(event)`` sees every pipeline event of every
-    session, ``on_server_event(event)`` every server event sent to a client, ``on_start(session)``
-    runs once per opened session, ``on_end(session)`` once per session after it ended
-    (``session.end_reason`` set); ``session.kind`` labels them.
+    sessions to report; ``draining()`` is True once the gateway stops admitting (the server's
+    graceful shutdown). Hooks (metrics): ``on_admission(result)`` once per call admitted
+    (``answered``) or refused for want of room (``pool_full``, ``compute_busy``; a refusal while
+    draining is not counted), ``on_event(event)`` sees every pipeline event of every session,
+    ``on_server_event(event)`` every server event sent to a client, ``on_start(session)`` runs once
+    per opened session, ``on_end(session)`` once per session after it ended (``session.end_reason``
+    set); ``session.kind`` labels them.
     """
 
-    def __init__(self, pool: UnitPool, config: GatewayConfig, local_models: dict[str, str]) -> None:
+    def __init__(
+        self,
+        pool: UnitPool,
+        config: GatewayConfig,
+        local_models: dict[str, str],
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.pool = pool
         self.config = config
         self.limits = SessionLimits.from_config(config)
         self.sessions: dict[str, LiveSession] = {}
         self._local_models = local_models
+        self._draining = draining
+        self.on_admission: Callable[[str], None] = lambda result: None
         self.on_event: Callable[[pe.PipelineEvent], None] = lambda event: None
         self.on_server_event: Callable[[ServerEvent], None] = lambda event: None
         self.on_start: Callable[[LiveSession], None] = lambda session: None
         self.on_end: Callable[[LiveSession], None] = lambda session: None
         self._closing_sidebands: set[asyncio.Event] = set()
 
+    # ----- admission -----
+    def refuse_if_draining(self) -> None:
+        """Raises Refused ``server_shutdown`` once the gateway drains (not counted: the caller
+        should try another instance). Call it before a key is used up or a unit claimed."""
+        if self._draining():
+            retry = self.config.retry_after_s
+            message = f"The gateway is shutting down; retry in {retry} s (another instance may take the call)."
+            raise Refused(SERVER_SHUTDOWN, message, retry)
+
+    def refuse_if_busy(self) -> None:
+        """Raises Refused ``pool_full`` or ``compute_busy`` (counted) when a call would not get a
+        unit now: a new call is refused at once, before its offer is read, so that behind a proxy
+        it goes to the next process. :meth:`open` checks the same again at the claim."""
+        refused = self.pool.refusal()
+        if refused is not None:
+            raise self._refused(refused)
+
+    def _refused(self, busy: PoolFullError) -> Refused:
+        """The Refused of a claim refused by the pool (its ``code``: ``pool_full``,
+        ``compute_busy``), counted."""
+        self.on_admission(busy.code)
+        retry = self.config.retry_after_s
+        return Refused(busy.code, f"{busy}; retry in {retry} s.", retry)
+
+    # ----- opening -----
     def open(
         self,
         kind: TransportKind,
@@ -363,9 +149,11 @@ class Door:
         events it asked for), apply ``update`` (None: the configured defaults) and register it.
 
         Synchronous: nothing runs between the claim and what the caller does next (a WebSocket
-        upgrade, an SDP answer). Raises PoolFullError when every unit is busy, ClientError when
-        ``update`` cannot apply, or whatever ``connect`` raises; no unit stays claimed then.
+        upgrade, an SDP answer). Raises Refused (:meth:`refuse_if_draining`, then the claim: see
+        :meth:`refuse_if_busy`), ClientError when ``update`` cannot apply, or whatever ``connect``
+        raises; no unit stays claimed then. An opened session is counted ``answered``.
         """
+        self.refuse_if_draining()
         session_id = new_session_id(kind, self.config.instance)
         bind_call(session_id)  # log lines of this request and of the session's tasks carry it
         holder: list[LiveSession] = []
@@ -375,7 +163,10 @@ class Door:
             if holder:
                 holder[0].pipeline_event(event)
 
-        lease = self.pool.claim(session_id, sink)  # raises PoolFullError
+        try:
+            lease = self.pool.claim(session_id, sink)
+        except PoolFullError as busy:  # or ComputeBusyError: its code says which
+            raise self._refused(busy) from None
         session = LiveSession(kind, session_id, lease, self.config)
         transport: Optional[Transport] = None
         try:
@@ -397,6 +188,7 @@ class Door:
         session.on_end = self._ended
         holder.append(session)
         self.sessions[session_id] = session
+        self.on_admission(ANSWERED)
         self.on_start(session)
         return session
 

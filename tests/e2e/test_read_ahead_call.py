@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gateway.server.app import CONFIG
 from tests.helpers import app_idle, says, serve, wait_until
-from tests.transports.ws_client import EventClient
+from tests.transports.websocket.ws_client import EventClient
 
 # Questions no other test asks: no earlier turn's KV cells hold their words.
 WITHOUT = "Please tell me one fun fact about owls."

@@ -172,7 +172,7 @@ async def test_a_fault_while_answering_is_a_logged_500_not_an_invalid_offer(
 def test_a_parser_fault_past_the_syntax_check_is_logged(caplog, monkeypatch):
     """An offer that passes check_syntax but that aiortc's parser rejects used to be a silent 400:
     a gap in check_syntax nobody saw. Still a 400 for the client, now logged with its traceback."""
-    from gateway.signaling import offer as offer_module
+    from gateway.transports.webrtc import offer as offer_module
     from tests.hostile.sdp_offers import offers as base_offers
 
     def parse(sdp):
@@ -184,3 +184,20 @@ def test_a_parser_fault_past_the_syntax_check_is_logged(caplog, monkeypatch):
     faults = [r for r in caplog.records if r.levelno >= logging.WARNING and r.exc_info]
     assert faults and isinstance(faults[0].exc_info[1], KeyError), caplog.records
     caplog.clear()  # made on purpose
+
+
+async def test_digits_that_are_not_ascii_are_a_400_not_a_500(models, gateway_config):
+    """``str.isdigit`` takes '²', ``int`` refuses it: such an offer was a 500 with a logged
+    traceback; it is a 400 naming the line, and no unit is claimed."""
+    chrome = offers()["chrome_like"]
+    async with serve(gateway_config(pool_size=1), models) as (url, app):
+        async with aiohttp.ClientSession() as http:
+            for line, bad in (
+                ("m=audio 9 UDP/TLS/RTP/SAVPF 111", "m=audio \u00b2 UDP/TLS/RTP/SAVPF 111"),
+                ("a=rtpmap:111 opus", "a=rtpmap:\u00b2 opus"),
+            ):
+                status, body, _ = await post(http, url, chrome.replace(line, bad, 1))
+                assert status == 400, (status, body)
+                error = json.loads(body)["error"]
+                assert error["code"] == "invalid_offer" and "\u00b2" in error["message"], error
+        assert app[POOL].units[0].state is UnitState.IDLE and not app[SESSIONS].sessions

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gateway.config import GatewayConfig
-from gateway.signaling.ice import ice_configuration, ice_servers
+from gateway.transports.webrtc.ice import ice_configuration, ice_servers
 
 
 def test_no_setting_means_no_server_at_all():

@@ -15,7 +15,8 @@ import pytest
 from gateway.call_ids import parse_call_id
 from gateway.config import GatewayConfig
 from gateway.logging_setup import CALL_ID, bind_call, configure_logging, redact_call_id, redact_text
-from gateway.transports.door import TransportKind, new_session_id
+from gateway.transports.door import new_session_id
+from gateway.transports.transport import TransportKind
 
 CALL = "rtc_gw-1_0123456789abcdef0123456789abcdef"
 

@@ -14,8 +14,8 @@ import aiohttp
 from gateway.server.runner import free_port
 from tests.helpers import serve
 from tests.hostile.sdp_offers import offers
-from tests.sip import sip_samples
-from tests.sip.sip_socket import SipSocket
+from tests.transports.sip import sip_samples
+from tests.transports.sip.sip_socket import SipSocket
 
 
 async def post_offer(http: aiohttp.ClientSession, url: str) -> tuple[int, dict, dict]:

@@ -11,11 +11,13 @@ from gateway.pool import watchdog
 from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import EventAudioSession
 from gateway.realtime.session import RealtimeSession
-from gateway.signaling.end_reason import EndReason as SignalingEndReason
-from gateway.transports import door
-from gateway.transports.door import Transport
+from gateway.transports import live_session
+from gateway.transports.sip import call as sip_call
 from gateway.transports.sip.call import SipCall
+from gateway.transports.transport import Transport
+from gateway.transports.webrtc import call as webrtc_call
 from gateway.transports.webrtc.call import WebRTCCall
+from gateway.transports.websocket import session as websocket_session
 from gateway.transports.websocket.session import WebSocketTransport
 
 
@@ -40,6 +42,7 @@ def test_every_transport_is_a_leg_of_the_one_door():
 
 
 def test_every_transport_uses_the_one_watchdog_and_end_reasons():
-    assert door.watch_session is watchdog.watch_session
-    assert SignalingEndReason is EndReason
+    assert live_session.watch_session is watchdog.watch_session
+    for leg in (webrtc_call, websocket_session, sip_call):
+        assert leg.EndReason is EndReason, leg.__name__
     assert EndReason.WEBSOCKET_CLOSED.client_left

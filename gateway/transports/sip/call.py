@@ -1,5 +1,5 @@
 """One SIP call: the dialog the caller's INVITE made (RFC 3261 section 12, the UAS side) and its
-RTP, the leg of a :class:`~gateway.transports.door.LiveSession` (a door ``Transport``).
+RTP, the leg of a :class:`~gateway.transports.live_session.LiveSession` (a door ``Transport``).
 
 Life of a call: ``ringing`` (100 Trying and 180 Ringing sent, the backend told) -> ``answered``
 (:meth:`SipCall.accept`: 200 OK with the SDP answer, retransmitted until the ACK; the Realtime
@@ -21,13 +21,13 @@ from typing import Any, Optional
 
 from gateway.config import GatewayConfig
 from gateway.media.dtmf import KeyPress
+from gateway.media.media_watch import CallerMedia
 from gateway.media.outbound import OutputAudioTrack
 from gateway.media.playout import SAMPLE_RATE
 from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import AudioInput
 from gateway.realtime.session_update import SessionUpdate
-from gateway.signaling.media_watch import CallerMedia
-from gateway.transports.door import LiveSession
+from gateway.transports.live_session import LiveSession
 from gateway.transports.sip.dialog import Dialog
 from gateway.transports.sip.message import SipRequest, SipResponse, is_digits, make_response
 from gateway.transports.sip.rtp import RtpStream

@@ -1,7 +1,8 @@
 """Plain RTP (RFC 3550) for a SIP call: G.711 at 8 kHz each way, symmetric, with RFC 4733 key presses.
 
 - **In**: each datagram on the call's RTP port is parsed (version 2, CSRCs, header extension and
-  padding skipped); the chosen G.711 payload type is decoded (``gateway.media.g711``), resampled to
+  padding skipped); the chosen G.711 payload type is decoded (its row of the codec table,
+  ``gateway.media.codecs``: ``gateway.media.g711``), resampled to
   the VAD's rate (``gateway.media.resample``) and handed to ``on_audio``; ``telephone-event``
   packets become key presses (``gateway.media.dtmf``); a payload over 60 ms of G.711
   (:data:`MAX_PAYLOAD_BYTES`) is dropped; only accepted packets (and RTCP from the
@@ -39,8 +40,8 @@ import av
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from gateway.media.codecs import SIP, STATIC_PAYLOAD_TYPES, Codec
 from gateway.media.dtmf import KeyPress, KeyPressDetector
-from gateway.media.g711 import decode_alaw, decode_mulaw, encode_alaw, encode_mulaw
 from gateway.media.resample import Resampler
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,6 @@ PACKET_SAMPLES = 160  # 20 ms at 8 kHz
 MAX_PAYLOAD_BYTES = 480  # 60 ms of G.711; a longer packet is dropped (no call sends one)
 # Packets sent to an address that has never sent RTP back (after the ACK, before any latch): 1 s.
 MAX_UNPROVEN_PACKETS = 50
-_DECODERS = {0: decode_mulaw, 8: decode_alaw}
-_ENCODERS = {0: encode_mulaw, 8: encode_alaw}
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,9 @@ class RtpStream:
     ``sent`` the packets sent, ``withheld`` those not sent (nobody proven to send to, see the
     module), ``dropped`` the RTP packets refused (foreign source or SSRC). ``trusted`` are the IP
     addresses the first (latching) packet may come from: empty, the SDP's address only; None, any
-    address (``gateway.transports.sip.trust.latch_sources``)."""
+    address (``gateway.transports.sip.trust.latch_sources``). ``codec`` is the row of the codec
+    table of ``payload_type`` (None: the static payload type's row); raises ValueError for a codec
+    this leg cannot make plain RTP of."""
 
     def __init__(
         self,
@@ -121,10 +122,13 @@ class RtpStream:
         remote: tuple[str, int],
         rate: int,
         trusted: Optional[Iterable[str]] = (),
+        codec: Optional[Codec] = None,
     ) -> None:
-        if payload_type not in _DECODERS:
-            raise ValueError(f"payload type {payload_type}: only PCMU (0) and PCMA (8)")
+        codec = codec or STATIC_PAYLOAD_TYPES.get(payload_type)
+        if codec is None or SIP not in codec.answered_on or codec.decode is None or codec.encode is None:
+            raise ValueError(f"payload type {payload_type}: not a codec of plain RTP here (PCMU 0, PCMA 8)")
         self.payload_type = payload_type
+        self._decode, self._encode = codec.decode, codec.encode
         self.telephone_event = telephone_event
         self.remote = remote
         self.latched = False
@@ -184,7 +188,7 @@ class RtpStream:
         self.packets += 1
         if packet.payload_type == self.payload_type:
             if packet.payload:
-                samples = _DECODERS[self.payload_type](packet.payload)
+                samples = self._decode(packet.payload)
                 audio = self._in.resample_array(samples, RTP_RATE)
                 if audio.size:
                     self.on_audio(audio, time.monotonic())
@@ -231,7 +235,7 @@ class RtpStream:
                 log.info(
                     "no RTP from %s:%d after %d packets: sending stops until it speaks", *self.remote, self._unproven
                 )
-        payload = _ENCODERS[self.payload_type](samples)
+        payload = self._encode(samples)
         packet = RtpPacket(self.payload_type, marker, self._sequence, self._timestamp, self._ssrc, payload)
         self._transport.sendto(build_rtp(packet), self.remote)
         self._sequence = (self._sequence + 1) & 0xFFFF

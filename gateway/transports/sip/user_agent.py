@@ -2,8 +2,9 @@
 (accept, reject, refer, hang up), in the shape of OpenAI's SIP interface.
 
 Incoming call (RFC 3261 13.3): ``100 Trying`` at once; an offer that cannot be answered gets
-``488``, a full pool, busy compute (``gateway.pool.capacity``) or a draining gateway ``503`` (with
-``Retry-After``: a proxy or trunk tries another gateway); else a unit is claimed,
+``488``; a call the door refuses (a draining gateway, a full pool, busy compute:
+``gateway.transports.door.Refused``) ``503`` with ``Retry-After`` (a proxy or trunk tries another
+gateway) and the refusal's code in a ``Warning``; else a unit is claimed,
 ``180 Ringing`` sent and the backend told with a signed ``realtime.call.incoming`` webhook
 (``gateway.transports.sip.webhook``). The backend then accepts (200 OK + SDP answer) or rejects
 (its status, 603 by default); without a webhook the call is accepted at once with the default
@@ -23,14 +24,13 @@ import asyncio
 import ipaddress
 import logging
 import socket
-from collections.abc import Callable
 from typing import Any, Optional
 
 from gateway.config import GatewayConfig
 from gateway.pool.end_reason import EndReason
-from gateway.pool.pool import PoolFullError
 from gateway.realtime.session_update import SessionUpdate
-from gateway.transports.door import Door, LiveSession, TransportKind
+from gateway.transports.door import Door, Refused
+from gateway.transports.live_session import LiveSession
 from gateway.transports.sip.call import CallStateError, SipCall
 from gateway.transports.sip.dialog import Dialog
 from gateway.transports.sip.message import (
@@ -54,6 +54,7 @@ from gateway.transports.sip.transactions import (
 from gateway.transports.sip.transport import SipPeer, SipTransport, server_tls_context
 from gateway.transports.sip.trust import is_trusted, latch_mode, latch_sources, trusted_networks
 from gateway.transports.sip.webhook import WebhookSender, incoming_call_event
+from gateway.transports.transport import TransportKind
 
 log = logging.getLogger(__name__)
 
@@ -89,18 +90,25 @@ def rtp_port_range(text: str) -> Optional[tuple[int, int]]:
     return low, high
 
 
+def refused_response(invite: SipRequest, refused: Refused) -> SipResponse:
+    """The answer to an INVITE the door refused: ``503 Service Unavailable`` with ``Retry-After``
+    (RFC 3261 21.5.4, 20.33) and the refusal's code in a ``Warning`` (20.43: 399, miscellaneous)."""
+    response = make_response(invite, 503)
+    response.add("Retry-After", str(refused.retry_after_s))
+    response.add("Warning", f'399 voice-gateway "{refused.code}"')
+    return response
+
+
 class CallNotFound(LookupError):
     """No live call of that id (never was, or already ended)."""
 
 
 class SipUserAgent:
     """The SIP side of the gateway on ``config.sip_host``:``config.sip_port`` (UDP and TCP; TLS on
-    ``sip_tls_port`` with a certificate); each
-    call's session is opened through ``door`` (its metrics, watchdogs, hang-up and sideband are the
-    door's). ``calls`` maps the call ids (``sip_...``) to live calls. ``draining()`` True refuses
-    new calls (503); ``on_busy(code)`` is told of each call refused for a full pool or busy
-    compute (``pool_full``, ``compute_busy``: the metrics). ``untrusted`` counts the INVITEs
-    refused (403) for coming from no ``sip_trusted`` source without a webhook. Raises
+    ``sip_tls_port`` with a certificate); each call's session is opened through ``door`` (its
+    admission and counts, metrics, watchdogs, hang-up and sideband are the door's: a call the door
+    refuses gets 503). ``calls`` maps the call ids (``sip_...``) to live calls. ``untrusted``
+    counts the INVITEs refused (403) for coming from no ``sip_trusted`` source without a webhook. Raises
     ValueError for unusable SIP settings (webhook secret, RTP port range, trusted sources, RTP
     latch mode, no public address, a TLS certificate or key that cannot be loaded).
     """
@@ -111,8 +119,6 @@ class SipUserAgent:
         door: Door,
         *,
         timers: Timers = DEFAULT_TIMERS,
-        draining: Callable[[], bool] = lambda: False,
-        on_busy: Callable[[str], None] = lambda code: None,
     ) -> None:
         self.config = config
         self.host = config.sip_host or config.host
@@ -134,8 +140,6 @@ class SipUserAgent:
         self._dialogs: dict[tuple[str, str], SipCall] = {}
         self._ringing: dict[int, SipCall] = {}  # id() of the INVITE's transaction -> its call
         self._door = door
-        self._draining = draining
-        self._on_busy = on_busy
         self._tasks: set[asyncio.Future[Any]] = set()
         self._byes: set[asyncio.Future[None]] = set()  # held: not collected mid-run
 
@@ -264,11 +268,6 @@ class SipUserAgent:
             response.add("Warning", f'399 voice-gateway "{exc}"')
             transaction.respond(response)
             return
-        if self._draining():
-            response = make_response(invite, 503)
-            response.add("Retry-After", str(self.config.retry_after_s))
-            transaction.respond(response)
-            return
         peer = transaction.peer
         transport = peer.transport
         port = self.transport.tls_port if transport == "TLS" else self.port
@@ -283,6 +282,7 @@ class SipUserAgent:
         def connect(session: LiveSession) -> SipCall:
             rtp = RtpStream(
                 payload_type=offer.payload_type,
+                codec=offer.voice,
                 telephone_event=offer.telephone_event,
                 remote=(offer.address, offer.port),
                 rate=session.lease.input_rate,
@@ -304,13 +304,9 @@ class SipUserAgent:
 
         try:
             self._door.open(TransportKind.SIP, None, connect)
-        except PoolFullError as exc:  # or ComputeBusyError: its code says which
-            log.info("INVITE refused (%s): %s", exc.code, exc)
-            self._on_busy(exc.code)
-            response = make_response(invite, 503)
-            response.add("Retry-After", str(self.config.retry_after_s))
-            response.add("Warning", f'399 voice-gateway "{exc.code}"')
-            transaction.respond(response)
+        except Refused as refused:
+            log.info("INVITE refused (%s): %s", refused.code, refused)
+            transaction.respond(refused_response(invite, refused))
             return
         call = calls[0]
         self.calls[call.id] = call

@@ -1,11 +1,11 @@
-"""One WebRTC call: an RTCPeerConnection, the leg of a :class:`~gateway.transports.door.LiveSession`,
+"""One WebRTC call: an RTCPeerConnection, the leg of a :class:`~gateway.transports.live_session.LiveSession`,
 from SDP offer to hang-up.
 
 Sources: the OpenAI Realtime WebRTC contract (one audio track each way plus the ``oai-events``
 data channel carrying the Realtime events as JSON text), JSEP (RFC 8829) for the answer made to
 the offer, RFC 8866 (SDP) for the media directions of the answer.
 
-The call is a :class:`~gateway.transports.door.Transport`: events out on ``oai-events``, reply audio
+The call is a :class:`~gateway.transports.transport.Transport`: events out on ``oai-events``, reply audio
 out on the unit's output track (played in real time), caller audio from the track straight to the
 lease. The door does the rest (rate limit, DTMF, watchdogs, the hang-up sequence); the call ends
 the session when its peer connection closes or fails, its data channel closes, ICE/DTLS does not
@@ -28,16 +28,18 @@ from aiortc.sdp import MediaDescription
 from gateway.config import GatewayConfig
 from gateway.media.dtmf import KeyPress
 from gateway.media.inbound import InboundAudioReader
+from gateway.media.media_watch import CallerMedia, transport_packets_received
+from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import AudioInput
 from gateway.realtime.session_update import SessionUpdate
-from gateway.signaling.answer import prefer_codec, shape_answer
-from gateway.signaling.data_channel import accept_invalid_text
-from gateway.signaling.dtmf import negotiate_telephone_events, receive_telephone_events
-from gateway.signaling.end_reason import EndReason
-from gateway.signaling.ice import ice_configuration
-from gateway.signaling.media_watch import CallerMedia, transport_packets_received
-from gateway.signaling.offer import CheckedOffer, OfferError, answer_failure, check_offer
-from gateway.transports.door import Door, LiveSession, TransportKind
+from gateway.transports.door import Door
+from gateway.transports.live_session import LiveSession
+from gateway.transports.transport import TransportKind
+from gateway.transports.webrtc.answer import prefer_codec, shape_answer
+from gateway.transports.webrtc.data_channel import accept_invalid_text
+from gateway.transports.webrtc.dtmf import negotiate_telephone_events, receive_telephone_events
+from gateway.transports.webrtc.ice import ice_configuration
+from gateway.transports.webrtc.offer import CheckedOffer, OfferError, answer_failure, check_offer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ async def open_call(
     Returns (session, SDP answer).
 
     Raises OfferError (no unit claimed for an unusable offer; a claimed one is released when aiortc
-    refuses the offer), PoolFullError when every unit is busy, and what :meth:`Door.open` raises;
+    refuses the offer), Refused (draining, no unit, no compute) and what else :meth:`Door.open` raises;
     any other exception of answering is re-raised after the call is hung up (the HTTP layer's 500,
     logged).
     """
@@ -107,9 +109,9 @@ class WebRTCCall:
         included: aiortc gathers them before ``setLocalDescription`` returns).
 
         The first audio m-line is answered ``sendrecv`` with the unit's output track, with the
-        offer's ``telephone-event`` payload types (DTMF, :mod:`gateway.signaling.dtmf`); video and
+        offer's ``telephone-event`` payload types (DTMF, :mod:`gateway.transports.webrtc.dtmf`); video and
         further audio m-lines are answered ``inactive``. The answer follows the offer in BUNDLE,
-        transport protocol and DTLS role (:func:`~gateway.signaling.answer.shape_answer`). Raises
+        transport protocol and DTLS role (:func:`~gateway.transports.webrtc.answer.shape_answer`). Raises
         whatever aiortc raises for an offer it cannot answer (:func:`open_call` makes it OfferError).
         """
         pc = self.pc

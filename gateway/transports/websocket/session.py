@@ -1,5 +1,5 @@
 """One Realtime session over a WebSocket (``GET /v1/realtime``): the leg of a
-:class:`~gateway.transports.door.LiveSession` whose audio travels in the events.
+:class:`~gateway.transports.live_session.LiveSession` whose audio travels in the events.
 
 Source: the OpenAI Realtime WebSocket transport. The protocol is the same as over WebRTC (one
 Realtime session implementation, ``gateway.realtime``; ``EventAudioSession`` adds the audio events);
@@ -32,7 +32,9 @@ from gateway.pool.end_reason import EndReason
 from gateway.pool.lease import UnitLease
 from gateway.realtime.audio_events import EventAudioSession
 from gateway.realtime.session_update import SessionUpdate
-from gateway.transports.door import Door, LiveSession, TransportKind
+from gateway.transports.door import Door
+from gateway.transports.live_session import LiveSession
+from gateway.transports.transport import TransportKind
 from gateway.transports.websocket.event_socket import EventSocket
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ def open_websocket_session(
 ) -> tuple[LiveSession, WebSocketTransport]:
     """Open a session through ``door`` on a new WebSocket leg (not connected yet: see
     :meth:`WebSocketTransport.serve`). Synchronous, so nothing runs between the claim and the
-    upgrade that follows. Raises PoolFullError, and what :meth:`Door.open` raises."""
+    upgrade that follows. Raises what :meth:`Door.open` raises (Refused: draining, no unit, no compute)."""
     legs: list[WebSocketTransport] = []
 
     def connect(session: LiveSession) -> WebSocketTransport:

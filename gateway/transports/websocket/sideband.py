@@ -17,7 +17,8 @@ import contextlib
 from aiohttp import WSCloseCode, web
 
 from gateway.realtime.events import error_event
-from gateway.transports.door import Door, LiveSession
+from gateway.transports.door import Door
+from gateway.transports.live_session import LiveSession
 from gateway.transports.websocket.event_socket import EventSocket
 
 

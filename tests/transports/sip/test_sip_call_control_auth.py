@@ -12,7 +12,7 @@ import aiohttp
 
 from gateway.config import GatewayConfig
 from gateway.server.runner import free_port
-from gateway.transports.door import TransportKind
+from gateway.transports.transport import TransportKind
 from tests.helpers import serve
 
 API_KEY = "sk-test-call-control"

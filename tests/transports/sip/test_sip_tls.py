@@ -25,9 +25,9 @@ from gateway.server.app_keys import SIP
 from gateway.server.runner import free_port
 from gateway.transports.sip.transport import SipTransport, server_tls_context
 from tests.helpers import app_idle, serve, wait_until
-from tests.sip.baresip_phone import BaresipPhone
-from tests.sip.conftest import sip_config
-from tests.transports.ws_client import EventClient
+from tests.transports.sip.baresip_phone import BaresipPhone
+from tests.transports.sip.conftest import sip_config
+from tests.transports.websocket.ws_client import EventClient
 
 
 def self_signed(folder: Path, dns_name: str = "") -> tuple[Path, Path]:

@@ -13,9 +13,9 @@ from gateway.realtime.items import ClientError
 from gateway.server.app_keys import SIP
 from gateway.transports.sip.message import parse_name_addr
 from tests.helpers import serve, wait_until
-from tests.sip import sip_samples
-from tests.sip.conftest import sip_config
-from tests.sip.sip_socket import SipSocket
+from tests.transports.sip import sip_samples
+from tests.transports.sip.conftest import sip_config
+from tests.transports.sip.sip_socket import SipSocket
 
 
 async def _ringing(app: Any, peer: SipSocket, call_id: str, branch: str) -> Any:

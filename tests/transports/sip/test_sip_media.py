@@ -20,9 +20,11 @@ from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
 from gateway.transports.sip.user_agent import resolve, rtp_port_range
 from gateway.transports.sip.webhook import sign, signing_key
 from tests.helpers import wait_until
-from tests.sip.sip_samples import BARESIP_SDP
+from tests.transports.sip.sip_samples import BARESIP_SDP
 
-FREESWITCH_WEBRTC = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "sdp" / "aiortc_audio_freeswitch.sdp"
+FREESWITCH_WEBRTC = (
+    Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "sdp" / "aiortc_audio_freeswitch.sdp"
+)
 
 
 def test_baresip_offer_is_answered_pcmu_with_telephone_event():
@@ -50,6 +52,15 @@ def test_pcma_first_static_types_without_rtpmap_and_refusals():
     if FREESWITCH_WEBRTC.exists():  # a SIP bridge's WebRTC offer belongs at POST /v1/realtime/calls
         with pytest.raises(SdpError, match="UDP/TLS/RTP/SAVPF"):
             parse_offer(FREESWITCH_WEBRTC.read_text())
+
+
+def test_a_direction_given_for_the_session_is_the_streams_and_is_mirrored():
+    # RFC 8866 6.7: a session-level direction applies to each m-section without its own. A phone
+    # that offers to only send (a=sendonly above the m= line) was answered sendrecv.
+    offer = parse_offer("v=0\r\nc=IN IP4 10.0.0.1\r\na=sendonly\r\nm=audio 5004 RTP/AVP 0\r\n")
+    assert offer.direction == "sendonly" and "a=recvonly" in build_answer(offer, "127.0.0.1", 4000)
+    own = parse_offer("v=0\r\nc=IN IP4 10.0.0.1\r\na=sendonly\r\nm=audio 5004 RTP/AVP 0\r\na=inactive\r\n")
+    assert own.direction == "inactive"
 
 
 def test_rtp_packets_parse_with_csrcs_extension_and_padding():

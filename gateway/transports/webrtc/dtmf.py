@@ -29,23 +29,23 @@ from aiortc import RTCRtpCodecParameters, RTCRtpReceiver, RTCRtpTransceiver
 from aiortc.rtp import RtpPacket
 from aiortc.sdp import MediaDescription
 
+from gateway.media.codecs import DTMF_EVENTS, TELEPHONE_EVENT, WEBRTC, CodecUse, find_codec
 from gateway.media.dtmf import KeyPress, KeyPressDetector
 
 log = logging.getLogger(__name__)
 
-TELEPHONE_EVENT = "telephone-event"
-# The events this gateway receives: the 16 DTMF digits (RFC 4733 3.2).
-DTMF_EVENT_RANGE = "0-15"
-
 
 def offered_telephone_events(media: MediaDescription) -> dict[int, int]:
-    """The ``telephone-event`` payload types of an offered audio m-section: {payload type: clock
-    rate in Hz} (Chrome offers one at 48 000 Hz for Opus and one at 8 000 Hz for G.711)."""
-    return {
-        codec.payloadType: codec.clockRate
-        for codec in media.rtp.codecs
-        if codec.name.lower() == TELEPHONE_EVENT and codec.payloadType is not None
-    }
+    """The ``telephone-event`` payload types of an offered audio m-section that the codec table
+    answers on WebRTC (any clock rate): {payload type: clock rate in Hz} (Chrome offers one at
+    48 000 Hz for Opus and one at 8 000 Hz for G.711)."""
+    events = {}
+    for codec in media.rtp.codecs:
+        row = find_codec(codec.name, codec.clockRate, codec.channels or 1)
+        if row is not None and row.use is CodecUse.KEY_PRESSES and WEBRTC in row.answered_on:
+            if codec.payloadType is not None:
+                events[codec.payloadType] = codec.clockRate
+    return events
 
 
 def negotiate_telephone_events(transceiver: RTCRtpTransceiver, offered: MediaDescription) -> dict[int, int]:
@@ -65,7 +65,7 @@ def negotiate_telephone_events(transceiver: RTCRtpTransceiver, offered: MediaDes
                 clockRate=clock_rate,
                 channels=1,
                 payloadType=payload_type,
-                parameters={DTMF_EVENT_RANGE: None},
+                parameters={DTMF_EVENTS: None},
             )
         )
     return events

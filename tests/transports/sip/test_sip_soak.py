@@ -19,9 +19,9 @@ from gateway.server.app_keys import SIP
 from gateway.transports.sip.message import SipRequest, SipResponse, parse_name_addr
 from gateway.transports.sip.sdp import parse_offer
 from tests.helpers import app_idle, serve, wait_until
-from tests.sip import sip_samples
-from tests.sip.conftest import sip_config
-from tests.sip.sip_socket import SipSocket
+from tests.transports.sip import sip_samples
+from tests.transports.sip.conftest import sip_config
+from tests.transports.sip.sip_socket import SipSocket
 
 PCMU_SILENCE = b"\xff" * 160
 

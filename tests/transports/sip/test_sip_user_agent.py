@@ -20,10 +20,10 @@ from gateway.transports.sip.transactions import Timers
 from gateway.transports.sip.user_agent import SipUserAgent
 from tests.doubles import FullPoolDoorDouble
 from tests.helpers import logged_faults
-from tests.sip import sip_samples
-from tests.sip.conftest import WEBHOOK_SECRET
-from tests.sip.sip_socket import SipSocket
-from tests.sip.test_sip_message import FUZZ_SEEDS, _mutations
+from tests.transports.sip import sip_samples
+from tests.transports.sip.conftest import WEBHOOK_SECRET
+from tests.transports.sip.sip_socket import SipSocket
+from tests.transports.sip.test_sip_message import FUZZ_SEEDS, _mutations
 
 FAST = Timers(t1=0.05, t2=0.2, t4=0.2)
 
@@ -31,7 +31,7 @@ FAST = Timers(t1=0.05, t2=0.2, t4=0.2)
 @pytest.fixture
 async def user_agent():
     config = GatewayConfig(sip_port=free_port(), sip_host="127.0.0.1", retry_after_s=7)
-    agent = SipUserAgent(config, FullPoolDoorDouble(), timers=FAST)
+    agent = SipUserAgent(config, FullPoolDoorDouble(config.retry_after_s), timers=FAST)
     await agent.start()
     yield agent
     await agent.close()
@@ -65,7 +65,7 @@ async def test_without_a_webhook_an_invite_from_an_untrusted_source_is_403_and_c
         sip_trusted="127.0.0.1, 192.0.2.0/24",
         sip_webhook_url="http://127.0.0.1:9/webhook" if webhook else "",
     )
-    door = FullPoolDoorDouble()
+    door = FullPoolDoorDouble(config.retry_after_s)
     agent = SipUserAgent(config, door, timers=FAST)
     await agent.start()
     try:
@@ -203,7 +203,7 @@ async def test_a_webhook_without_a_secret_is_warned_of_at_start(caplog: pytest.L
         sip_webhook_url="http://127.0.0.1:9/webhook",
         sip_webhook_secret=secret,
     )
-    agent = SipUserAgent(config, FullPoolDoorDouble(), timers=FAST)
+    agent = SipUserAgent(config, FullPoolDoorDouble(config.retry_after_s), timers=FAST)
     with caplog.at_level(logging.WARNING, logger="gateway.transports.sip.user_agent"):
         await agent.start()
     await agent.close()

@@ -15,7 +15,7 @@ from gateway.media.audio_format import AudioFormat
 from gateway.pool.unit import UnitState
 from gateway.server.app import POOL
 from tests.helpers import QUESTION, app_idle, says, serve, wait_until
-from tests.transports.ws_client import EventClient
+from tests.transports.websocket.ws_client import EventClient
 
 PCMU = AudioFormat("pcmu", 8000)
 

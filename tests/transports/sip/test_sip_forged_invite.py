@@ -12,9 +12,9 @@ from gateway.server.app_keys import SIP
 from gateway.transports.sip import rtp, transactions
 from gateway.transports.sip.message import SipRequest, SipResponse, parse_message, parse_name_addr
 from tests.helpers import app_idle, serve, wait_until
-from tests.sip import sip_samples
-from tests.sip.conftest import sip_config
-from tests.sip.sip_socket import SipSocket
+from tests.transports.sip import sip_samples
+from tests.transports.sip.conftest import sip_config
+from tests.transports.sip.sip_socket import SipSocket
 
 VICTIM = "127.0.0.3"
 

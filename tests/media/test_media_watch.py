@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gateway.signaling.media_watch import CallerMedia
+from gateway.media.media_watch import CallerMedia
 
 RATE = 16000
 FRAME = np.full(320, 1000, np.int16)  # 20 ms of (loud) caller audio

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.client import RealtimeClient
 from tests.helpers import QUESTION, app_idle, says, serve, wait_until
-from tests.transports.ws_client import EventClient
+from tests.transports.websocket.ws_client import EventClient
 
 API_KEY = "sk-sideband-test"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}

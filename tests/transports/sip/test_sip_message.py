@@ -18,7 +18,7 @@ from gateway.transports.sip.message import (
     parse_uri,
     parse_via,
 )
-from tests.sip import sip_samples
+from tests.transports.sip import sip_samples
 
 
 def test_baresip_invite_parses_with_its_sdp_body():

@@ -13,7 +13,7 @@ from gateway.transports.sip import transactions
 from gateway.transports.sip.message import SipRequest, make_response, parse_message
 from gateway.transports.sip.transactions import Timers, TransactionLayer
 from tests.doubles import RecordingPeerDouble
-from tests.sip import sip_samples
+from tests.transports.sip import sip_samples
 
 FAST = Timers(t1=0.02, t2=0.08, t4=0.05)
 

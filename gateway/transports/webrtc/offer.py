@@ -4,7 +4,8 @@ Sources: RFC 8866 (SDP: syntax, 6.6 static payload types without ``a=rtpmap``, 6
 direction attributes), RFC 8829 (JSEP: what an offer of a WebRTC peer holds), RFC 8839 (ICE
 ``a=ice-ufrag`` / ``a=ice-pwd``), RFC 8842 (DTLS ``a=fingerprint`` / ``a=setup``), RFC 5761
 (``a=rtcp-mux``), RFC 8843 (BUNDLE). What aiortc itself needs of an offer is the checks of its
-``setRemoteDescription`` and DTLS start; :mod:`gateway.signaling.sdp_syntax` checks each line first.
+``setRemoteDescription`` and DTLS start; :func:`gateway.transports.sdp.check_syntax` checks each line
+first, and the codecs are the WebRTC rows of the codec table (``gateway.media.codecs``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import logging
 from dataclasses import dataclass
 from typing import Optional
 
-from aiortc.codecs import CODECS
 from aiortc.sdp import MediaDescription, SessionDescription, grouplines
 
-from gateway.signaling.sdp_syntax import STATIC_AUDIO_PAYLOAD_TYPES, SdpSyntaxError, check_syntax
+from gateway.media.codecs import STATIC_PAYLOAD_TYPES, WEBRTC, CodecUse, answered
+from gateway.transports.sdp import SdpSyntaxError, check_syntax, is_digits, read_sdp
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,8 @@ def _codec_name(mime_type: str) -> str:
     return mime_type.split("/", 1)[-1]
 
 
-# The audio codecs aiortc can answer with, from aiortc itself (Opus, G.722, PCMU, PCMA in 1.x).
-ANSWERABLE_AUDIO_CODECS: tuple[str, ...] = tuple(_codec_name(codec.mimeType) for codec in CODECS["audio"])
+# The audio codecs aiortc can answer with (Opus, G.722, PCMU, PCMA: the WebRTC voice rows of the table).
+ANSWERABLE_AUDIO_CODECS: tuple[str, ...] = tuple(codec.encoding for codec in answered(WEBRTC, CodecUse.VOICE))
 _ANSWERABLE = frozenset(name.lower() for name in ANSWERABLE_AUDIO_CODECS)
 
 
@@ -50,7 +51,7 @@ def check_offer(sdp: str, max_bytes: int) -> CheckedOffer:
     each m-line as aiortc will need it.
 
     ``max_bytes`` is the largest offer accepted (UTF-8 bytes). Raises OfferError if the offer is
-    empty, too large, has a malformed line (:func:`~gateway.signaling.sdp_syntax.check_syntax`),
+    empty, too large, has a malformed line (:func:`~gateway.transports.sdp.check_syntax`),
     offers neither audio nor a data channel, has a BUNDLE group naming no m-line or two m-lines
     with one mid, or has an m-line aiortc cannot answer or connect (see :func:`check_media`).
     """
@@ -156,44 +157,40 @@ def answer_failure(exc: BaseException) -> Optional[str]:
     return None
 
 
-_DIRECTIONS = ("a=sendrecv", "a=sendonly", "a=recvonly", "a=inactive")
-
-
 def normalize_offer(sdp: str) -> str:
-    """The offer as aiortc can read it, meaning unchanged (RFC 8866):
+    """The offer as aiortc can read it, meaning unchanged (RFC 8866), its sections as
+    :func:`~gateway.transports.sdp.read_sdp` reads them:
 
     - trailing white space is cut from every line;
     - an audio or video m-section with no direction attribute gets the session-level one, else
       ``sendrecv`` (6.7; SIP bridges rely on it, FreeSWITCH sends none, aiortc cannot answer it);
     - a static audio payload type listed on the m= line with no ``a=rtpmap`` (6.6; SIP offers
-      list ``0 8`` alone) gets the rtpmap of RFC 3551 (``a=rtpmap:0 PCMU/8000``), so aiortc sees it;
+      list ``0 8`` alone) gets the codec table's rtpmap (``a=rtpmap:0 PCMU/8000``), so aiortc sees it;
     - ``a=ssrc:<ssrc> <attribute>`` lines with no value (RFC 5576 allows them) are dropped:
       aiortc reads only valued ones and fails on the others.
 
     An offer that needs none of it is returned unchanged (same string); a changed one has CRLF
     line ends.
     """
-    lines = [line.rstrip() for line in sdp.splitlines()]
-    changed = lines != sdp.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("m=")]
-    if not starts:
-        return "\r\n".join(lines) + "\r\n" if changed else sdp
-    session_direction = next((line for line in lines[: starts[0]] if line in _DIRECTIONS), "a=sendrecv")
-    out = lines[: starts[0]]
-    for begin, end in zip(starts, [*starts[1:], len(lines)], strict=True):
-        section = [line for line in lines[begin:end] if not _valueless_ssrc(line)]
-        changed = changed or len(section) != end - begin
-        out.append(section[0])
-        if section[0].startswith(("m=audio ", "m=video ")) and not any(line in _DIRECTIONS for line in section):
-            out.append(session_direction)
+    description = read_sdp(sdp)
+    session = [line.text.rstrip() for line in description.session.lines]
+    changed = any(line.text != line.text.rstrip() for line in description.session.lines)
+    out = list(session)
+    for media in description.media:
+        kept = [line for line in media.lines if not _valueless_ssrc(line.text.rstrip())]
+        changed = changed or len(kept) != len(media.lines) or any(line.text != line.text.rstrip() for line in kept)
+        out.append(kept[0].text.rstrip())
+        if media.kind in ("audio", "video") and len(media.fields) > 1 and media.direction is None:
+            out.append(f"a={description.direction(media)}")
             changed = True
-        if section[0].startswith("m=audio "):
-            mapped = {line[len("a=rtpmap:") :].split(" ", 1)[0] for line in section if line.startswith("a=rtpmap:")}
-            for fmt in section[0].split()[3:]:
-                if fmt.isdigit() and int(fmt) in STATIC_AUDIO_PAYLOAD_TYPES and fmt not in mapped:
-                    out.append(f"a=rtpmap:{fmt} {STATIC_AUDIO_PAYLOAD_TYPES[int(fmt)]}")
+        if media.kind == "audio":
+            mapped = {(value or "").split(" ", 1)[0] for value in media.attributes("rtpmap")}
+            for fmt in media.formats:
+                static = STATIC_PAYLOAD_TYPES.get(int(fmt)) if is_digits(fmt) else None
+                if static is not None and fmt not in mapped:
+                    out.append(f"a=rtpmap:{fmt} {static.rtpmap}")
                     changed = True
-        out.extend(section[1:])
+        out.extend(line.text.rstrip() for line in kept[1:])
     return "\r\n".join(out) + "\r\n" if changed else sdp
 
 

@@ -12,7 +12,7 @@ from gateway.client import RealtimeClient
 from gateway.pool.unit import UnitState
 from gateway.server.app_keys import POOL
 from tests.helpers import serve
-from tests.transports.ws_client import EventClient
+from tests.transports.websocket.ws_client import EventClient
 
 FLOOD = 3000
 CLEAR = json.dumps({"type": "input_audio_buffer.clear"})

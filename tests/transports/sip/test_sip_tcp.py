@@ -16,7 +16,7 @@ from gateway.transports.sip import transport as sip_transport
 from gateway.transports.sip.message import SipRequest, SipResponse
 from gateway.transports.sip.transport import SipPeer, SipTransport
 from tests.helpers import wait_until
-from tests.sip import sip_samples
+from tests.transports.sip import sip_samples
 
 
 async def _until(predicate: Callable[[], bool]) -> None:

@@ -16,10 +16,10 @@ import numpy as np
 
 from gateway.server.app_keys import SIP
 from tests.helpers import app_idle, content_words, missed_words, says, serve, wait_until
-from tests.sip.baresip_phone import BaresipPhone
-from tests.sip.conftest import WEBHOOK_KEY, WEBHOOK_SECRET, sip_config
-from tests.sip.sip_socket import SipSocket
-from tests.transports.ws_client import EventClient
+from tests.transports.sip.baresip_phone import BaresipPhone
+from tests.transports.sip.conftest import WEBHOOK_KEY, WEBHOOK_SECRET, sip_config
+from tests.transports.sip.sip_socket import SipSocket
+from tests.transports.websocket.ws_client import EventClient
 
 QUESTION = "What is the capital of France?"
 

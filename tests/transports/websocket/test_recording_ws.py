@@ -18,7 +18,7 @@ import pytest
 from gateway.server.app_keys import SESSIONS
 from tests.doubles import DiskFullOnceFileDouble
 from tests.helpers import QUESTION, app_idle, says, serve, wait_until
-from tests.transports.ws_client import EventClient
+from tests.transports.websocket.ws_client import EventClient
 
 
 def wav_seconds(path) -> tuple[int, float]:
@@ -127,7 +127,7 @@ async def test_key_presses_reach_the_session_but_logs_and_reports_show_stars(
         max_response_tokens=4,
         record_dtmf_digits=keep_digits,
     )
-    caplog.set_level(logging.INFO, logger="gateway.transports.door")
+    caplog.set_level(logging.INFO, logger="gateway.transports.live_session")
     async with serve(config, models) as (url, app):
         async with EventClient(url) as client:
             await client.wait_for("session.created", within=10)

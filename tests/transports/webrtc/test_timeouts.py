@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -18,7 +18,7 @@ from gateway.server.app import POOL
 from tests.helpers import serve, wait_until
 from tests.telephony.peers import go_quiet
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = Path(__file__).resolve().parents[3]  # the repository: tests.transports... imports from there
 
 
 async def test_killed_caller_is_drained_and_next_caller_hears_nothing_of_it(models, speech, gateway_config, tmp_path):
@@ -30,7 +30,7 @@ async def test_killed_caller_is_drained_and_next_caller_hears_nothing_of_it(mode
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "tests.signaling.caller_process",
+            "tests.transports.webrtc.caller_process",
             url,
             str(speech_file),
             cwd=ROOT,

@@ -10,10 +10,10 @@ import pytest
 
 from gateway.server.app_keys import SIP
 from tests.helpers import app_idle, says, serve, wait_until
-from tests.sip.baresip_phone import BaresipPhone
-from tests.sip.conftest import sip_config
-from tests.sip.kamailio_proxy import KamailioProxy
-from tests.transports.ws_client import EventClient
+from tests.transports.sip.baresip_phone import BaresipPhone
+from tests.transports.sip.conftest import sip_config
+from tests.transports.sip.kamailio_proxy import KamailioProxy
+from tests.transports.websocket.ws_client import EventClient
 
 QUESTION = "What is the capital of France?"
 

@@ -13,9 +13,9 @@ import pytest
 from gateway.server.app_keys import POOL, SHUTDOWN, SIP
 from gateway.transports.sip.message import SipRequest, make_response, parse_name_addr
 from tests.helpers import serve
-from tests.sip import sip_samples
-from tests.sip.conftest import sip_config
-from tests.sip.sip_socket import SipSocket
+from tests.transports.sip import sip_samples
+from tests.transports.sip.conftest import sip_config
+from tests.transports.sip.sip_socket import SipSocket
 
 
 async def _take_byes(trunk: SipSocket, byes: list[SipRequest], answer_at: Optional[int]) -> None:
