@@ -22,14 +22,24 @@ from gateway.pipeline.latency import TurnLatency
 class Message:
     """Base of what travels between stages; ``call_id`` lets a stage skip an earlier call's leftovers.
 
-    ``control`` messages (SessionEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
-    dropped, oldest first, when a queue overflows.
+    ``control`` messages (SessionEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn,
+    Utterance) are dropped, oldest first, when a queue overflows (by count or by the audio it holds).
     """
 
     call_id: str
     # Control messages survive a queue flush; data messages may be dropped.
     control: ClassVar[bool] = False
     droppable: ClassVar[bool] = False
+
+    @property
+    def audio_samples(self) -> int:
+        """Samples of caller audio the message holds (at the VAD's rate), what bounds a queue."""
+        return 0
+
+    def stand_in(self) -> Optional[Message]:
+        """What a queue keeps in this message's place when it drops it (None: nothing), so that
+        the stages after it still learn, in order, that it was dropped."""
+        return None
 
 
 @dataclass
@@ -49,6 +59,10 @@ class AudioIn(Message):
     samples: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
     received_at: float = 0.0
     droppable: ClassVar[bool] = True
+
+    @property
+    def audio_samples(self) -> int:
+        return int(self.samples.size)
 
 
 @dataclass
@@ -71,6 +85,9 @@ class Utterance(Message):
     speculation whose text may stand for it (the caller said nothing more after it), else 0.
     ``probe``: a speculative utterance of speech under the reply's audio, whose text STT hands
     back at once (``StageContext.barge_in_heard``) to decide the barge-in.
+
+    Droppable: a queue that holds too much audio drops the oldest; a finished turn leaves a
+    :class:`TurnsDropped` in its place (its item's transcription fails, in commit order).
     """
 
     audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
@@ -78,6 +95,22 @@ class Utterance(Message):
     speculative: bool = False
     speculation: int = 0
     probe: bool = False  # a speculative utterance whose text decides a barge-in (STT reports it back)
+    droppable: ClassVar[bool] = True
+
+    @property
+    def audio_samples(self) -> int:
+        return int(self.audio.size)
+
+    def stand_in(self) -> Optional[Message]:
+        return None if self.speculative else TurnsDropped(self.call_id)
+
+
+@dataclass
+class TurnsDropped(Message):
+    """``turns`` finished caller turns dropped unheard from a full STT queue (where they were):
+    STT reports each one's transcription as failed."""
+
+    turns: int = 1
 
 
 @dataclass
