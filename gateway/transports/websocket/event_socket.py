@@ -5,6 +5,11 @@ Reference: the OpenAI Realtime WebSocket transport (``GET /v1/realtime``): every
 text frame; binary frames carry nothing. A problem with a frame (binary, too large for the
 session's limit, not JSON) is the session's to answer with an ``error``; only a frame above the
 hard limit (``MAX_FRAME_BYTES``, aiohttp's ``max_msg_size``) closes the connection (1009).
+
+Reading a frame costs the event loop in proportion to its size (aiohttp unmasks, joins and
+decodes it: about 15 ms for 8 MiB), before anything can refuse it. So a client's frames are read
+at most ``READ_BYTES_PER_S`` on average (:class:`ReadPace`): a client that sends more waits,
+frames unread in its socket, and TCP holds it back; one that keeps to it never waits.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, Optional
 
 from aiohttp import WSCloseCode, WSMsgType, web
+
+from gateway.realtime.audio_events import MAX_EVENT_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +38,13 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 MAX_QUEUED_EVENTS = 2000
 # Seconds between pings; a client that does not answer in time is taken as gone.
 HEARTBEAT_S = 20.0
+# Bytes of client frames read a second on average, and at once (the largest message a session
+# takes, and some): far above what a session uses (audio at its budget, 4x real time, is 256 KiB/s
+# of base64 24 kHz PCM), far below what a loop can read while it serves other calls.
+READ_BYTES_PER_S = 1024 * 1024
+READ_BURST_BYTES = MAX_EVENT_MESSAGE_BYTES + 64 * 1024
+# The longest one wait before the next frame is read, s (well inside the heartbeat).
+MAX_READ_PAUSE_S = HEARTBEAT_S / 4
 # Seconds the server events still queued at close may take to be written out.
 FLUSH_TIMEOUT_S = 2.0
 
@@ -43,6 +58,31 @@ def websocket_response(offered: list[str]) -> web.WebSocketResponse:
     return web.WebSocketResponse(
         protocols=protocols, max_msg_size=MAX_FRAME_BYTES, compress=False, heartbeat=HEARTBEAT_S
     )
+
+
+class ReadPace:
+    """A token bucket over the bytes of one connection's client frames: ``burst`` bytes at once,
+    ``per_second`` after. :meth:`delay` says how long to wait before reading the next frame."""
+
+    def __init__(
+        self,
+        per_second: float = READ_BYTES_PER_S,
+        burst: float = READ_BURST_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_second = per_second
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def delay(self, size: int) -> float:
+        """Seconds to wait after a frame of ``size`` bytes (0: read on), until the bucket is
+        back to zero; a wait cut short (``MAX_READ_PAUSE_S``) leaves the rest for the next."""
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.per_second) - size
+        self._at = now
+        return max(0.0, -self._tokens / self.per_second)
 
 
 class EventSocket:
@@ -83,7 +123,9 @@ class EventSocket:
 
     async def receive(self, on_text: Callable[[str], None], on_binary: Callable[[bytes], None]) -> None:
         """Hand each text frame to ``on_text`` and each binary frame to ``on_binary``, until the
-        client closes, the connection drops, or a frame over ``MAX_FRAME_BYTES`` arrives."""
+        client closes, the connection drops, or a frame over ``MAX_FRAME_BYTES`` arrives; frames
+        are read at the connection's :class:`ReadPace`."""
+        pace = ReadPace()
         async for message in self.ws:
             if message.type is WSMsgType.TEXT:
                 on_text(message.data)
@@ -92,6 +134,11 @@ class EventSocket:
             elif message.type is WSMsgType.ERROR:
                 log.info("websocket closed on error: %s", self.ws.exception())
                 return
+            else:
+                continue
+            delay = pace.delay(len(message.data))
+            if delay > 0:
+                await asyncio.sleep(min(delay, MAX_READ_PAUSE_S))
 
     async def close(self, code: int = WSCloseCode.OK, message: str = "") -> None:
         """Write out what is queued (within ``FLUSH_TIMEOUT_S``), then close with ``code``."""
