@@ -13,7 +13,7 @@ from gateway.media.audio_format import AudioFormat, AudioFormatError, InputAudio
 from gateway.realtime.audio_events import appended_seconds, base64_size, decode_base64
 from gateway.realtime.audio_intake import AUDIO_BURST_S, AUDIO_REFILL_PER_S, AudioIntake
 from gateway.realtime.items import ClientError
-from gateway.transports.websocket.event_socket import READ_BURST_BYTES, READ_BYTES_PER_S, ReadPace
+from gateway.transports.websocket.event_socket import MAX_READ_PAUSE_S, READ_BURST_BYTES, READ_BYTES_PER_S, ReadPace
 
 PCM = AudioFormat("pcm16", 24000)
 PCMU = AudioFormat("pcmu", 8000)
@@ -113,10 +113,17 @@ def test_decoding_in_pieces_gives_the_stream_in_one_go(fmt):
 def test_a_connection_is_read_no_faster_than_its_pace():
     clock = Clock()
     pace = ReadPace(clock=clock)
-    assert pace.delay(READ_BURST_BYTES) == 0.0  # the largest message, at once
+    assert pace.delay(READ_BURST_BYTES) == 0.0  # a burst at once
     assert pace.delay(READ_BYTES_PER_S) == pytest.approx(1.0)  # then a second a MiB
     clock.now += 1.0
     assert pace.delay(1000) == pytest.approx(1000 / READ_BYTES_PER_S)
+    # A flood of 8 MiB frames: one read every MAX_READ_PAUSE_S, and the debt no larger, so that
+    # a client that stops is read as usual again once it is paid.
+    for _ in range(10):
+        assert pace.delay(8 * 2**20) == pytest.approx(MAX_READ_PAUSE_S)
+        clock.now += MAX_READ_PAUSE_S
+    clock.now += MAX_READ_PAUSE_S
+    assert pace.delay(1000) == 0.0
     clock.now += 60.0
     for _ in range(100):  # a client sending audio at 4x real time reads on without a wait
         assert pace.delay(256 * 1024 // 10) == 0.0

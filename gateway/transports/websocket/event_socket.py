@@ -24,8 +24,6 @@ from typing import Any, Optional
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from gateway.realtime.audio_events import MAX_EVENT_MESSAGE_BYTES
-
 log = logging.getLogger(__name__)
 
 # The WebSocket subprotocol of the Realtime API, selected when the client offers it.
@@ -38,12 +36,13 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 MAX_QUEUED_EVENTS = 2000
 # Seconds between pings; a client that does not answer in time is taken as gone.
 HEARTBEAT_S = 20.0
-# Bytes of client frames read a second on average, and at once (the largest message a session
-# takes, and some): far above what a session uses (audio at its budget, 4x real time, is 256 KiB/s
-# of base64 24 kHz PCM), far below what a loop can read while it serves other calls.
+# Bytes of client frames read a second on average, and at once: far above what a session uses
+# (audio at its budget, 4x real time, is 256 KiB/s of base64 24 kHz PCM; a burst of it, 20 s, is
+# 1.25 MiB), far below what a loop can read while it serves other calls.
 READ_BYTES_PER_S = 1024 * 1024
-READ_BURST_BYTES = MAX_EVENT_MESSAGE_BYTES + 64 * 1024
-# The longest one wait before the next frame is read, s (well inside the heartbeat).
+READ_BURST_BYTES = 4 * 1024 * 1024
+# The longest wait before the next frame is read, s (well inside the heartbeat): a client owes at
+# most this much reading time, so one that stops flooding is read as usual again within it.
 MAX_READ_PAUSE_S = HEARTBEAT_S / 4
 # Seconds the server events still queued at close may take to be written out.
 FLUSH_TIMEOUT_S = 2.0
@@ -62,7 +61,8 @@ def websocket_response(offered: list[str]) -> web.WebSocketResponse:
 
 class ReadPace:
     """A token bucket over the bytes of one connection's client frames: ``burst`` bytes at once,
-    ``per_second`` after. :meth:`delay` says how long to wait before reading the next frame."""
+    ``per_second`` after; the debt a large frame leaves is capped at ``MAX_READ_PAUSE_S`` of
+    reading. :meth:`delay` says how long to wait before reading the next frame."""
 
     def __init__(
         self,
@@ -77,12 +77,13 @@ class ReadPace:
         self._at = clock()
 
     def delay(self, size: int) -> float:
-        """Seconds to wait after a frame of ``size`` bytes (0: read on), until the bucket is
-        back to zero; a wait cut short (``MAX_READ_PAUSE_S``) leaves the rest for the next."""
+        """Seconds to wait after a frame of ``size`` bytes (0: read on): until the bucket is back
+        to zero, at most ``MAX_READ_PAUSE_S``."""
         now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.per_second) - size
+        tokens = min(self.burst, self._tokens + (now - self._at) * self.per_second) - size
+        self._tokens = max(tokens, -MAX_READ_PAUSE_S * self.per_second)
         self._at = now
-        return max(0.0, -self._tokens / self.per_second)
+        return -self._tokens / self.per_second if self._tokens < 0 else 0.0
 
 
 class EventSocket:
@@ -138,7 +139,7 @@ class EventSocket:
                 continue
             delay = pace.delay(len(message.data))
             if delay > 0:
-                await asyncio.sleep(min(delay, MAX_READ_PAUSE_S))
+                await asyncio.sleep(delay)
 
     async def close(self, code: int = WSCloseCode.OK, message: str = "") -> None:
         """Write out what is queued (within ``FLUSH_TIMEOUT_S``), then close with ``code``."""
