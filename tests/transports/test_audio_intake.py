@@ -13,7 +13,13 @@ from gateway.media.audio_format import AudioFormat, AudioFormatError, InputAudio
 from gateway.realtime.audio_events import appended_seconds, base64_size, decode_base64
 from gateway.realtime.audio_intake import AUDIO_BURST_S, AUDIO_REFILL_PER_S, AudioIntake
 from gateway.realtime.items import ClientError
-from gateway.transports.websocket.event_socket import MAX_READ_PAUSE_S, READ_BURST_BYTES, READ_BYTES_PER_S, ReadPace
+from gateway.transports.websocket.event_socket import (
+    FRAME_COST_BYTES,
+    MAX_READ_PAUSE_S,
+    READ_BURST_BYTES,
+    READ_BYTES_PER_S,
+    ReadPace,
+)
 
 PCM = AudioFormat("pcm16", 24000)
 PCMU = AudioFormat("pcmu", 8000)
@@ -113,15 +119,22 @@ def test_decoding_in_pieces_gives_the_stream_in_one_go(fmt):
 def test_a_connection_is_read_no_faster_than_its_pace():
     clock = Clock()
     pace = ReadPace(clock=clock)
-    assert pace.delay(READ_BURST_BYTES) == 0.0  # a burst at once
-    assert pace.delay(READ_BYTES_PER_S) == pytest.approx(1.0)  # then a second a MiB
+    assert pace.delay(READ_BURST_BYTES - FRAME_COST_BYTES) == 0.0  # a burst at once
+    assert pace.delay(READ_BYTES_PER_S - FRAME_COST_BYTES) == pytest.approx(1.0)  # then a second a MiB
     clock.now += 1.0
-    assert pace.delay(1000) == pytest.approx(1000 / READ_BYTES_PER_S)
+    assert pace.delay(1000) == pytest.approx((1000 + FRAME_COST_BYTES) / READ_BYTES_PER_S)
+    # Empty frames cost something too: a flood of them is read ~1000 a second, after a burst.
+    clock.now += 60.0
+    empty = [pace.delay(0) for _ in range(READ_BURST_BYTES // FRAME_COST_BYTES + 1)]
+    assert not any(empty[:-1]) and empty[-1] > 0
+    clock.now += 60.0
     # A flood of 8 MiB frames: one read every MAX_READ_PAUSE_S, and the debt no larger, so that
     # a client that stops is read as usual again once it is paid.
+    waits = []
     for _ in range(10):
-        assert pace.delay(8 * 2**20) == pytest.approx(MAX_READ_PAUSE_S)
-        clock.now += MAX_READ_PAUSE_S
+        waits.append(pace.delay(8 * 2**20))
+        clock.now += waits[-1]
+    assert waits[0] < MAX_READ_PAUSE_S and waits[1:] == [MAX_READ_PAUSE_S] * 9
     clock.now += MAX_READ_PAUSE_S
     assert pace.delay(1000) == 0.0
     clock.now += 60.0

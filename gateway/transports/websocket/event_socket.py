@@ -7,9 +7,10 @@ session's limit, not JSON) is the session's to answer with an ``error``; only a 
 hard limit (``MAX_FRAME_BYTES``, aiohttp's ``max_msg_size``) closes the connection (1009).
 
 Reading a frame costs the event loop in proportion to its size (aiohttp unmasks, joins and
-decodes it: about 15 ms for 8 MiB), before anything can refuse it. So a client's frames are read
-at most ``READ_BYTES_PER_S`` on average (:class:`ReadPace`): a client that sends more waits,
-frames unread in its socket, and TCP holds it back; one that keeps to it never waits.
+decodes it: about 15 ms for 8 MiB), before anything can refuse it, and something for each frame
+however small. So a client's frames are read at most ``READ_BYTES_PER_S`` on average, each frame
+counting ``FRAME_COST_BYTES`` more (:class:`ReadPace`): a client that sends more waits, frames
+unread in its socket, and TCP holds it back; one that keeps to it never waits.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ READ_BURST_BYTES = 4 * 1024 * 1024
 # The longest wait before the next frame is read, s (well inside the heartbeat): a client owes at
 # most this much reading time, so one that stops flooding is read as usual again within it.
 MAX_READ_PAUSE_S = HEARTBEAT_S / 4
+# What each frame costs beside its bytes: a flood of empty frames is read at most ~1000 a second
+# (a client sends a few dozen: audio chunks and events), not a million that starve the loop.
+FRAME_COST_BYTES = 1024
+# Frames handled in a row before the reader lets the loop run others (aiohttp queues many small
+# frames at once, and reading a queued one does not yield).
+FRAMES_PER_TURN = 64
 # Seconds the server events still queued at close may take to be written out.
 FLUSH_TIMEOUT_S = 2.0
 
@@ -77,10 +84,10 @@ class ReadPace:
         self._at = clock()
 
     def delay(self, size: int) -> float:
-        """Seconds to wait after a frame of ``size`` bytes (0: read on): until the bucket is back
-        to zero, at most ``MAX_READ_PAUSE_S``."""
+        """Seconds to wait after a frame of ``size`` bytes (counted ``FRAME_COST_BYTES`` more; 0:
+        read on): until the bucket is back to zero, at most ``MAX_READ_PAUSE_S``."""
         now = self._clock()
-        tokens = min(self.burst, self._tokens + (now - self._at) * self.per_second) - size
+        tokens = min(self.burst, self._tokens + (now - self._at) * self.per_second) - size - FRAME_COST_BYTES
         self._tokens = max(tokens, -MAX_READ_PAUSE_S * self.per_second)
         self._at = now
         return -self._tokens / self.per_second if self._tokens < 0 else 0.0
@@ -127,6 +134,7 @@ class EventSocket:
         client closes, the connection drops, or a frame over ``MAX_FRAME_BYTES`` arrives; frames
         are read at the connection's :class:`ReadPace`."""
         pace = ReadPace()
+        frames = 0
         async for message in self.ws:
             if message.type is WSMsgType.TEXT:
                 on_text(message.data)
@@ -137,8 +145,9 @@ class EventSocket:
                 return
             else:
                 continue
+            frames += 1
             delay = pace.delay(len(message.data))
-            if delay > 0:
+            if delay > 0 or frames % FRAMES_PER_TURN == 0:
                 await asyncio.sleep(delay)
 
     async def close(self, code: int = WSCloseCode.OK, message: str = "") -> None:
