@@ -10,8 +10,9 @@ once to warm up, then quiet, then while a second process floods ``GET /v1/realti
 ``input_audio_buffer.append`` messages of ``--append-mib`` MiB each (random bytes as audio of
 ``--format``) at ``--rate`` a second for ``--seconds`` (quiet and flood ``--runs`` times each). The
 flooder connects first and floods as the caller starts to speak (its session's start is not the
-flood's cost). The flood is bounded: the flooder stops once its time is up, whatever it got sent;
-loopback only.
+flood's cost); it runs at nice 19, as if elsewhere (on a 2-core box its masking of 8 MiB frames
+would otherwise take CPU from the gateway that a remote flooder does not). The flood is
+bounded: the flooder stops once its time is up, whatever it got sent; loopback only.
 
 Per run: the caller's frame-arrival gaps (p50 / p99 / max, ms, over the ``--seconds`` + 4 s from the
 moment it starts speaking), its voice-to-voice (its last voiced frame sent -> the first voiced
@@ -141,6 +142,7 @@ async def one_run(url: str, audio: np.ndarray, tail_s: float, args: argparse.Nam
             "gap_p50": float(np.percentile(gaps, 50)),
             "gap_p99": float(np.percentile(gaps, 99)),
             "gap_max": float(gaps.max()),
+            "gap_max_at_s": float(arrivals[int(gaps.argmax()) + 1] - start),
             "v2v": v2v,
             "rss_growth": max(rss) - rss[0],
             "status": done["response"]["status"],
@@ -176,6 +178,7 @@ async def main() -> int:
     parser.add_argument("--flood-child", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.flood_child:
+        os.nice(19)  # a flooder elsewhere: its own CPU (base64, masking) is not the gateway's
         print(json.dumps(await flood(args.flood_child, args.format, args.append_mib, args.rate, args.seconds)))
         return 0
 
