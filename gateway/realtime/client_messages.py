@@ -125,7 +125,7 @@ class ClientEventRate:
 
     The tokens may count something else than messages (``cost`` of :meth:`admit`): the audio
     budget of a session that carries audio in its events counts seconds of audio
-    (``gateway.realtime.audio_events.AudioBudget``).
+    (``gateway.realtime.audio_intake.AudioBudget``).
     """
 
     def __init__(
