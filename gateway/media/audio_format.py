@@ -63,22 +63,36 @@ class AudioFormat:
 PCM16_24K = AudioFormat("pcm16", 24000)
 
 
-def to_linear(data: bytes, fmt: AudioFormat) -> np.ndarray:
-    """Bytes of ``fmt`` -> int16 samples at ``fmt.rate``. Raises AudioFormatError when the bytes
-    cannot be audio of that format (an odd byte count of 16-bit PCM, a WAV file header)."""
-    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+def check_not_wav(head: bytes) -> None:
+    """Raises AudioFormatError when ``head`` (the first 12 bytes or more of an append) is a WAV
+    file's header: the Realtime API takes raw samples only."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
         raise AudioFormatError(
             "the audio is a WAV file; send raw samples in the session's input format, without a header"
         )
+
+
+def check_whole_samples(size: int, fmt: AudioFormat) -> None:
+    """Raises AudioFormatError when ``size`` bytes are not a whole number of ``fmt``'s samples."""
+    if size % fmt.bytes_per_sample:
+        raise AudioFormatError(
+            f"{size} bytes is not a whole number of 16-bit samples (the input format is 16-bit PCM at {fmt.rate} Hz)"
+        )
+
+
+def to_linear(data: bytes, fmt: AudioFormat) -> np.ndarray:
+    """Bytes of ``fmt`` -> int16 samples at ``fmt.rate``. Raises AudioFormatError when the bytes
+    cannot be audio of that format (an odd byte count of 16-bit PCM, a WAV file header)."""
+    check_not_wav(data)
+    check_whole_samples(len(data), fmt)
+    return _linear(data, fmt)
+
+
+def _linear(data: bytes, fmt: AudioFormat) -> np.ndarray:
     if fmt.codec == "pcmu":
         return g711.decode_mulaw(data)
     if fmt.codec == "pcma":
         return g711.decode_alaw(data)
-    if len(data) % 2:
-        raise AudioFormatError(
-            f"{len(data)} bytes is not a whole number of 16-bit samples "
-            f"(the input format is 16-bit PCM at {fmt.rate} Hz)"
-        )
     return np.frombuffer(data, "<i2").astype(np.int16)
 
 
@@ -105,7 +119,22 @@ class InputAudioDecoder:
 
     def decode(self, data: bytes) -> np.ndarray:
         """One chunk of the stream. Raises AudioFormatError (see :func:`to_linear`)."""
-        samples = to_linear(data, self.format)
+        return self._resample(to_linear(data, self.format))
+
+    def decode_pieces(self, data: bytes, piece_s: float) -> list[np.ndarray]:
+        """One chunk of the stream, as :meth:`decode` gives it, cut into pieces of at most
+        ``piece_s`` seconds of input, each converted in turn (the filter state carries from one to
+        the next): no single step holds the interpreter for long, and each piece is one queue
+        message of modest size. Raises AudioFormatError (see :func:`to_linear`)."""
+        check_not_wav(data)
+        check_whole_samples(len(data), self.format)
+        step = max(1, int(self.format.rate * piece_s)) * self.format.bytes_per_sample
+        pieces = (
+            self._resample(_linear(data[start : start + step], self.format)) for start in range(0, len(data), step)
+        )
+        return [piece for piece in pieces if piece.size]
+
+    def _resample(self, samples: np.ndarray) -> np.ndarray:
         if self._resampler is None or not samples.size:
             return samples
         return self._resampler.resample_array(samples, self.format.rate)

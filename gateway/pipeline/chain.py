@@ -20,6 +20,13 @@ StageFactory = Callable[[StageContext, StageQueue, Optional[StageQueue], ModelSe
 
 STAGE_NAMES = ("vad", "stt", "llm", "tts")
 
+# Caller audio the VAD's inbox holds, s, before its oldest is dropped: far more than the VAD ever
+# lags on its own, and more than the burst a WebSocket session may append at once
+# (``gateway.realtime.audio_intake.AUDIO_BURST_S``).
+VAD_INBOX_S = 30.0
+# Turns waiting for STT, s of their audio: two of the longest (``max_utterance_s``, 30 s).
+STT_INBOX_S = 60.0
+
 
 def _default_factories() -> dict[str, StageFactory]:
     return {
@@ -32,8 +39,9 @@ def _default_factories() -> dict[str, StageFactory]:
 
 @dataclass
 class StageChain:
-    """Four stage threads and their inboxes: ``vad_in`` (caller audio, turn control), ``stt_in``
-    (finished turns), ``llm_in`` (response requests), ``tts_in`` (reply text).
+    """Four stage threads and their inboxes: ``vad_in`` (caller audio, turn control; at most
+    ``VAD_INBOX_S`` of audio), ``stt_in`` (finished turns; at most ``STT_INBOX_S``), ``llm_in``
+    (response requests), ``tts_in`` (reply text).
 
     The TTS stage is last: a CallEnd marker that leaves it goes to ``on_marker_out``.
     """
@@ -55,9 +63,14 @@ class StageChain:
         on_marker_out: Callable[[CallEnd], None],
         factories: Optional[dict[str, StageFactory]] = None,
     ) -> StageChain:
-        """New queues and stages (not started); ``factories`` replaces stages by name (test doubles)."""
+        """New queues and stages (not started); ``factories`` replaces stages by name (test doubles).
+        The queues that hold caller audio are bounded by its seconds too (``VAD_INBOX_S``,
+        ``STT_INBOX_S``, at the VAD's sample rate)."""
         make = {**_default_factories(), **(factories or {})}
-        vad_in, stt_in, llm_in, tts_in = StageQueue(), StageQueue(), StageQueue(), StageQueue()
+        rate = models.vad.sample_rate
+        vad_in = StageQueue(max_audio_samples=int(VAD_INBOX_S * rate))
+        stt_in = StageQueue(max_audio_samples=int(STT_INBOX_S * rate))
+        llm_in, tts_in = StageQueue(), StageQueue()
         chain = cls(
             vad_in=vad_in,
             stt_in=stt_in,

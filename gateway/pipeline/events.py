@@ -70,8 +70,8 @@ class TranscriptDrafted(PipelineEvent):
 
 @dataclass
 class TranscriptionFailed(PipelineEvent):
-    """A committed turn could not be transcribed (made by the session from an stt StageFailed).
-    Becomes ``conversation.item.input_audio_transcription.failed``."""
+    """A committed turn could not be transcribed (made by the session from an stt StageFailed, or
+    by STT for a turn its full inbox dropped). Becomes ``conversation.item.input_audio_transcription.failed``."""
 
     message: str = ""
 

@@ -9,7 +9,7 @@ generation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import numpy as np
 
@@ -23,14 +23,24 @@ from gateway.pipeline.latency import TurnLatency
 class Message:
     """Base of what travels between stages; ``call_id`` lets a stage skip an earlier call's leftovers.
 
-    ``control`` messages (CallEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn) are
-    dropped, oldest first, when a queue overflows.
+    ``control`` messages (CallEnd) survive StageQueue.flush; ``droppable`` ones (AudioIn,
+    Utterance) are dropped, oldest first, when a queue overflows (by count or by the audio it holds).
     """
 
     call_id: str
     # Control messages survive a queue flush; data messages may be dropped.
     control: ClassVar[bool] = False
     droppable: ClassVar[bool] = False
+
+    @property
+    def audio_samples(self) -> int:
+        """Samples of caller audio the message holds (at the VAD's rate), what bounds a queue."""
+        return 0
+
+    def stand_in(self) -> Optional[Message]:
+        """What a queue keeps in this message's place when it drops it (None: nothing), so that
+        the stages after it still learn, in order, that it was dropped."""
+        return None
 
 
 @dataclass
@@ -53,6 +63,10 @@ class AudioIn(Message):
     received_at: float = 0.0
     droppable: ClassVar[bool] = True
 
+    @property
+    def audio_samples(self) -> int:
+        return int(self.samples.size)
+
 
 @dataclass
 class CommitInput(Message):
@@ -74,6 +88,9 @@ class Utterance(Message):
     speculation whose text may stand for it (the caller said nothing more after it), else 0.
     ``probe``: a speculative utterance of speech under the reply's audio, whose text STT hands
     back at once (``StageContext.barge_in_heard``) to decide the barge-in.
+
+    Droppable: a queue that holds too much audio drops the oldest; a finished turn leaves a
+    :class:`TurnsDropped` in its place (its item's transcription fails, in commit order).
     """
 
     audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
@@ -81,6 +98,22 @@ class Utterance(Message):
     speculative: bool = False
     speculation: int = 0
     probe: bool = False  # a speculative utterance whose text decides a barge-in (STT reports it back)
+    droppable: ClassVar[bool] = True
+
+    @property
+    def audio_samples(self) -> int:
+        return int(self.audio.size)
+
+    def stand_in(self) -> Optional[Message]:
+        return None if self.speculative else TurnsDropped(self.call_id)
+
+
+@dataclass
+class TurnsDropped(Message):
+    """``turns`` finished caller turns dropped unheard from a full STT queue (where they were):
+    STT reports each one's transcription as failed."""
+
+    turns: int = 1
 
 
 @dataclass

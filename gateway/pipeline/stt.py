@@ -9,8 +9,8 @@ from typing import Optional
 
 from gateway.models.base import SpeechToText
 from gateway.models.compute.core_use import CORE_USE
-from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted
-from gateway.pipeline.messages import Message, Utterance
+from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
+from gateway.pipeline.messages import Message, TurnsDropped, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stage import Stage, StageContext
 
@@ -49,6 +49,10 @@ class SpeculationStats:
             }
 
 
+# Why a turn dropped from a full STT queue has no transcript (its item's transcription.failed).
+DROPPED_TURN = "the turn was dropped unheard: speech-to-text had more audio waiting than it keeps"
+
+
 @dataclass
 class _Speculation:
     number: int
@@ -71,6 +75,8 @@ class SttStage(Stage):
     the reply's audio, ``gateway.pipeline.bargein``) also has its text handed back at once
     (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in; any other one's text goes
     to the session as :class:`TranscriptDrafted` (the LLM may read the reply's prompt ahead).
+    A :class:`TurnsDropped` (turns the full inbox dropped, in their place) reports each turn as
+    :class:`TranscriptionFailed`, so the session's items stay in commit order.
     """
 
     name = "stt"
@@ -85,6 +91,10 @@ class SttStage(Stage):
         self._discard_kept()
 
     def handle(self, message: Message) -> None:
+        if isinstance(message, TurnsDropped):
+            for _ in range(message.turns):
+                self.ctx.notify(TranscriptionFailed(message.call_id, message=DROPPED_TURN))
+            return
         if not isinstance(message, Utterance):
             return
         if message.speculative:

@@ -10,6 +10,13 @@ over a WebSocket the client plays it and they are not sent.
 
 :class:`EventAudioSession` is the Realtime session of such a transport: :class:`RealtimeSession`
 itself, with only the audio I/O of those events added.
+
+Caller audio costs what real time costs (``gateway.realtime.audio_intake``): a session may append
+a burst of audio at once, then 4 s of audio a second; beyond that it is dropped with one
+``rate_limit_exceeded`` error per flood. On the event loop an append costs only length checks (its
+duration follows from the base64 length and the format): an append too large for the budget is
+refused by the message's length before it is parsed, and what is accepted is decoded off the loop
+by the transport.
 """
 
 from __future__ import annotations
@@ -19,14 +26,21 @@ import binascii
 from collections.abc import Callable
 from typing import Any, Optional, Protocol
 
+from gateway.media.audio_format import AudioFormat, check_not_wav, check_whole_samples
+from gateway.realtime.audio_intake import AudioIntake
+from gateway.realtime.client_messages import RATE_LIMIT_CODE, RATE_LIMIT_TYPE
 from gateway.realtime.control import PipelineControl
 from gateway.realtime.items import ClientError
 from gateway.realtime.session import RealtimeSession
 
-# Messages over this get an ``error`` (the session goes on). Audio travels in the events, so far more
-# than over the data channel: about 2.9 min of 24 kHz 16-bit PCM once base64-encoded; OpenAI takes up
-# to 15 MiB of audio in one append, so the transport's hard limit (its frame size) sits above this.
+# Messages over this get an ``error`` (the session goes on), unparsed. Audio travels in the events,
+# so far more than over the data channel; OpenAI takes up to 15 MiB in one event, and the
+# transport's hard limit (its frame size) sits above both.
 MAX_EVENT_MESSAGE_BYTES = 8 * 1024 * 1024
+
+_NOT_BASE64 = "not valid base64 (RFC 4648, standard alphabet, padded)"
+# Base64 characters decoded at a time (a multiple of 4): each step holds the interpreter briefly.
+_BASE64_PIECE = 64 * 1024
 
 # Server events of the WebRTC transport only (the server plays the audio out on the track).
 WEBRTC_ONLY_EVENTS = frozenset(
@@ -35,33 +49,73 @@ WEBRTC_ONLY_EVENTS = frozenset(
 
 
 class AudioInput(Protocol):
-    """Where a session on an event transport puts the caller audio of ``input_audio_buffer.append``."""
+    """Where a session on an event transport puts the caller audio of ``input_audio_buffer.append``.
+    The transport decodes it off the event loop, one append after the other."""
 
-    def append(self, audio: bytes, input_format: dict) -> None:
-        """``audio``: the decoded bytes, in ``input_format`` (the session's GA format object,
-        ``{"type": "audio/pcm", "rate": 24000}``...). Raises ValueError, with a message for the
-        client, for bytes that cannot be audio of that format (an odd byte count of 16-bit PCM...)."""
+    @property
+    def pending_s(self) -> float:
+        """Seconds of appended audio not yet decoded and submitted."""
+
+    def append(self, audio: str, input_format: dict, refused: Callable[[str], None]) -> None:
+        """``audio``: base64 text of audio in ``input_format`` (the session's GA format object,
+        ``{"type": "audio/pcm", "rate": 24000}``...), its length checked by the session (whole
+        samples, within the budget), its characters not: it is decoded off the event loop, after
+        the appends before it. When it is not valid base64 or not audio of that format, nothing of
+        it is submitted and ``refused(reason)`` runs on the loop (``reason`` for the client)."""
+
+    def then(self, action: Callable[[], None]) -> None:
+        """Run ``action`` on the event loop once the appends before it are submitted (at once when
+        none is waiting): a commit or clear keeps its place after the audio sent before it."""
 
 
-def appended_audio(event: dict) -> bytes:
-    """The bytes of an ``input_audio_buffer.append``. Raises ClientError (``param`` ``audio``)
-    when ``audio`` is missing, not a string, empty or not valid base64."""
+def appended_audio(event: dict) -> str:
+    """The base64 text of an ``input_audio_buffer.append``, checked by its length only (cheap, on
+    the event loop; the characters are checked as it is decoded, :func:`decode_base64`). Raises
+    ClientError (``param`` ``audio``) when ``audio`` is missing, not a string, empty or not a
+    multiple of 4 characters long."""
     raw: Any = event.get("audio")
     if raw is None:
         raise ClientError("Missing required parameter: 'audio'.", "missing_required_parameter", "audio")
     if not isinstance(raw, str):
         raise ClientError("Invalid type for 'audio': expected a base64-encoded string.", "invalid_type", "audio")
-    try:
-        audio = base64.b64decode(raw, validate=True)
-    except (binascii.Error, ValueError):
-        raise ClientError(
-            "Invalid value for 'audio': not valid base64 (RFC 4648, standard alphabet, padded).",
-            "invalid_value",
-            "audio",
-        ) from None
-    if not audio:
+    if not raw:
         raise ClientError("Invalid value for 'audio': the audio is empty.", "invalid_value", "audio")
-    return audio
+    if len(raw) % 4:
+        raise ClientError(f"Invalid value for 'audio': {_NOT_BASE64}.", "invalid_value", "audio")
+    return raw
+
+
+def base64_size(text: str) -> int:
+    """Bytes that base64 ``text`` (a multiple of 4 characters) decodes to, from its length."""
+    return len(text) // 4 * 3 - (2 if text.endswith("==") else 1 if text.endswith("=") else 0)
+
+
+def decode_base64(text: str) -> bytes:
+    """The bytes of base64 ``text`` (RFC 4648, standard alphabet, padded), decoded
+    ``_BASE64_PIECE`` characters at a time. Raises ValueError (its text for the client)."""
+    decoded = bytearray()
+    for start in range(0, len(text), _BASE64_PIECE):
+        piece = text[start : start + _BASE64_PIECE]
+        if start + _BASE64_PIECE < len(text) and "=" in piece:
+            raise ValueError(_NOT_BASE64)  # padding before the end
+        try:
+            decoded += base64.b64decode(piece, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(_NOT_BASE64) from None
+    return bytes(decoded)
+
+
+def appended_seconds(audio: str, fmt: AudioFormat) -> float:
+    """Seconds of audio in base64 ``audio`` of ``fmt``, from its length; its first bytes are
+    decoded to see that it is no WAV file. Raises ClientError (``param`` ``audio``) for a WAV
+    header, bytes that are no whole number of samples, or a first piece that is not base64."""
+    size = base64_size(audio)
+    try:
+        check_not_wav(decode_base64(audio[:16]))
+        check_whole_samples(size, fmt)
+    except ValueError as exc:
+        raise ClientError(f"Invalid value for 'audio': {exc}.", "invalid_value", "audio") from None
+    return fmt.duration_ms(size) / 1000
 
 
 def encoded_audio(audio: bytes) -> str:
@@ -73,8 +127,13 @@ class EventAudioSession(RealtimeSession):
     """The Realtime session of a transport that carries audio in its events (WebSocket): the same
     protocol as over WebRTC, except that
 
-    - ``input_audio_buffer.append`` decodes ``audio`` (base64) and hands the bytes to ``audio_input``
-      with the session's input format; problems are an ``error`` naming ``audio``, the session goes on;
+    - ``input_audio_buffer.append`` hands its base64 audio to ``audio_input`` with the session's input
+      format, to be decoded off the event loop; problems are an ``error`` naming ``audio``, the
+      session goes on. A commit or clear keeps its place after the appends before it;
+    - the audio is metered (``audio_intake``, :class:`~gateway.realtime.audio_intake.AudioIntake`:
+      the session's audio budget and what waits to be decoded): audio beyond it is dropped before
+      it is decoded, with one ``rate_limit_exceeded`` error per flood. An append too large for it
+      is refused by its length alone, before it is parsed (:meth:`handle_client_message`);
     - reply audio goes out as ``response.output_audio.delta`` (:meth:`send_output_audio`);
     - the WebRTC-only ``output_audio_buffer.*`` server events are not sent;
     - messages may be up to ``MAX_EVENT_MESSAGE_BYTES``.
@@ -101,13 +160,41 @@ class EventAudioSession(RealtimeSession):
         super().__init__(control, send_event, **kwargs)
         self._audio_input = audio_input
         self._sender.beta = beta
+        self.audio_intake = AudioIntake(
+            lambda: audio_input.pending_s,
+            tell=lambda text: self.send_error(text, code=RATE_LIMIT_CODE, error_type=RATE_LIMIT_TYPE),
+        )
+
+    # ----- caller audio in -----
+    def handle_client_message(self, raw: str | bytes) -> None:
+        """As for RealtimeSession, except that an append too large for the audio the session may
+        take now is refused by its length, unparsed (``AudioIntake.refused_unread``). A message
+        over ``max_message_bytes`` gets its own error (``message_too_large``), also unparsed."""
+        fmt = AudioFormat.from_session(self.settings.input_format)
+        if not self.closed and len(raw) <= self.max_message_bytes and self.audio_intake.refused_unread(raw, fmt):
+            return
+        super().handle_client_message(raw)
 
     def _on_input_audio_buffer_append(self, event: dict, event_id: Optional[str]) -> None:
         audio = appended_audio(event)
-        try:
-            self._audio_input.append(audio, self.settings.input_format)
-        except ValueError as exc:
-            raise ClientError(f"Invalid value for 'audio': {exc}.", "invalid_value", "audio") from None
+        seconds = appended_seconds(audio, AudioFormat.from_session(self.settings.input_format))
+        if not self.audio_intake.take(seconds):
+            return
+
+        def refused(reason: str) -> None:
+            if not self.closed:
+                message = f"Invalid value for 'audio': {reason}."
+                self.send_error(message, code="invalid_value", param="audio", event_id=event_id)
+
+        self._audio_input.append(audio, self.settings.input_format, refused)
+
+    def _on_input_audio_buffer_commit(self, event: dict, event_id: Optional[str]) -> None:
+        commit = super()._on_input_audio_buffer_commit  # after the appends before it
+        self._audio_input.then(lambda: None if self.closed else commit(event, event_id))
+
+    def _on_input_audio_buffer_clear(self, event: dict, event_id: Optional[str]) -> None:
+        clear = super()._on_input_audio_buffer_clear  # after the appends before it
+        self._audio_input.then(lambda: None if self.closed else clear(event, event_id))
 
     def send_output_audio(self, generation: int, audio: bytes, duration_ms: float) -> None:
         """Reply audio of pipeline generation ``generation``, ``duration_ms`` long, in the session's

@@ -34,7 +34,7 @@ MAX_CLIENT_MESSAGE_BYTES = 128 * 1024
 def decode_client_message(raw: str | bytes, max_bytes: int = MAX_CLIENT_MESSAGE_BYTES) -> dict:
     """One data-channel message (text, or bytes of UTF-8 text) as a JSON object; ``max_bytes``:
     the largest message accepted (a WebSocket session, which carries audio, allows more)."""
-    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+    size = message_bytes(raw)
     if size > max_bytes:
         raise ClientError(f"Message too large: {size} bytes (limit {max_bytes}).", "message_too_large", None)
     if isinstance(raw, bytes):
@@ -48,11 +48,19 @@ def decode_client_message(raw: str | bytes, max_bytes: int = MAX_CLIENT_MESSAGE_
         raise ClientError(f"Invalid JSON: {exc.msg} at position {exc.pos}.", "invalid_json", None) from None
     if not isinstance(event, dict):
         raise ClientError("A client event must be a JSON object.", "invalid_event", None)
-    if _SURROGATE_ESCAPE.search(raw) or _SURROGATE.search(raw):
+    if ("\\u" in raw and _SURROGATE_ESCAPE.search(raw)) or (not raw.isascii() and _SURROGATE.search(raw)):
         repaired = repair_unicode(event)
         assert isinstance(repaired, dict)
         event = repaired
     return event
+
+
+def message_bytes(raw: str | bytes) -> int:
+    """The size of a message in bytes of UTF-8, without copying it when it is ASCII (as JSON with
+    base64 audio is): ``str.isascii`` is a flag of the string, not a scan."""
+    if isinstance(raw, bytes) or raw.isascii():
+        return len(raw)
+    return len(raw.encode("utf-8", "surrogatepass"))
 
 
 # A UTF-16 surrogate spelled as a JSON escape, or (in text that did not come from UTF-8) as itself.
@@ -114,12 +122,16 @@ class ClientEventRate:
     ``rate_limit_exceeded`` error (:attr:`RateVerdict.REFUSE_AND_TELL`), at most once every
     ``tell_every_s`` seconds, so a flood gets one error, not one per dropped message. ``clock`` is
     monotonic seconds (tests pass a fake). ``refused`` counts dropped messages.
+
+    The tokens may count something else than messages (``cost`` of :meth:`admit`): the audio
+    budget of a session that carries audio in its events counts seconds of audio
+    (``gateway.realtime.audio_intake.AudioBudget``).
     """
 
     def __init__(
         self,
         per_second: float = 100.0,
-        burst: int = 200,
+        burst: float = 200,
         tell_every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -132,14 +144,24 @@ class ClientEventRate:
         self._told_at: Optional[float] = None
         self.refused = 0
 
-    def admit(self) -> RateVerdict:
-        """The verdict for one message arriving now."""
+    def available(self) -> float:
+        """The tokens there are now (refilled since the last look)."""
         now = self._clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.per_second)
         self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
+        return self._tokens
+
+    def admit(self, cost: float = 1.0) -> RateVerdict:
+        """The verdict for one message arriving now that costs ``cost`` tokens (taken if accepted)."""
+        if self.available() >= cost:
+            self._tokens -= cost
             return RateVerdict.ACCEPT
+        return self.refuse()
+
+    def refuse(self) -> RateVerdict:
+        """Count one refused message: :attr:`RateVerdict.REFUSE_AND_TELL` for the first of a flood
+        (none told in the last ``tell_every_s``), else :attr:`RateVerdict.REFUSE`."""
+        now = self._clock()
         self.refused += 1
         if self._told_at is not None and now - self._told_at < self.tell_every_s:
             return RateVerdict.REFUSE

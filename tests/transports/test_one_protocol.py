@@ -24,7 +24,15 @@ from gateway.transports.websocket.session import WebSocketTransport
 def test_the_websocket_session_is_the_realtime_session_with_audio_io_only():
     assert issubclass(EventAudioSession, RealtimeSession)
     own = {name for name, value in vars(EventAudioSession).items() if inspect.isfunction(value)}
-    assert own == {"__init__", "_on_input_audio_buffer_append", "send_output_audio"}
+    # Audio in (metered, decoded off the loop, commit and clear after the appends before them) and out.
+    assert own == {
+        "__init__",
+        "handle_client_message",
+        "_on_input_audio_buffer_append",
+        "_on_input_audio_buffer_commit",
+        "_on_input_audio_buffer_clear",
+        "send_output_audio",
+    }
 
 
 def test_every_transport_is_a_leg_of_the_one_door():

@@ -5,8 +5,9 @@ Source: the OpenAI Realtime WebSocket transport. The protocol is the same as ove
 Realtime session implementation, ``gateway.realtime``; ``EventAudioSession`` adds the audio events);
 only audio I/O differs:
 
-- caller audio: ``input_audio_buffer.append`` (base64, in ``audio.input.format``) decoded to 16-bit
-  PCM, resampled to the VAD's rate and submitted to the lease (:class:`InputAudio`);
+- caller audio: ``input_audio_buffer.append`` (base64, in ``audio.input.format``), metered by the
+  session's audio budget, decoded to 16-bit PCM and resampled to the VAD's rate off the event loop,
+  and submitted to the lease (:class:`~gateway.transports.websocket.input_audio.InputAudio`);
 - reply audio: the unit's playout buffer read by a :class:`PlayoutPacer`, at most 400 ms ahead of the
   caller's playback, encoded to ``audio.output.format`` and sent as ``response.output_audio.delta``.
   A response's ``response.done`` waits until all its audio is sent (:meth:`when_audio_sent`).
@@ -19,23 +20,22 @@ stops (``server_shutdown``).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Optional
 
 import numpy as np
 from aiohttp import WSCloseCode, web
 
-from gateway.media.audio_format import AudioFormat, InputAudioDecoder, OutputAudioEncoder
+from gateway.media.audio_format import AudioFormat, OutputAudioEncoder
 from gateway.media.playout import SAMPLE_RATE
 from gateway.pool.end_reason import EndReason
-from gateway.pool.lease import UnitLease
 from gateway.realtime.audio_events import EventAudioSession
 from gateway.realtime.session_update import SessionUpdate
 from gateway.transports.door import Door
 from gateway.transports.live_session import LiveSession
 from gateway.transports.transport import TransportKind
 from gateway.transports.websocket.event_socket import EventSocket
+from gateway.transports.websocket.input_audio import InputAudio
 
 log = logging.getLogger(__name__)
 
@@ -59,32 +59,13 @@ def open_websocket_session(
     return session, legs[0]
 
 
-class InputAudio:
-    """The caller audio of ``input_audio_buffer.append``: bytes in the session's input format ->
-    int16 mono at the lease's input rate -> ``lease.submit_audio``. A new decoder is made when the
-    input format changes (``session.update``). Implements ``gateway.realtime.audio_events.AudioInput``."""
-
-    def __init__(self, lease: UnitLease) -> None:
-        self._lease = lease
-        self._decoder: Optional[InputAudioDecoder] = None
-
-    def append(self, audio: bytes, input_format: dict) -> None:
-        """Raises AudioFormatError (a ValueError) for bytes that are no audio of ``input_format``."""
-        fmt = AudioFormat.from_session(input_format)
-        if self._decoder is None or self._decoder.format != fmt:
-            self._decoder = InputAudioDecoder(fmt, self._lease.input_rate)
-        samples = self._decoder.decode(audio)
-        if samples.size:
-            self._lease.submit_audio(samples, time.monotonic())
-
-
 class WebSocketTransport:
     """A caller's WebSocket: made by :func:`open_websocket_session`, then :meth:`serve` runs it on
     the prepared WebSocket until the session ends."""
 
     def __init__(self, session: LiveSession) -> None:
         self.session = session
-        self.audio_input = InputAudio(session.lease)
+        self.audio_input = InputAudio(session.lease, session.spawn)
         self.socket: Optional[EventSocket] = None
         self._encoder: Optional[OutputAudioEncoder] = None
         self.pacer = session.lease.new_audio_pacer(self._on_reply_audio)
