@@ -25,7 +25,7 @@ from gateway.server.app_keys import METRICS, POOL, SESSIONS
 from gateway.server.runner import free_port
 from gateway.transports.websocket.event_socket import FRAMES_PER_TURN, EventSocket, websocket_response
 from tests.helpers import QUESTION, says, serve
-from tests.transports.ws_client import EventClient
+from tests.transports.websocket.ws_client import EventClient
 
 RNG_SEED = 7
 
