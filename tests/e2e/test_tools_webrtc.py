@@ -147,3 +147,46 @@ async def test_a_cancelled_tool_response_reports_no_call(models, gateway_config)
         done_events = client.of_type("response.function_call_arguments.done", after=mark)
         assert len(done_events) == 1 and done_events[0]["response_id"] == second["id"]
         await client.hangup()
+
+
+BOOK_TABLE = {
+    "type": "function",
+    "name": "book_table",
+    "description": "Book a table at a restaurant.",
+    "parameters": {
+        "type": "object",
+        "properties": {"restaurant": {"type": "string"}, "time": {"type": "string"}, "people": {"type": "integer"}},
+        "required": ["restaurant", "time", "people"],
+    },
+}
+
+
+@pytest.mark.slow
+async def test_plain_instructions_get_words_or_the_tool_the_question_needs(models, gateway_config):
+    """An app's plain instructions and two tools: a question for words is answered in words (no
+    tool text said), a weather question gets the weather call, over one WebRTC call."""
+    session = {
+        "type": "realtime",
+        "instructions": "You are a helpful assistant.",
+        "tools": [WEATHER, BOOK_TABLE],
+        "tool_choice": "auto",
+        "output_modalities": ["text"],
+        "max_output_tokens": 30,
+    }
+    async with serve(gateway_config(), models) as (url, _app):
+        client = RealtimeClient(url)
+        assert await client.connect(session=session) == 201
+
+        mark = client.ask("How many legs does a spider have?")
+        words = (await client.wait_for("response.done", timeout=60, after=mark))["response"]
+        assert [o["type"] for o in words["output"]] == ["message"], words
+        said = words["output"][0]["content"][0]["text"]
+        assert said.strip() and not any(t in said.lower() for t in ("get_weather", "book_table", "<tool", '{"'))
+
+        mark = client.ask("What's the weather like in Oslo today?")
+        done = (await client.wait_for("response.done", timeout=60, after=mark))["response"]
+        call = done["output"][-1]
+        assert call["type"] == "function_call" and call["name"] == "get_weather", done
+        assert "oslo" in json.loads(call["arguments"])["city"].lower(), call
+        assert not client.of_type("error"), client.of_type("error")
+        await client.hangup()

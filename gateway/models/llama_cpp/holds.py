@@ -95,13 +95,16 @@ class SequenceLease:
         """The tokens the sequence holds now (a copy)."""
         return self._decoder.held(self.seq_id)
 
-    def evaluate(self, tokens: list[int], should_stop: Callable[[], bool]) -> tuple[Optional[np.ndarray], int]:
+    def evaluate(
+        self, tokens: list[int], should_stop: Callable[[], bool], reuse_others: bool = False
+    ) -> tuple[Optional[np.ndarray], int]:
         """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
         (n_vocab,); how many tokens were reused rather than read). Logits are None when
         ``should_stop`` became True first (the read stops at the next step). Raises
-        LanguageModelError when llama.cpp fails the step."""
+        LanguageModelError when llama.cpp fails the step. The turn's first evaluation, or one with
+        ``reuse_others`` (a new prompt after another one), may copy a prefix from other sequences."""
         decoder = self._decoder
-        evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first)
+        evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first or reuse_others)
         self._first = False
         decoder.submit(evaluation)
         while not evaluation.done.wait(decoder.poll_s):
