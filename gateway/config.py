@@ -343,7 +343,8 @@ class GatewayConfig:
         default="auto",
         metadata={
             "help": "SDES-SRTP (RFC 4568 a=crypto) of the media: 'required' (plain RTP offers get 488), 'optional' "
-            "(SRTP when offered), 'off' (plain RTP only); 'auto': required for calls over TLS, optional otherwise"
+            "(SRTP when offered), 'off' (plain RTP only); 'auto': required for calls over TLS or to a sips: URI, "
+            "optional otherwise"
         },
     )
     sip_tls_cert: str = field(

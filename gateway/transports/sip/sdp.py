@@ -40,7 +40,7 @@ from gateway.transports.sip.srtp import SdesError, SdesKeys, choose_crypto
 RTP_PROFILES = ("RTP/AVP", "RTP/AVPF")
 SRTP_PROFILES = ("RTP/SAVP", "RTP/SAVPF")
 # The SRTP policies of a call (see the module docstring), and the ``sip_srtp`` settings: ``auto``
-# is ``required`` for a call whose INVITE came over TLS, ``optional`` otherwise.
+# is ``required`` for a call over TLS or to a ``sips:`` URI, ``optional`` otherwise.
 SRTP_POLICIES = ("required", "optional", "off")
 SRTP_SETTINGS = ("auto", *SRTP_POLICIES)
 
@@ -57,12 +57,14 @@ def srtp_setting(text: str) -> str:
     return setting
 
 
-def srtp_policy(setting: str, transport: str) -> str:
-    """The SRTP policy of a call whose INVITE came over ``transport`` (UDP, TCP, TLS) under the
-    ``sip_srtp`` ``setting``: ``auto`` is ``required`` over TLS (keys in the SDP are safe only
-    there, and a TLS caller means its media to be private), ``optional`` otherwise."""
+def srtp_policy(setting: str, transport: str, request_uri: str = "") -> str:
+    """The SRTP policy of a call whose INVITE came over ``transport`` (UDP, TCP, TLS) to
+    ``request_uri`` under the ``sip_srtp`` ``setting``: ``auto`` is ``required`` over TLS or for
+    a ``sips:`` Request-URI (RFC 3261 19.1: the caller asked for a secure call; keys in the SDP
+    are safe only under TLS), ``optional`` otherwise."""
     if setting == "auto":
-        return "required" if transport == "TLS" else "optional"
+        secure = transport == "TLS" or request_uri[:5].lower() == "sips:"
+        return "required" if secure else "optional"
     return setting
 
 

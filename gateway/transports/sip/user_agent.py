@@ -270,7 +270,7 @@ class SipUserAgent:
             if content_type != "application/sdp" or not invite.body:
                 raise SdpError("an INVITE without an SDP offer (late offer) is not answered")
             offer = parse_offer(
-                invite.body.decode("utf-8", "replace"), srtp_policy(self.srtp, transaction.peer.transport)
+                invite.body.decode("utf-8", "replace"), srtp_policy(self.srtp, transaction.peer.transport, invite.uri)
             )
         except SdpError as exc:
             response = make_response(invite, 488)

@@ -132,6 +132,8 @@ def test_the_srtp_setting_and_a_calls_policy_by_transport():
         "optional",
         "optional",
     ]
+    assert srtp_policy("auto", "TCP", "sips:agent@gateway.example.com") == "required"  # RFC 3261 19.1
+    assert srtp_policy("auto", "UDP", "sip:agent@gateway.example.com;transport=udp") == "optional"
     assert [srtp_policy(setting, "TLS") for setting in ("required", "optional", "off")] == [
         "required",
         "optional",
