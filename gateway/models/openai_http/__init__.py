@@ -1,0 +1,2 @@
+"""Engines behind OpenAI-compatible HTTP servers: STT (``stt.py``, ``POST /v1/audio/transcriptions``),
+TTS (``tts.py``, ``POST /v1/audio/speech``) and the client side they share (``client.py``)."""
