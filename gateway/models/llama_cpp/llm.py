@@ -58,6 +58,7 @@ from gateway.models.base import (
     GenerationOptions,
     LanguageModelError,
     ModelNotFoundError,
+    PromptWarm,
     ToolCall,
 )
 from gateway.models.compute.core_use import LlamaThreads
@@ -152,22 +153,27 @@ class LlamaCppLanguageModel:
 
     # ----- reading ahead -----
 
-    def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> Optional[Warm]:
+    def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> Optional[PromptWarm]:
         """Read a session's instructions and tools into the KV cache in the background, so its first
-        turn does not have to; sessions with the same ones share those cells. With tools to decide
-        among ("auto", "required"), that is the head of the call decision's prompt (the tools'
-        listing), else the system message with the tools ``options`` allows. Returns at once: the
-        session's hold on the reading (``cancel()`` it when the session ends or its instructions
-        change), or None when nothing is read."""
+        turn does not have to; sessions with the same ones share those cells. That is the head of
+        the prompt its replies are read after (the system message with the tools ``options`` lets
+        a reply list: none under "auto"), and with tools to decide among ("auto", "required") the
+        head of the call decision's prompt (the tools' listing) too. Returns at once: the session's
+        hold on the reading (``cancel()`` it when the session ends or its instructions change), or
+        None when nothing is read."""
         options = options or GenerationOptions()
         try:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
             return None
-        if options.tools and options.tool_choice in ("auto", "required"):
-            messages = decision_messages(messages, options.tools)
-            options = GenerationOptions()
-        return self.decoder.warm(self.chat.prefix_tokens(messages, options))
+        deciding = bool(options.tools) and options.tool_choice in ("auto", "required")
+        heads = (
+            [] if options.tool_choice == "required" else [self.chat.prefix_tokens(messages, _reply_options(options))]
+        )
+        if deciding:
+            heads.append(self.chat.prefix_tokens(decision_messages(messages, options.tools), GenerationOptions()))
+        warms = [warm for warm in (self.decoder.warm(head) for head in heads) if warm is not None]
+        return _Warms(warms) if len(warms) > 1 else (warms[0] if warms else None)
 
     def read_ahead(
         self, messages: list[ChatMessage], max_tokens: int, options: Optional[GenerationOptions] = None
@@ -184,9 +190,7 @@ class LlamaCppLanguageModel:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
             return None
-        if options.tool_choice == "auto":
-            options = replace(options, tool_choice="none")  # the prompt of a reply in words
-        prompt = self.chat.prompt_tokens(messages, max(1, max_tokens), options)
+        prompt = self.chat.prompt_tokens(messages, max(1, max_tokens), _reply_options(options))
         return self.decoder.warm(prompt, limit=self.n_ctx, speculative=True)
 
     def decide_tool(self, messages: list[ChatMessage], options: GenerationOptions) -> Optional[Decision]:
@@ -237,6 +241,26 @@ class LlamaCppLanguageModel:
                 lease.release()
             result.queue_wait_s = turn.waited_s
             return result
+
+
+def _reply_options(options: GenerationOptions) -> GenerationOptions:
+    """``options`` for the prompt a reply in words is read after: under "auto" it lists no tools."""
+    return replace(options, tool_choice="none") if options.tool_choice == "auto" else options
+
+
+class _Warms:
+    """One session's hold on several background warms (:class:`~gateway.models.base.PromptWarm`)."""
+
+    def __init__(self, warms: list[Warm]) -> None:
+        self._warms = warms
+
+    def cancel(self) -> None:
+        for warm in self._warms:
+            warm.cancel()
+
+    @property
+    def done(self) -> bool:
+        return all(warm.done for warm in self._warms)
 
 
 def _after_output(messages: list[ChatMessage]) -> bool:
