@@ -7,7 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.models.base import SpeechToText
+import numpy as np
+
+from gateway.models.base import HeardWord, ScoredTranscript, SpeechToText
 from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
 from gateway.pipeline.messages import Message, TurnsDropped, Utterance
@@ -72,7 +74,8 @@ class SttStage(Stage):
     is transcribed whole, and the kept text is discarded. So a caller who pauses and goes on gets
     one transcript of the whole turn, never the part before the pause. ``speculation`` holds the
     counters (:class:`SpeculationStats`). A speculative utterance marked ``probe`` (speech under
-    the reply's audio, ``gateway.pipeline.bargein``) also has its text handed back at once
+    the reply's audio, ``gateway.pipeline.bargein``) is transcribed quickly with each word's
+    probability (the engine's ``transcribe_words`` when it has one) and handed back at once
     (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in; any other one's text goes
     to the session as :class:`TranscriptDrafted` (the LLM may read the reply's prompt ahead).
     A :class:`TurnsDropped` (turns the full inbox dropped, in their place) reports each turn as
@@ -110,14 +113,29 @@ class SttStage(Stage):
     def _speculate(self, message: Utterance) -> None:
         self._discard_kept()  # an older speculation was overtaken by this one
         started = time.monotonic()
+        language = self.ctx.settings.language
         with CORE_USE.heavy():
-            text = self._stt.transcribe(message.audio, language=self.ctx.settings.language)
-        self._kept = _Speculation(message.speculation, text, time.monotonic() - started)
+            if message.probe:
+                heard = self._probe(message.audio, language)
+            else:
+                heard = ScoredTranscript(self._stt.transcribe(message.audio, language=language))
+        if heard.trusted:  # a decode that looped never stands for the finished turn
+            self._kept = _Speculation(message.speculation, heard.text, time.monotonic() - started)
         self.speculation.add(started=1)
         if message.probe:
-            self.ctx.barge_in_heard(message.call_id, message.speculation, text)
-        elif text.strip():
-            self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text))
+            self.ctx.barge_in_heard(message.call_id, message.speculation, heard)
+        elif heard.text.strip():
+            self.ctx.notify(TranscriptDrafted(message.call_id, transcript=heard.text))
+
+    def _probe(self, audio: np.ndarray, language: str) -> ScoredTranscript:
+        """A barge-in probe: the engine's quick transcript with word probabilities when it has one
+        (``WordScoringSpeechToText``), else its text with every word at probability 1.0."""
+        scoring = getattr(self._stt, "transcribe_words", None)
+        if scoring is not None:
+            heard: ScoredTranscript = scoring(audio, language=language)
+            return heard
+        text = self._stt.transcribe(audio, language=language)
+        return ScoredTranscript(text, tuple(HeardWord(word) for word in text.split()))
 
     def _take_kept(self, number: int) -> Optional[str]:
         """The kept text if it is speculation ``number`` (> 0); any other kept text is discarded."""

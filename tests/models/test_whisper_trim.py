@@ -184,3 +184,13 @@ def test_split_cuts_at_the_quiet_point_and_keeps_every_sample() -> None:
 def test_clearly_voiced() -> None:
     assert not clearly_voiced(silence(2.0))
     assert clearly_voiced(np.random.default_rng(4).normal(0, 0.1, RATE).astype(np.float32))
+
+
+def test_barge_in_probe_gives_each_word_with_its_probability(stt, tts) -> None:
+    heard = stt.transcribe_words(np.concatenate([silence(0.2), speak(tts, "Wait, stop."), silence(0.3)]))
+    assert heard.trusted
+    assert [w.text.lower() for w in heard.words] == words(heard.text) == ["wait", "stop"]
+    assert all(0.3 < w.probability <= 1.0 for w in heard.words), heard.words
+    # Noise has no words the decoder is sure of.
+    noise = np.random.default_rng(7).normal(0, 0.05, RATE).astype(np.float32)
+    assert all(w.probability < 0.9 for w in stt.transcribe_words(noise).words)
