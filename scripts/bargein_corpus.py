@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The barge-in corpus: backchannels and interruptions said under an answer, in many voices.
 
-    PYTHONPATH=. .venv/bin/python scripts/bargein_corpus.py [--split tuning|held-out|all] [--transcribe]
+    PYTHONPATH=. .venv/bin/python scripts/bargein_corpus.py [--split tuning|held-out|fresh|all] [--transcribe]
 
 Lists (and makes, once, into ``~/.cache/voice-gateway/bargein-corpus``) every clip of the corpus;
 ``--transcribe`` also prints what Whisper base (the gateway's STT) writes for each whole clip.
@@ -18,12 +18,15 @@ own as it is (Piper joe speaks every answer):
 - real recordings of ``../shared/fixtures/speech`` (interruptions only: none of them says a
   backchannel word that could be cut out), as they are and 10 % lower/higher.
 
-Tuning and held-out material are split up front. The barge-in rules were tuned on the **tuning
-voices** (Piper joe fast, Kokoro ``jf_alpha`` and ``jm_kumo``) saying the **tuning phrases** (the
-eight backchannels and five interruptions of the issue that asked for this); the **held-out
-voices** (Kokoro ``jf_gongitsune``, ``jf_nezumi``, ``jf_tebukuro``, the real recordings) and the
-**held-out phrases** were never looked at while tuning. ``split(clip)`` names a clip's set:
-"tuning" only when both its voice and its phrase are tuning material.
+Three sets (``Clip.split``). The barge-in rules were meant to be tuned on the **tuning voices**
+(Piper joe fast, Kokoro ``jf_alpha`` and ``jm_kumo``) saying the **tuning phrases** (eight
+backchannels and five interruptions first measured in real calls); "tuning" is a clip whose voice
+and phrase are both tuning material. **held-out**: the other voices (Kokoro ``jf_gongitsune``,
+``jf_nezumi``, ``jf_tebukuro``, the real recordings) and phrases; their Whisper transcripts were
+read while the fuzzy spellings were chosen, so they are not clean held-out material. **fresh**:
+phrases and voice variants (:data:`FRESH_PHRASES`, :data:`FRESH_VOICES`: Kokoro voices read slower
+or faster, Piper joe lower and slower) added once the rules were frozen, measured once and never
+tuned on.
 """
 
 from __future__ import annotations
@@ -74,6 +77,29 @@ PHRASES: tuple[tuple[str, str, bool], ...] = (
     ("No, that's wrong.", INTERRUPTION, False),
 )
 
+# Added after the rules were frozen: never tuned on.
+FRESH_PHRASES: tuple[tuple[str, str], ...] = (
+    ("Okay, okay.", BACKCHANNEL),
+    ("Yes.", BACKCHANNEL),
+    ("Mhm, right.", BACKCHANNEL),
+    ("Uh-huh, sure.", BACKCHANNEL),
+    ("Oh, I see.", BACKCHANNEL),
+    ("Cool.", BACKCHANNEL),
+    ("Hang on a second.", INTERRUPTION),
+    ("Wait, wait, wait.", INTERRUPTION),
+    ("That's not what I asked.", INTERRUPTION),
+    ("Stop please.", INTERRUPTION),
+    ("Can I ask something?", INTERRUPTION),
+)
+# (name, Kokoro voice or "piper", speed): Kokoro's own speed factor; Piper joe's playback rate.
+FRESH_VOICES: tuple[tuple[str, str, float], ...] = (
+    ("fresh-kokoro-jf_alpha-slow", "jf_alpha", 0.85),
+    ("fresh-kokoro-jm_kumo-fast", "jm_kumo", 1.2),
+    ("fresh-kokoro-jf_nezumi-slow", "jf_nezumi", 0.85),
+    ("fresh-kokoro-jf_gongitsune-fast", "jf_gongitsune", 1.2),
+    ("fresh-piper-joe-low", "piper", 0.9),
+)
+
 KOKORO_VOICES = ("jf_alpha", "jm_kumo", "jf_gongitsune", "jf_nezumi", "jf_tebukuro")
 TUNING_VOICES = ("piper-joe-fast", "kokoro-jf_alpha", "kokoro-jm_kumo")
 # Real recordings cut to one interruption each: (voice name, file, seconds to keep from the start).
@@ -99,6 +125,8 @@ class Clip:
 
     @property
     def split(self) -> str:
+        if self.voice.startswith("fresh-"):
+            return "fresh"
         return "tuning" if self.voice in TUNING_VOICES and self.tuning_phrase else "held-out"
 
     @property
@@ -148,22 +176,23 @@ def _write_wav(path: Path, audio: np.ndarray) -> None:
     partial.replace(path)
 
 
-def _piper_fast() -> Callable[[str], np.ndarray]:
+def _piper_fast(rate: float = 1.12) -> Callable[[str], np.ndarray]:
+    """Piper joe played at ``rate`` (1.12: higher and quicker, the tests' caller voice)."""
     from gateway.config import GatewayConfig
     from gateway.models.piper_tts import PiperTextToSpeech
 
     tts = PiperTextToSpeech(GatewayConfig().tts_voice, noise_scale=0.0, noise_w_scale=0.0)
-    return lambda text: to_rate(np.concatenate(list(tts.synthesize(text))), int(tts.sample_rate * 1.12))
+    return lambda text: to_rate(np.concatenate(list(tts.synthesize(text))), int(tts.sample_rate * rate))
 
 
-def _kokoro(voice: str, cache: dict) -> Callable[[str], np.ndarray]:
+def _kokoro(voice: str, cache: dict, speed: float = 1.0) -> Callable[[str], np.ndarray]:
     def speak(text: str) -> np.ndarray:
         if "tts" not in cache:
             from gateway.models.kokoro.onnx_tts import KokoroOnnxTextToSpeech
 
             cache["tts"] = KokoroOnnxTextToSpeech(threads=2)
         tts = cache["tts"]
-        return to_rate(np.concatenate(list(tts.synthesize(text, voice=voice))), tts.sample_rate)
+        return to_rate(np.concatenate(list(tts.synthesize(text, speed=speed, voice=voice))), tts.sample_rate)
 
     return speak
 
@@ -182,6 +211,25 @@ def synthetic_voices() -> dict[str, Callable[[str], np.ndarray]]:
     voices["piper-joe-fast"] = piper_fast
     for voice in KOKORO_VOICES:
         voices[f"kokoro-{voice}"] = _kokoro(voice, shared)
+    return voices
+
+
+def fresh_voices() -> dict[str, Callable[[str], np.ndarray]]:
+    """The voice variants of the fresh set (:data:`FRESH_VOICES`), made lazily."""
+    shared: dict = {}
+    piper: dict = {}
+    voices: dict[str, Callable[[str], np.ndarray]] = {}
+    for name, voice, speed in FRESH_VOICES:
+        if voice != "piper":
+            voices[name] = _kokoro(voice, shared, speed)
+            continue
+
+        def piper_voice(text: str, rate: float = speed) -> np.ndarray:
+            if "speak" not in piper:
+                piper["speak"] = _piper_fast(rate)
+            return piper["speak"](text)
+
+        voices[name] = piper_voice
     return voices
 
 
@@ -205,7 +253,7 @@ def _recording(file: str, keep_s: float, pitch: float) -> np.ndarray:
 
 
 def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
-    """Every clip of ``split`` ("tuning", "held-out", "all"), made once and cached as WAV files;
+    """Every clip of ``split`` ("tuning", "held-out", "fresh", "all"), made once and cached as WAV files;
     ``voices``: only those voice names (empty: all)."""
     wanted = (lambda clip: True) if split == "all" else (lambda clip: clip.split == split)
     for voice, speak in synthetic_voices().items():
@@ -219,7 +267,16 @@ def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
             if not path.exists():
                 _write_wav(path, _with_quiet_edges(speak(text)))
             yield Clip(voice, text, kind, tuning, _read_wav(path))
-    if split == "tuning":
+    if split in ("all", "fresh"):
+        for voice, speak in fresh_voices().items():
+            if voices and voice not in voices:
+                continue
+            for text, kind in FRESH_PHRASES:
+                path = CACHE / voice / f"{_slug(text)}.wav"
+                if not path.exists():
+                    _write_wav(path, _with_quiet_edges(speak(text)))
+                yield Clip(voice, text, kind, False, _read_wav(path))
+    if split in ("tuning", "fresh"):
         return
     for name, file, keep_s in RECORDINGS:
         for pitch in RECORDING_PITCH:
@@ -242,7 +299,7 @@ def _recording_text(file: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="all", choices=("tuning", "held-out", "all"))
+    parser.add_argument("--split", default="all", choices=("tuning", "held-out", "fresh", "all"))
     parser.add_argument("--voice", action="append", default=[], help="only this voice (repeatable)")
     parser.add_argument("--transcribe", action="store_true", help="print Whisper base's text of each whole clip")
     args = parser.parse_args()
