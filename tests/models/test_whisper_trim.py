@@ -128,7 +128,7 @@ def test_repetitive_output_falls_back_to_the_full_window(
 ) -> None:
     audio = as_turn(speak(tts, "Ten of clubs."))
     looping = "ten of clubs ten of clubs ten of clubs ten of"
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: (looping, False))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: (looping, False, []))
     before = stt.fallbacks
     text = stt.transcribe(audio)
     assert stt.fallbacks == before + 1
@@ -140,7 +140,7 @@ def test_decode_cut_at_the_token_cap_falls_back(
     stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     audio = as_turn(speak(tts, "Yes."))
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: ("yes yes yes", True))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: ("yes yes yes", True, []))
     before = stt.fallbacks
     stt.transcribe(audio)
     assert stt.fallbacks == before + 1
@@ -150,7 +150,7 @@ def test_empty_decode_of_voiced_audio_falls_back_but_silence_is_empty(
     stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     voiced = as_turn(speak(tts, QUESTION))
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: ("", False))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: ("", False, []))
     before = stt.fallbacks
     heard = stt.transcribe(voiced)
     assert overlap(QUESTION, heard) >= 0.8, heard  # the 30 s window heard it (a word may go)
