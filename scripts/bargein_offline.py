@@ -9,7 +9,7 @@ its probes go to the STT stage (Whisper base) on the same thread. STT's real com
 honoured: a probe's answer is handed back only once that much more caller audio has gone in, as
 when STT runs beside the VAD in a call. Printed per clip: the decision, when it came (ms after the
 clip's voice onset, in input-stream time) and the probes' texts; then precision/recall and decision
-times per split (tuning / held-out, see ``scripts/bargein_corpus.py``) and per voice, the Whisper probe
+times per split (tuning / held-out / fresh, see ``scripts/bargein_corpus.py``) and per voice, the Whisper probe
 compute time, with the machine's llama.cpp decode speed first (to read the times against).
 The call itself (WebRTC, the LLM answering, the events the client sees) is
 ``scripts/bench_bargein.py``'s.
