@@ -75,11 +75,13 @@ async def converse(
     t0: float,
     session: Optional[dict] = None,
     headers: Optional[dict[str, str]] = None,
+    silent_s: float = 0.0,
 ) -> CallResult:
-    """Caller number ``caller`` calls ``url``, asks ``questions`` in order (each after the previous
-    answer played out and ``think_s`` s of thought) and hangs up. ``t0``: the run's start
-    (time.monotonic()), for ``TurnResult.at_s``; ``session``: a ``session.update`` to send first;
-    ``headers``: sent with the offer (``Authorization`` for a gateway with an API key)."""
+    """Caller number ``caller`` calls ``url``, says nothing for ``silent_s``, asks ``questions`` in
+    order (each after the previous answer played out and ``think_s`` s of thought) and hangs up.
+    ``t0``: the run's start (time.monotonic()), for ``TurnResult.at_s``; ``session``: a
+    ``session.update`` to send first; ``headers``: sent with the offer (``Authorization`` for a
+    gateway with an API key)."""
     result = CallResult(caller)
     client = RealtimeClient(url)
     try:
@@ -96,7 +98,7 @@ async def converse(
         await client.close()
         return result
     try:
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3 + silent_s)
         for number, question in enumerate(questions):
             turn = await ask(client, caller, number, question, t0)
             result.turns.append(turn)

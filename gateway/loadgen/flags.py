@@ -25,6 +25,9 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--think-s", type=float, default=3.0, help="pause after each answer is heard, s")
     parser.add_argument("--stagger-s", type=float, default=1.3, help="ramp-up: between two callers' starts, s")
     parser.add_argument("--no-baseline", action="store_true", help="skip the lone caller before the phases")
+    parser.add_argument(
+        "--silent", type=int, default=0, help="a phase of this many callers who connect and say nothing (admitted?)"
+    )
     parser.add_argument("--api-key", default=os.environ.get("VG_API_KEY", ""), help="the gateway's API key")
     parser.add_argument("--json", type=Path, help="write every turn and sample to this file")
     parser.add_argument("--plot", type=Path, help="write turn latency vs callers to this SVG file")

@@ -45,7 +45,7 @@ def svg_plot(phases: list[Phase], lone: Optional[Phase], title: str) -> str:
         (2 * v, "2× lone p95") for v in [base["p95"]] if v
     ]
     top_ms = max([max(max(p.v2v) for p in loaded), *(b for b, _ in bounds)]) * 1.1
-    axes = _Axes(sorted({p.callers for p in loaded}), top_ms)
+    axes = _Axes(sorted({p.at_once for p in loaded}), top_ms)
     out += _frame(axes)
     for value, label in bounds:
         y = axes.y(value)
@@ -55,7 +55,7 @@ def svg_plot(phases: list[Phase], lone: Optional[Phase], title: str) -> str:
         out.append(f'<text x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#c33">{label}</text>')
     for index, phase in enumerate(loaded):
         for k, value in enumerate(phase.v2v):
-            cx = axes.x(phase.callers) + ((k * 7 + index * 3) % 11 - 5) * 2.0
+            cx = axes.x(phase.at_once) + ((k * 7 + index * 3) % 11 - 5) * 2.0
             out.append(f'<circle cx="{cx:.1f}" cy="{axes.y(value):.1f}" r="2.5" fill="#89a" fill-opacity="0.6"/>')
     for share, label, color in ((0.5, "p50", "#136"), (0.95, "p95", "#c70")):
         out += _line(axes, loaded, share, label, color)
@@ -87,8 +87,8 @@ def _line(axes: _Axes, phases: list[Phase], share: float, label: str, color: str
     """The ``share`` percentile of each number of callers, joined (loaded phases before the lone one)."""
     points = []
     for n in axes.callers:
-        values = [v for p in phases if p.callers == n and not p.alone for v in p.v2v]
-        values = values or [v for p in phases if p.callers == n for v in p.v2v]
+        values = [v for p in phases if p.at_once == n and not p.alone for v in p.v2v]
+        values = values or [v for p in phases if p.at_once == n for v in p.v2v]
         points.append((axes.x(n), axes.y(percentile(values, share))))
     path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
     out = [f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>']

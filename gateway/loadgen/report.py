@@ -29,10 +29,18 @@ class Phase:
     counters: dict[str, float] = field(default_factory=dict)
     watch: Optional[PoolWatch] = None
     cpu_cores: Optional[float] = None  # the gateway process's CPU over the phase (local gateway only)
+    silent: bool = False  # callers who connect and say nothing
 
     @property
     def name(self) -> str:
+        if self.silent:
+            return f"{self.callers} silent callers"
         return "alone" if self.alone else f"{self.callers} callers"
+
+    @property
+    def at_once(self) -> int:
+        """Callers at the same time: 1 for the lone baseline (its calls follow each other)."""
+        return 1 if self.alone else self.callers
 
     @property
     def turns(self) -> list[TurnResult]:

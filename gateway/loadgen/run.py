@@ -35,13 +35,15 @@ from gateway.loadgen.turns import wait_pool_idle
 from gateway.loadgen.watch import PoolWatch, counters, decode_tok_s, get_json
 
 START_TIMEOUT_S = 600.0  # models load before the gateway listens (a minute or two on a slow box)
+SILENT_HOLD_S = 5.0  # silent callers stay this long together after the last one connected
 
 
 @dataclass
 class Plan:
     """What a run does: ``callers`` (N of each loaded phase), ``turns`` questions per caller,
     ``think_s`` of thought after each answer, starts ``stagger_s`` apart, the lone ``baseline``
-    first; a phase is abandoned after ``phase_timeout_s``."""
+    first, then ``silent`` callers who say nothing (how many are admitted); a phase is abandoned
+    after ``phase_timeout_s``."""
 
     questions: list[Question]
     callers: list[int]
@@ -49,6 +51,7 @@ class Plan:
     think_s: float = 3.0
     stagger_s: float = 1.3
     baseline: bool = True
+    silent: int = 0
     phase_timeout_s: float = 900.0
     headers: Optional[dict[str, str]] = None
 
@@ -105,11 +108,16 @@ class GatewayProcess:
 
 
 async def run_phase(
-    url: str, plan: Plan, callers: int, gateway: Optional[GatewayProcess], alone: bool = False
+    url: str,
+    plan: Plan,
+    callers: int,
+    gateway: Optional[GatewayProcess],
+    alone: bool = False,
+    silent: bool = False,
 ) -> Phase:
     """One phase: ``callers`` conversations started ``stagger_s`` apart (``alone``: the baseline,
-    the same conversations one after another), with ``/v1/pool`` watched and the gateway's
-    counters (and CPU, for a child process) read around it."""
+    the same conversations one after another; ``silent``: callers who say nothing), with
+    ``/v1/pool`` watched and the gateway's counters (and CPU, for a child process) read around it."""
     await wait_pool_idle(url, timeout=60.0)
     before = await counters(url, plan.headers)
     cpu_before = gateway.cpu_s() if gateway is not None else None
@@ -119,6 +127,9 @@ async def run_phase(
 
     async def call(index: int, delay_s: float) -> CallResult:
         await asyncio.sleep(delay_s)
+        if silent:  # connected together, for SILENT_HOLD_S after the last one came
+            hold = (callers - index) * plan.stagger_s + SILENT_HOLD_S
+            return await converse(url, index, [], 0.0, t0, headers=plan.headers, silent_s=hold)
         questions = conversation(plan.questions, index, plan.turns)
         return await converse(url, index, questions, plan.think_s, t0, headers=plan.headers)
 
@@ -137,7 +148,7 @@ async def run_phase(
     wall = time.monotonic() - t0
     after = await counters(url, plan.headers)
     cpu_after = gateway.cpu_s() if gateway is not None else None
-    phase = Phase(callers, alone, list(calls), wall, watch=watch)
+    phase = Phase(callers, alone, list(calls), wall, watch=watch, silent=silent)
     phase.counters = {name: after[name] - before.get(name, 0.0) for name in after}
     if cpu_before is not None and cpu_after is not None:
         phase.cpu_cores = (cpu_after - cpu_before) / wall
@@ -151,6 +162,9 @@ async def run(url: str, plan: Plan, gateway: Optional[GatewayProcess] = None) ->
         lone_calls = math.ceil(len(plan.questions) / plan.turns)
         phases.append(await run_phase(url, plan, lone_calls, gateway, alone=True))
         print_phase(phases[-1], phases[0])
+    if plan.silent:
+        phases.append(await run_phase(url, plan, plan.silent, gateway, silent=True))
+        print_phase(phases[-1], None)
     for n in plan.callers:
         phases.append(await run_phase(url, plan, n, gateway))
         print_phase(phases[-1], phases[0] if plan.baseline else None)
@@ -188,7 +202,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"voice-gateway loadtest: {exc}", file=sys.stderr)
         return 2
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
-    plan = Plan(questions, callers, args.turns, args.think_s, args.stagger_s, not args.no_baseline, headers=headers)
+    plan = Plan(
+        questions, callers, args.turns, args.think_s, args.stagger_s, not args.no_baseline, args.silent, headers=headers
+    )
     try:
         return asyncio.run(_main(args, plan))
     except RuntimeError as exc:
