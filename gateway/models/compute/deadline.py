@@ -19,19 +19,23 @@ nothing is due; a reply whose buffer holds seconds of audio yields to a new firs
 ``PAUSED`` (further ahead: it waits, so that compute is not spent seconds before it is needed) and
 ``SPECULATIVE``. Cancelled work is dropped by its owner at once (it stops waiting).
 
-:class:`DeadlineGate` serves calls of one model in that order (TTS, STT); the batched LLM decoder
-plans its steps by the same classes (``gateway.models.llama_cpp.schedule``).
+:class:`DeadlineGate` serves calls of shared models in that order (:data:`SPEECH_MODELS`: STT and
+TTS); the batched LLM decoder plans its steps by the same classes (``gateway.models.llama_cpp.schedule``).
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 NO_DEADLINE = math.inf
 # Work due within this many seconds counts as due now (batched together with what is due now).
@@ -62,7 +66,6 @@ def urgency(due: float, now: float, horizon_s: float = HORIZON_S, pause_s: float
 class _Waiter:
     due: float
     ticket: int
-    granted: bool = field(default=False, compare=False)
 
 
 class DeadlineGate:
@@ -124,11 +127,24 @@ class DeadlineGate:
                         return False
                     self._cond.wait(self._poll_s)
                 self._running += 1
-                me.granted = True
                 return True
             finally:
                 self._waiting.remove(me)
                 self._cond.notify_all()
+
+    def each(self, items: Iterable[T], due: Callable[[], float], should_stop: Callable[[], bool]) -> Iterator[T]:
+        """``items`` (a model's generator: e.g. one sentence of audio per item), each computed in a
+        slot taken at its ``due()``; ends early when ``should_stop`` turns True while waiting."""
+        iterator = iter(items)
+        while True:
+            with self.slot(due(), should_stop) as granted:
+                if not granted:
+                    return
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    return
+            yield item
 
     def _first(self, me: _Waiter) -> bool:
         """True when a slot is free and ``me`` is the earliest waiter that is not paused."""
@@ -137,3 +153,9 @@ class DeadlineGate:
         now = time.monotonic()
         ready = [w for w in self._waiting if urgency(w.due, now, pause_s=self._pause_s) is not Urgency.PAUSED]
         return bool(ready) and min(ready) is me
+
+
+# The speech models' calls of this process (STT and TTS of every unit), one at a time per core the
+# LLM's step thread leaves them: on 2 cores, one; a first clause's synthesis or a turn's transcript
+# goes before a later sentence that is seconds ahead of its playout.
+SPEECH_MODELS = DeadlineGate(slots=max(1, (os.cpu_count() or 2) - 1))
