@@ -4,8 +4,9 @@ A run is a lone-caller baseline (one caller at a time holding the conversations 
 callers, until every question was asked once), then one phase per number of callers: N callers
 start ``stagger_s`` apart (the ramp-up), each holds a ``turns``-question conversation over its
 own WebRTC call, and the phase ends when the last one hangs up. Before each phase the pool must be
-idle. Without ``--url`` the gateway is started here as a child process (``python -m gateway serve``
-on a free loopback port, pool size the largest N unless the gateway flags after ``--`` say
+idle and the gateway admitting again (the load of the previous phase out of its window). Without
+``--url`` the gateway is started here as a child process (``python -m gateway serve`` on a free
+loopback port, pool size the largest N unless the gateway flags after ``--`` say
 otherwise) and stopped at the end; its CPU is then measured per phase. Loopback or any URL; every
 wait is bounded (a turn 90 s, a phase ``phase_timeout_s``)."""
 
@@ -36,6 +37,7 @@ from gateway.loadgen.watch import PoolWatch, counters, decode_tok_s, get_json
 
 START_TIMEOUT_S = 600.0  # models load before the gateway listens (a minute or two on a slow box)
 SILENT_HOLD_S = 5.0  # silent callers stay this long together after the last one connected
+SETTLE_S = 45.0  # before a phase, wait up to this long for the gateway to admit again, s
 
 
 @dataclass
@@ -119,6 +121,7 @@ async def run_phase(
     the same conversations one after another; ``silent``: callers who say nothing), with
     ``/v1/pool`` watched and the gateway's counters (and CPU, for a child process) read around it."""
     await wait_pool_idle(url, timeout=60.0)
+    await wait_admitting(url, plan.headers)
     before = await counters(url, plan.headers)
     cpu_before = gateway.cpu_s() if gateway is not None else None
     watch = PoolWatch(url, headers=plan.headers)
@@ -153,6 +156,23 @@ async def run_phase(
     if cpu_before is not None and cpu_after is not None:
         phase.cpu_cores = (cpu_after - cpu_before) / wall
     return phase
+
+
+async def wait_admitting(url: str, headers: Optional[dict[str, str]], timeout: float = SETTLE_S) -> None:
+    """Wait until ``/v1/pool`` says new calls are admitted (``capacity.busy`` false: the load a
+    previous phase left in the gateway's 30 s window has passed), at most ``timeout`` s; the phase
+    then starts anyway (its refusals are results), and the wait is printed."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        capacity = (await get_json(url, "/v1/pool", headers)).get("capacity") or {}
+        if not capacity.get("busy"):
+            break
+        await asyncio.sleep(1.0)
+    else:
+        print(f"(the gateway still refuses new calls after {timeout:.0f} s: {capacity.get('reason')})", flush=True)
+    waited = time.monotonic() - started
+    if waited >= 1.0:
+        print(f"(waited {waited:.0f} s for the gateway's load window to admit again)", flush=True)
 
 
 async def run(url: str, plan: Plan, gateway: Optional[GatewayProcess] = None) -> list[Phase]:

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from gateway.cli import build_parser
 from gateway.loadgen.plot import svg_plot
 from gateway.loadgen.report import summary_table, turn_table
-from gateway.loadgen.run import Plan, run
+from gateway.loadgen.run import Plan, run, wait_admitting
 from gateway.loadgen.speech import conversation, load_questions, speech_files
+from tests.doubles import SettlingPoolDouble
 from tests.helpers import QUESTION, says, serve
 
 
@@ -68,3 +71,17 @@ async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, spee
     assert "italy.wav" in turn_table(phase, None)
     plot = svg_plot(phases, None, "two callers")
     assert plot.startswith("<svg") and plot.count("<circle") >= 2 + 2 and plot.endswith("</svg>")
+
+
+async def test_a_phase_waits_for_the_gateway_to_admit_again(capsys) -> None:
+    pool = SettlingPoolDouble(busy_polls=2)
+    app = web.Application()
+    app.router.add_get("/v1/pool", pool.handle)
+    async with TestServer(app, host="127.0.0.1") as server:
+        url = str(server.make_url("")).rstrip("/")
+        await wait_admitting(url, None, timeout=30.0)
+        assert pool.polls == 3, "polled until the admission was no longer busy"
+        assert "waited" in capsys.readouterr().out
+        pool.busy_polls, pool.polls = 10**6, 0
+        await wait_admitting(url, None, timeout=1.5)
+        assert "still refuses new calls" in capsys.readouterr().out, "bounded: the phase then starts anyway"
