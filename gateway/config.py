@@ -158,8 +158,12 @@ class GatewayConfig:
         },
     )
     llm_sequences: int = field(
-        default=4,
-        metadata={"help": "llama.cpp turns decoded together in one batch (continuous batching); more wait"},
+        default=0,
+        metadata={
+            "help": "llama.cpp replies decoded together in one batch (continuous batching), more wait; a "
+            "reply keeps its sequence while its audio plays (its later tokens are paced), so 0: one per "
+            "pool unit (at least 4)"
+        },
     )
     llm_busy_threads: int = field(
         default=1,
@@ -343,6 +347,14 @@ class GatewayConfig:
         metadata={
             "help": "whose RTP sets where a call's media goes: 'signalling' (the INVITE's source IP), 'sdp' (or the "
             "SDP c= address: media relays), 'any' (the first packet: phones behind NAT via an SBC)"
+        },
+    )
+    sip_srtp: str = field(
+        default="auto",
+        metadata={
+            "help": "SDES-SRTP (RFC 4568 a=crypto) of the media: 'required' (plain RTP offers get 488), 'optional' "
+            "(SRTP when offered), 'off' (plain RTP only); 'auto': required for calls over TLS or to a sips: URI, "
+            "optional otherwise"
         },
     )
     sip_tls_cert: str = field(

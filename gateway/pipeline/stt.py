@@ -7,10 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
-
 from gateway.models.base import HeardWord, ScoredTranscript, SpeechToText
 from gateway.models.compute.core_use import CORE_USE
+from gateway.models.compute.deadline import SPEECH_MODELS
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
 from gateway.pipeline.messages import Message, TurnsDropped, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -51,6 +50,8 @@ class SpeculationStats:
             }
 
 
+# A pause's speculative transcript is due this long after the pause (the earliest the turn can end), s.
+SPECULATION_DUE_S = 0.3
 # Why a turn dropped from a full STT queue has no transcript (its item's transcription.failed).
 DROPPED_TURN = "the turn was dropped unheard: speech-to-text had more audio waiting than it keeps"
 
@@ -79,7 +80,9 @@ class SttStage(Stage):
     (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in; any other one's text goes
     to the session as :class:`TranscriptDrafted` (the LLM may read the reply's prompt ahead).
     A :class:`TurnsDropped` (turns the full inbox dropped, in their place) reports each turn as
-    :class:`TranscriptionFailed`, so the session's items stay in commit order.
+    :class:`TranscriptionFailed`, so the session's items stay in commit order. Transcriptions run
+    in slots of the shared speech models (``SPEECH_MODELS``, by deadline): a finished turn's is due
+    when the turn ended, a probe's at once, a pause's draft :data:`SPECULATION_DUE_S` later.
     """
 
     name = "stt"
@@ -105,20 +108,15 @@ class SttStage(Stage):
             return
         text = self._take_kept(message.speculation)
         if text is None:
-            with CORE_USE.heavy():
-                text = self._stt.transcribe(message.audio, language=self.ctx.settings.language)
+            text = self._transcribe(message, message.latency.end_of_turn or time.monotonic())
         message.latency.mark("stt_done", time.monotonic())
         self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
 
     def _speculate(self, message: Utterance) -> None:
         self._discard_kept()  # an older speculation was overtaken by this one
         started = time.monotonic()
-        language = self.ctx.settings.language
-        with CORE_USE.heavy():
-            if message.probe:
-                heard = self._probe(message.audio, language)
-            else:
-                heard = ScoredTranscript(self._stt.transcribe(message.audio, language=language))
+        # A probe decides a barge-in now; a pause's draft is due when the turn could end.
+        heard = self._heard(message, started if message.probe else started + SPECULATION_DUE_S)
         if heard.trusted:  # a decode that looped never stands for the finished turn
             self._kept = _Speculation(message.speculation, heard.text, time.monotonic() - started)
         self.speculation.add(started=1)
@@ -127,15 +125,24 @@ class SttStage(Stage):
         elif heard.text.strip():
             self.ctx.notify(TranscriptDrafted(message.call_id, transcript=heard.text))
 
-    def _probe(self, audio: np.ndarray, language: str) -> ScoredTranscript:
-        """A barge-in probe: the engine's quick transcript with word probabilities when it has one
-        (``WordScoringSpeechToText``), else its text with every word at probability 1.0."""
+    def _heard(self, message: Utterance, due: float) -> ScoredTranscript:
+        """A speculative utterance's transcript, in a slot of the shared speech models taken at
+        ``due`` (monotonic s). A barge-in probe gets the engine's quick transcript with word
+        probabilities when it has one (``WordScoringSpeechToText``), else its text with every word
+        at probability 1.0."""
         scoring = getattr(self._stt, "transcribe_words", None)
-        if scoring is not None:
-            heard: ScoredTranscript = scoring(audio, language=language)
-            return heard
-        text = self._stt.transcribe(audio, language=language)
-        return ScoredTranscript(text, tuple(HeardWord(word) for word in text.split()))
+        if not message.probe or scoring is None:
+            text = self._transcribe(message, due)
+            return ScoredTranscript(text, tuple(HeardWord(word) for word in text.split()) if message.probe else ())
+        with SPEECH_MODELS.slot(due), CORE_USE.heavy():
+            heard: ScoredTranscript = scoring(message.audio, language=self.ctx.settings.language)
+        return heard
+
+    def _transcribe(self, message: Utterance, due: float) -> str:
+        """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken
+        at ``due`` (monotonic s)."""
+        with SPEECH_MODELS.slot(due), CORE_USE.heavy():
+            return self._stt.transcribe(message.audio, language=self.ctx.settings.language)
 
     def _take_kept(self, number: int) -> Optional[str]:
         """The kept text if it is speculation ``number`` (> 0); any other kept text is discarded."""
