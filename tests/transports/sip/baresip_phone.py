@@ -19,6 +19,8 @@ from typing import Any, Optional
 import numpy as np
 import pytest
 
+from gateway.media.resample import Resampler
+from gateway.models.base import SpeechToText
 from gateway.server.runner import free_port
 
 BARESIP = shutil.which("baresip") or "/usr/bin/baresip"
@@ -38,6 +40,11 @@ def write_wav(path: Path, samples: np.ndarray, rate: int) -> None:
         out.setsampwidth(2)
         out.setframerate(rate)
         out.writeframes(samples.astype("<i2").tobytes())
+
+
+def microphone(speech: np.ndarray, tail_s: float = 40.0) -> np.ndarray:
+    """A phone's microphone: 1 s of silence, ``speech`` (int16 mono 8 kHz), ``tail_s`` of silence."""
+    return np.concatenate([np.zeros(8000, np.int16), speech, np.zeros(int(8000 * tail_s), np.int16)])
 
 
 def read_wav(path: Path) -> tuple[np.ndarray, int]:
@@ -200,3 +207,10 @@ class BaresipPhone:
         files = sorted(self.folder.glob("dump-*-dec.wav"))
         assert files, f"no recording in {self.folder}: {sorted(p.name for p in self.folder.iterdir())}"
         return read_wav(files[-1])
+
+    def heard(self, stt: SpeechToText) -> str:
+        """What the phone heard (:meth:`recording`), transcribed by ``stt`` (at 16 kHz)."""
+        recorded, rate = self.recording()
+        resampler = Resampler(16000)
+        audio = np.concatenate([resampler.resample_array(recorded, rate), resampler.flush()])
+        return stt.transcribe(audio.astype(np.float32) / 32768)
