@@ -16,9 +16,9 @@ import pytest
 from gateway.server.app_keys import SESSIONS
 from gateway.transports.transport import TransportKind
 from tests.bridges.janus_server import janus_bridge
+from tests.bridges.turn import answered_question
 from tests.helpers import QUESTION, app_idle, content_words, says, serve, wait_until
 from tests.transports.sip.baresip_phone import BaresipPhone, microphone
-from tests.transports.websocket.ws_client import EventClient
 
 
 @pytest.mark.slow
@@ -38,13 +38,7 @@ async def test_a_sip_call_through_janus_completes_a_turn_and_hangs_up(
         call_id = bridge.gateway_calls()[0]
         session = app[SESSIONS].live(call_id)
         assert session is not None and session.kind is TransportKind.WEBRTC, call_id
-        async with EventClient(url, query=f"?call_id={call_id}") as control:
-            heard = await control.wait_for("conversation.item.input_audio_transcription.completed", within=60)
-            assert says(heard["transcript"], QUESTION), heard["transcript"]
-            done = await control.wait_for("response.done", within=90)
-            assert done["response"]["status"] == "completed", done
-            await control.wait_for("output_audio_buffer.stopped", within=60)
-            said = control.of_type("response.output_audio_transcript.done")[-1]["transcript"]
+        said = await answered_question(url, call_id)
         if hung_up_by == "phone":  # BYE -> Janus's hangup event -> the controller's DELETE
             await phone.command("hangup")
             assert await wait_until(lambda: f"gateway call {call_id} hung up (200)" in bridge.log, 15), bridge.log

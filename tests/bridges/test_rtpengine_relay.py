@@ -8,17 +8,18 @@ the call, rtpengine's session and the unit."""
 from __future__ import annotations
 
 import logging
+import re
 
 import aiohttp
 import pytest
 
-from gateway.server.app_keys import SIP
-from tests.bridges.rtpengine_relay import RtpEngine
+from gateway.server.app_keys import SESSIONS, SIP
+from tests.bridges.rtpengine_relay import RtpEngine, RtpPhone
+from tests.bridges.turn import answered_question
 from tests.helpers import QUESTION, app_idle, content_words, says, serve, wait_until
-from tests.transports.sip.baresip_phone import BaresipPhone, microphone
+from tests.transports.sip.baresip_phone import BaresipPhone, microphone, transcribed
 from tests.transports.sip.conftest import sip_config
 from tests.transports.sip.kamailio_proxy import KamailioProxy
-from tests.transports.websocket.ws_client import EventClient
 
 
 @pytest.mark.slow
@@ -37,15 +38,9 @@ async def test_a_call_relayed_by_rtpengine_completes_a_turn_and_hangs_up(
         await phone.event("CALL_ESTABLISHED", within=30)
         call_id = next(iter(app[SIP].calls))
         call = app[SIP].calls[call_id]
-        async with EventClient(url, query=f"?call_id={call_id}") as control:
-            heard = await control.wait_for("conversation.item.input_audio_transcription.completed", within=60)
-            assert says(heard["transcript"], QUESTION), heard["transcript"]
-            # The media came from rtpengine's address, named by the SDP; the signalling from Kamailio's.
-            assert call.rtp.latched and call.rtp.remote[0] == relay.address, call.rtp.remote
-            done = await control.wait_for("response.done", within=90)
-            assert done["response"]["status"] == "completed", done
-            await control.wait_for("output_audio_buffer.stopped", within=60)
-            said = control.of_type("response.output_audio_transcript.done")[-1]["transcript"]
+        said = await answered_question(url, call_id)
+        # The media came from rtpengine's address, named by the SDP; the signalling from Kamailio's.
+        assert call.rtp.latched and call.rtp.remote[0] == relay.address, call.rtp.remote
         if hung_up_by == "phone":
             await phone.command("hangup")
             assert await wait_until(lambda: call_id not in app[SIP].calls, 10)
@@ -84,3 +79,49 @@ async def test_with_the_default_latch_the_relayed_media_is_refused(models, speec
         assert f"RTP from {relay.address}:" in caplog.text and "not an address this call latches to" in caplog.text
         await phone.command("hangup")
         assert await wait_until(lambda: app_idle(app) and not app[SIP].calls, 15)
+
+
+@pytest.mark.slow
+async def test_rtpengine_turns_a_phones_rtp_into_webrtc_for_the_webrtc_door(
+    models, speech_8k, gateway_config, tmp_path
+):
+    """rtpengine as the media half of a SIP-to-WebRTC bridge: the signalling side (here the test,
+    speaking rtpengine's NG protocol as a SIP proxy's rtpengine module does) has rtpengine turn a
+    phone's plain RTP offer into a WebRTC one (``ICE=force``, ``DTLS=passive``,
+    ``UDP/TLS/RTP/SAVPF``, ``rtcp-mux``), posts that to ``POST /v1/realtime/calls`` and gives
+    rtpengine the gateway's answer. The phone's PCMU reaches the gateway over ICE and DTLS-SRTP (the
+    gateway's DTLS server with its ECDSA certificate, rtpengine's client), its question is
+    transcribed and the voiced reply comes back to the phone as plain RTP."""
+    config = gateway_config(max_response_tokens=16)
+    call = {"call-id": "bridge-call-1", "from-tag": "phone"}
+    async with (
+        serve(config, models) as (url, app),
+        RtpEngine(tmp_path / "rtpengine") as relay,
+        RtpPhone(microphone(speech_8k(QUESTION))) as phone,
+    ):
+        webrtc = await relay.ng(
+            {
+                "command": "offer", **call, "sdp": phone.offer(), "ICE": "force", "DTLS": "passive",
+                "transport-protocol": "UDP/TLS/RTP/SAVPF", "rtcp-mux": ["offer"], "SDES": ["off"],
+            }
+        )  # fmt: skip
+        assert "a=fingerprint:" in webrtc["sdp"] and "a=ice-ufrag:" in webrtc["sdp"], webrtc["sdp"]
+        async with aiohttp.ClientSession() as http:
+            headers = {"Content-Type": "application/sdp"}
+            async with http.post(f"{url}/v1/realtime/calls", data=webrtc["sdp"], headers=headers) as answered:
+                assert answered.status == 201, await answered.text()
+                answer, call_id = await answered.text(), answered.headers["Location"].rsplit("/", 1)[-1]
+        plain = await relay.ng({"command": "answer", **call, "to-tag": "gateway", "sdp": answer})
+        address = re.search(r"^c=IN IP4 (\S+)", plain["sdp"], re.M)
+        port = re.search(r"^m=audio (\d+) RTP/AVP ", plain["sdp"], re.M)
+        assert address and port, plain["sdp"]  # the phone gets plain RTP, from rtpengine
+        phone.send_to(address.group(1), int(port.group(1)))
+        said = await answered_question(url, call_id)
+        async with aiohttp.ClientSession() as http, http.delete(f"{url}/v1/realtime/calls/{call_id}") as hung:
+            assert hung.status == 200
+        await relay.ng({"command": "delete", **call})
+        assert await wait_until(lambda: app_idle(app) and app[SESSIONS].live(call_id) is None, 15)
+        assert "DTLS-SRTP successfully negotiated" in relay.log, relay.log[-3000:]
+        assert min(relay.relayed_packets()) > 100, relay.relayed_packets()  # both ways: over 2 s of audio
+    heard_reply = transcribed(models.stt, phone.heard(), 8000)
+    assert says(heard_reply, said, misses=len(content_words(said)) // 3), (heard_reply, said)

@@ -47,6 +47,13 @@ def microphone(speech: np.ndarray, tail_s: float = 40.0) -> np.ndarray:
     return np.concatenate([np.zeros(8000, np.int16), speech, np.zeros(int(8000 * tail_s), np.int16)])
 
 
+def transcribed(stt: SpeechToText, samples: np.ndarray, rate: int) -> str:
+    """``samples`` (int16 mono at ``rate`` Hz) transcribed by ``stt``, at 16 kHz."""
+    resampler = Resampler(16000)
+    audio = np.concatenate([resampler.resample_array(samples, rate), resampler.flush()])
+    return stt.transcribe(audio.astype(np.float32) / 32768)
+
+
 def read_wav(path: Path) -> tuple[np.ndarray, int]:
     with wave.open(str(path), "rb") as source:
         return np.frombuffer(source.readframes(source.getnframes()), "<i2").astype(np.int16), source.getframerate()
@@ -209,8 +216,5 @@ class BaresipPhone:
         return read_wav(files[-1])
 
     def heard(self, stt: SpeechToText) -> str:
-        """What the phone heard (:meth:`recording`), transcribed by ``stt`` (at 16 kHz)."""
-        recorded, rate = self.recording()
-        resampler = Resampler(16000)
-        audio = np.concatenate([resampler.resample_array(recorded, rate), resampler.flush()])
-        return stt.transcribe(audio.astype(np.float32) / 32768)
+        """What the phone heard (:meth:`recording`), transcribed by ``stt``."""
+        return transcribed(stt, *self.recording())
