@@ -33,16 +33,19 @@ Needs only Python 3.11 and aiohttp; run one per Janus, beside it:
 ``JANUS_SIP_SECRET`` (the SIP account's password: Janus's SIP plugin wants one even where the
 registrar asks for none) come from the environment.
 It exits with status 1 if the registration fails or the Janus session is lost (let the service
-manager restart it). The recipe: docs/DEPLOYMENT.md, "Bridges".
+manager restart it). On SIGTERM it ends its gateway calls and destroys its Janus session (Janus
+hangs up the phones and drops the registration), then exits 0. The recipe: docs/DEPLOYMENT.md, "Bridges".
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -182,11 +185,27 @@ class JanusBridge:
                 if result.get("event") == "registration_failed" or "error" in _plugin_data(event):
                     raise JanusError(f"registration failed: {result or _plugin_data(event)}")
 
-    async def run(self) -> None:
-        """Handle the session's events until it is lost (raises JanusError)."""
+    async def serve(self) -> None:
+        """:meth:`start`, then handle the session's events until it is lost (raises JanusError)."""
+        await self.start()
         while True:
             for event in await self.janus.events():
                 self._on_event(event)
+
+    async def stop(self) -> None:
+        """End the gateway calls in progress and destroy the Janus session: Janus hangs up the
+        phones' calls (BYE) and drops the registration. Errors are logged, not raised."""
+        for task in list(self._tasks):
+            task.cancel()
+        calls = [line.call_id for line in self.lines.values() if line.call_id is not None]
+        for call_id in calls:
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                await self._hang_up(call_id)
+        if self.janus.session_id:
+            try:
+                await self.janus.destroy()
+            except (TimeoutError, JanusError, aiohttp.ClientError) as exc:
+                log.warning("Janus session not destroyed: %s", exc)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         line = self.lines.get(int(event.get("sender", 0)))
@@ -295,16 +314,26 @@ async def main(argv: Optional[list[str]] = None) -> int:
         gateway = Gateway(http, args.gateway, os.environ.get("VG_API_KEY", ""))
         bridge = JanusBridge(janus, gateway, register, max(1, args.lines))
         try:
-            await bridge.start()
-            await bridge.run()
+            await _until_signalled(bridge.serve())
         except (JanusError, aiohttp.ClientError) as exc:
             log.error("%s", exc)
             return 1
+        finally:
+            await bridge.stop()
     return 0
 
 
-if __name__ == "__main__":
+async def _until_signalled(work: Any) -> None:
+    """Run ``work`` until it ends or SIGTERM / SIGINT comes (then cancelled, no error)."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)
     try:
-        sys.exit(asyncio.run(main()))
-    except KeyboardInterrupt:
-        sys.exit(0)
+        await task
+    except asyncio.CancelledError:
+        log.info("stopping")
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -2,13 +2,14 @@
 call that reaches the gateway through a real SIP-to-WebRTC bridge. The bridge controller
 (``scripts/janus_bridge.py``) registers a Janus line at Kamailio, turns the incoming call's JSEP
 offer into ``POST /v1/realtime/calls`` and accepts the Janus call with the gateway's SDP answer;
-Janus relays the phone's G.711 RTP to the gateway over ICE and DTLS-SRTP. The question is
-transcribed, the voiced reply is heard at the phone, and a hang-up from either side ends both legs
-and drains the unit."""
+Janus relays the phone's G.711 RTP (and its RFC 4733 key presses) to the gateway over ICE and
+DTLS-SRTP. The question is transcribed, the voiced reply is heard at the phone, the digits reach the
+session, and a hang-up from either side ends both legs and drains the unit."""
 
 from __future__ import annotations
 
 import re
+import signal
 
 import aiohttp
 import pytest
@@ -18,7 +19,9 @@ from gateway.transports.transport import TransportKind
 from tests.bridges.janus_server import janus_bridge
 from tests.bridges.turn import answered_question
 from tests.helpers import QUESTION, app_idle, content_words, says, serve, wait_until
+from tests.ops.services import wait_exit
 from tests.transports.sip.baresip_phone import BaresipPhone, microphone
+from tests.transports.websocket.ws_client import EventClient
 
 
 @pytest.mark.slow
@@ -39,6 +42,10 @@ async def test_a_sip_call_through_janus_completes_a_turn_and_hangs_up(
         session = app[SESSIONS].live(call_id)
         assert session is not None and session.kind is TransportKind.WEBRTC, call_id
         said = await answered_question(url, call_id)
+        async with EventClient(url, query=f"?call_id={call_id}") as control:  # RFC 4733 digits pass Janus
+            assert (await phone.command("sndcode", "15#"))["ok"]
+            await control.wait_for("input_audio_buffer.dtmf_event_received", within=10, count=3)
+            assert [e["event"] for e in control.of_type("input_audio_buffer.dtmf_event_received")] == ["1", "5", "#"]
         if hung_up_by == "phone":  # BYE -> Janus's hangup event -> the controller's DELETE
             await phone.command("hangup")
             assert await wait_until(lambda: f"gateway call {call_id} hung up (200)" in bridge.log, 15), bridge.log
@@ -56,7 +63,8 @@ async def test_a_sip_call_through_janus_completes_a_turn_and_hangs_up(
 async def test_a_call_janus_brings_to_a_full_gateway_is_declined_503(models, speech_8k, gateway_config, tmp_path):
     """The second call reaches Janus's second line (a helper handle) while the one unit is taken:
     the gateway answers 503 and the controller declines the INVITE 503 (a PBX tries another route);
-    the first call goes on, and its hang-up drains the unit."""
+    the first call goes on until the controller is stopped (SIGTERM): it ends its gateway call, the
+    unit drains, and destroying its Janus session hangs up the phone."""
     config = gateway_config(pool_size=1)
     async with (
         serve(config, models) as (url, app),
@@ -74,5 +82,8 @@ async def test_a_call_janus_brings_to_a_full_gateway_is_declined_503(models, spe
         lines = set(re.findall(r"line (\d+): call \S+ from", bridge.log))
         assert len(lines) == 2, bridge.log  # each call came to its own Janus handle
         assert len(bridge.gateway_calls()) == 1 and len(app[SESSIONS].sessions) == 1
-        await first.command("hangup")
+        assert bridge.service is not None
+        bridge.service.signal(signal.SIGTERM)  # the controller stops: it ends its calls and its Janus session
+        assert await wait_exit(bridge.service, 15) == 0, bridge.log
+        await first.event("CALL_CLOSED", within=15)  # Janus hung up the phone
         assert await wait_until(lambda: not app[SESSIONS].sessions and app_idle(app), 15), bridge.log
