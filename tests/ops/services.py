@@ -49,9 +49,22 @@ def require(binary: str, package: str) -> str:
     return found
 
 
+SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+
+
+def tied_to_this_process(argv: list[str]) -> list[str]:
+    """``argv`` to run so that the kernel sends the process SIGTERM when this one (the test run) dies,
+    however it dies (SIGKILL, a CI job's timeout): a service in its own session, or one a killed
+    pytest leaves, would outlive the run otherwise. ``setpriv`` (util-linux) sets the parent-death
+    signal (``prctl(PR_SET_PDEATHSIG)``, kept across ``execve``) and runs ``argv``. Start the process
+    from the main thread: the signal comes when the thread that started it ends."""
+    return [SETPRIV, "--pdeathsig", "TERM", "--", *argv]
+
+
 class Service:
     """A child process in its own session (so it and its children can be signalled together),
-    writing stdout and stderr to ``log_path``."""
+    writing stdout and stderr to ``log_path``; it gets SIGTERM if the test run dies without
+    stopping it (:func:`tied_to_this_process`)."""
 
     def __init__(
         self,
@@ -66,7 +79,12 @@ class Service:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # closed in stop()
         self.process = subprocess.Popen(
-            argv, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+            tied_to_this_process(argv),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
 
     @property

@@ -22,6 +22,7 @@ import pytest
 from gateway.media.resample import Resampler
 from gateway.models.base import SpeechToText
 from gateway.server.runner import free_port
+from tests.ops.services import tied_to_this_process
 
 BARESIP = shutil.which("baresip") or "/usr/bin/baresip"
 MODULES = Path("/usr/lib/baresip/modules")
@@ -142,7 +143,10 @@ class BaresipPhone:
         self._write_config()
         log = open(self.folder / "baresip.log", "wb")
         self._process = await asyncio.create_subprocess_exec(
-            BARESIP, "-f", str(self.folder), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log
+            *tied_to_this_process([BARESIP, "-f", str(self.folder)]),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
         )
         log.close()
         for _ in range(100):

@@ -15,6 +15,7 @@ from typing import Optional
 import pytest
 
 from gateway.server.runner import free_port
+from tests.ops.services import tied_to_this_process
 
 KAMAILIO = shutil.which("kamailio") or "/usr/sbin/kamailio"
 MODULES = Path("/usr/lib/x86_64-linux-gnu/kamailio/modules")
@@ -27,16 +28,23 @@ class KamailioProxy:
 
     ``rtpengine``: the NG control port of an rtpengine on 127.0.0.1 that relays each call's media
     (``WITH_RTPENGINE``); ``registrar``: REGISTERs are saved and calls to a registered user go to
-    it (``WITH_REGISTRAR``), others to the gateway (``gateway_port``; None: a registrar only)."""
+    it (``WITH_REGISTRAR``), others to the gateway (``gateway_port``; None: a registrar only), over
+    ``gateway_transport`` (``udp`` or ``tcp``)."""
 
     def __init__(
-        self, folder: Path, gateway_port: Optional[int], *, rtpengine: Optional[int] = None, registrar: bool = False
+        self,
+        folder: Path,
+        gateway_port: Optional[int],
+        *,
+        rtpengine: Optional[int] = None,
+        registrar: bool = False,
+        gateway_transport: str = "udp",
     ) -> None:
         self.folder = folder
         self.port = free_port()
         self.defines = [f"SIP_PORT={self.port}"]
         if gateway_port is not None:
-            self.defines.append(f'GATEWAY_URI="sip:127.0.0.1:{gateway_port}"')
+            self.defines.append(f'GATEWAY_URI="sip:127.0.0.1:{gateway_port};transport={gateway_transport}"')
         if rtpengine is not None:
             self.defines += ["WITH_RTPENGINE", f'RTPENGINE_SOCK="udp:127.0.0.1:{rtpengine}"']
         if registrar:
@@ -50,7 +58,7 @@ class KamailioProxy:
         defines = [argument for define in self.defines for argument in ("-A", define)]
         log = open(self.folder / "kamailio.log", "wb")  # the process holds it
         self._process = await asyncio.create_subprocess_exec(
-            KAMAILIO,
+            *tied_to_this_process([KAMAILIO]),
             "-f", str(CONFIG), "-L", str(MODULES), *defines, "-DD", "-E", "-m", "32", "-M", "4",
             "-w", str(self.folder), "-P", str(self.folder / "kamailio.pid"), "-Y", str(self.folder),
             stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
