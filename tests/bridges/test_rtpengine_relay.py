@@ -31,7 +31,10 @@ async def test_a_call_relayed_by_rtpengine_completes_a_turn_and_hangs_up(
     async with (
         serve(config, models) as (url, app),
         RtpEngine(tmp_path / "rtpengine") as relay,
-        KamailioProxy(tmp_path / "kamailio", config.sip_port, rtpengine=relay.ng_port) as proxy,
+        # The operator's setup: Kamailio sends the gateway its SIP over TCP (a source that cannot be forged).
+        KamailioProxy(
+            tmp_path / "kamailio", config.sip_port, rtpengine=relay.ng_port, gateway_transport="tcp"
+        ) as proxy,
         BaresipPhone(tmp_path / "phone", microphone(speech_8k(QUESTION))) as phone,
     ):
         assert (await phone.command("dial", f"sip:agent@127.0.0.1:{proxy.port}"))["ok"]
@@ -39,8 +42,9 @@ async def test_a_call_relayed_by_rtpengine_completes_a_turn_and_hangs_up(
         call_id = next(iter(app[SIP].calls))
         call = app[SIP].calls[call_id]
         said = await answered_question(url, call_id)
-        # The media came from rtpengine's address, named by the SDP; the signalling from Kamailio's.
+        # The media came from rtpengine's address, named by the SDP; the signalling from Kamailio's, over TCP.
         assert call.rtp.latched and call.rtp.remote[0] == relay.address, call.rtp.remote
+        assert call.dialog.transport == "TCP" and len(call.dialog.route_set) == 2  # Kamailio's double Record-Route
         if hung_up_by == "phone":
             await phone.command("hangup")
             assert await wait_until(lambda: call_id not in app[SIP].calls, 10)
