@@ -12,7 +12,7 @@ of real turns, so the estimate follows the machine as it is loaded (a busy core 
 Only pure decode steps (one token per sequence) are recorded; a step that also reads a prompt
 chunk costs more and says nothing about decode. Capacity counts decode only: speech-to-text and
 speech synthesis of the other callers add to the delay on a small machine, which is why the target
-is 2x rather than the 2.5x a caller may see end to end (issue 19).
+is 2x rather than the 2.5x a caller may see end to end.
 """
 
 from __future__ import annotations
