@@ -13,7 +13,7 @@ import re
 import aiohttp
 import pytest
 
-from gateway.server.app_keys import SESSIONS, SIP
+from gateway.server.app_keys import POOL, SESSIONS, SIP
 from tests.bridges.rtpengine_relay import RtpEngine, RtpPhone
 from tests.bridges.turn import answered_question
 from tests.helpers import QUESTION, app_idle, content_words, says, serve, wait_until
@@ -86,8 +86,9 @@ async def test_with_the_default_latch_the_relayed_media_is_refused(models, speec
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("hung_up_by", ["phone", "gateway"])
 async def test_rtpengine_turns_a_phones_rtp_into_webrtc_for_the_webrtc_door(
-    models, speech_8k, gateway_config, tmp_path
+    models, speech_8k, gateway_config, tmp_path, hung_up_by
 ):
     """rtpengine as the media half of a SIP-to-WebRTC bridge: the signalling side (here the test,
     speaking rtpengine's NG protocol as a SIP proxy's rtpengine module does) has rtpengine turn a
@@ -95,14 +96,17 @@ async def test_rtpengine_turns_a_phones_rtp_into_webrtc_for_the_webrtc_door(
     ``UDP/TLS/RTP/SAVPF``, ``rtcp-mux``), posts that to ``POST /v1/realtime/calls`` and gives
     rtpengine the gateway's answer. The phone's PCMU reaches the gateway over ICE and DTLS-SRTP (the
     gateway's DTLS server with its ECDSA certificate, rtpengine's client), its question is
-    transcribed and the voiced reply comes back to the phone as plain RTP."""
-    config = gateway_config(max_response_tokens=16)
+    transcribed and the voiced reply comes back to the phone as plain RTP. The gateway hanging up
+    (``DELETE``) or the phone (its signalling deletes rtpengine's call: the gateway hears nothing
+    more and ends the call after ``media_timeout_s``) drains the unit."""
+    config = gateway_config(pool_size=1, max_response_tokens=16, media_timeout_s=4.0)
     call = {"call-id": "bridge-call-1", "from-tag": "phone"}
     async with (
         serve(config, models) as (url, app),
         RtpEngine(tmp_path / "rtpengine") as relay,
         RtpPhone(microphone(speech_8k(QUESTION))) as phone,
     ):
+        unit = app[POOL].units[0]
         webrtc = await relay.ng(
             {
                 "command": "offer", **call, "sdp": phone.offer(), "ICE": "force", "DTLS": "passive",
@@ -121,9 +125,13 @@ async def test_rtpengine_turns_a_phones_rtp_into_webrtc_for_the_webrtc_door(
         assert address and port, plain["sdp"]  # the phone gets plain RTP, from rtpengine
         phone.send_to(address.group(1), int(port.group(1)))
         said = await answered_question(url, call_id)
-        async with aiohttp.ClientSession() as http, http.delete(f"{url}/v1/realtime/calls/{call_id}") as hung:
-            assert hung.status == 200
-        await relay.ng({"command": "delete", **call})
+        if hung_up_by == "phone":  # its signalling deletes rtpengine's call, which sends no DTLS alert:
+            await relay.ng({"command": "delete", **call})  # the gateway hears nothing more
+            assert await wait_until(lambda: unit.close_reason == "media_timeout", 3 * config.media_timeout_s + 10)
+        else:
+            async with aiohttp.ClientSession() as http, http.delete(f"{url}/v1/realtime/calls/{call_id}") as hung:
+                assert hung.status == 200
+            await relay.ng({"command": "delete", **call})
         assert await wait_until(lambda: app_idle(app) and app[SESSIONS].live(call_id) is None, 15)
         assert "DTLS-SRTP successfully negotiated" in relay.log, relay.log[-3000:]
         assert min(relay.relayed_packets()) > 100, relay.relayed_packets()  # both ways: over 2 s of audio
