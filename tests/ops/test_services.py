@@ -42,6 +42,12 @@ def test_a_service_ends_when_the_test_run_is_killed(tmp_path):
     try:
         assert runner.stdout is not None
         service = int(runner.stdout.readline())
+        # Started: setpriv has set the parent-death signal and exec'd the command (before that a
+        # killed parent goes unnoticed: the signal is set in the child, after the fork).
+        for _ in range(100):
+            if Path(f"/proc/{service}/cmdline").read_bytes().startswith(b"sleep\0"):
+                break
+            time.sleep(0.1)
         assert alive(service)
         runner.send_signal(signal.SIGKILL)
         runner.wait(10)
