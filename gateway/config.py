@@ -345,6 +345,14 @@ class GatewayConfig:
             "SDP c= address: media relays), 'any' (the first packet: phones behind NAT via an SBC)"
         },
     )
+    sip_srtp: str = field(
+        default="auto",
+        metadata={
+            "help": "SDES-SRTP (RFC 4568 a=crypto) of the media: 'required' (plain RTP offers get 488), 'optional' "
+            "(SRTP when offered), 'off' (plain RTP only); 'auto': required for calls over TLS or to a sips: URI, "
+            "optional otherwise"
+        },
+    )
     sip_tls_cert: str = field(
         default="", metadata={"help": "PEM certificate (chain) for SIP over TLS; with sip_tls_key, TLS is on"}
     )

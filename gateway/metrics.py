@@ -8,7 +8,8 @@ What the other layers report, and through which hook (none of them imports this 
   barge-ins, per-stage turn latency) and every Realtime server event sent to a client
   (:meth:`observe_server_event`: ``error`` by code, ``response.done`` by status and its tokens);
 - a transport reports its calls: :meth:`call_started` / :meth:`call_ended` (``transport`` is
-  ``webrtc`` or ``websocket``).
+  ``webrtc`` or ``websocket``); the SIP user agent its SRTP packets dropped (``srtp_dropped``,
+  wired by ``gateway.server.sip_routes``).
 
 Metric names start ``vg_``; durations in their names (``_ms``, ``_seconds``).
 """
@@ -116,6 +117,13 @@ class GatewayMetrics:
             "Compute per model call by stage, s (queue wait excluded)",
             ["stage"],
             buckets=_COMPUTE_BUCKETS_S,
+            registry=registry,
+        )
+        self.srtp_dropped = Counter(
+            "vg_sip_srtp_dropped_total",
+            "SRTP/SRTCP packets of SIP calls dropped unplayed, by reason: authentication (a wrong key, forged or "
+            "corrupted), replay",
+            ["reason"],
             registry=registry,
         )
         self.draining = Gauge("vg_draining", "1 while the process is shutting down (admits no call)", registry=registry)
