@@ -15,11 +15,11 @@ import pytest
 
 from gateway.server.app_keys import POOL, SESSIONS, SIP
 from tests.bridges.rtpengine_relay import RtpEngine, RtpPhone
-from tests.bridges.turn import answered_question
 from tests.helpers import QUESTION, app_idle, content_words, says, serve, wait_until
 from tests.transports.sip.baresip_phone import BaresipPhone, microphone, transcribed
 from tests.transports.sip.conftest import sip_config
 from tests.transports.sip.kamailio_proxy import KamailioProxy
+from tests.transports.websocket.ws_client import EventClient
 
 
 @pytest.mark.slow
@@ -41,7 +41,7 @@ async def test_a_call_relayed_by_rtpengine_completes_a_turn_and_hangs_up(
         await phone.event("CALL_ESTABLISHED", within=30)
         call_id = next(iter(app[SIP].calls))
         call = app[SIP].calls[call_id]
-        said = await answered_question(url, call_id)
+        said = await phone.converse(url, call_id, QUESTION)
         # The media came from rtpengine's address, named by the SDP; the signalling from Kamailio's, over TCP.
         assert call.rtp.latched and call.rtp.remote[0] == relay.address, call.rtp.remote
         assert call.dialog.transport == "TCP" and len(call.dialog.route_set) == 2  # Kamailio's double Record-Route
@@ -124,7 +124,8 @@ async def test_rtpengine_turns_a_phones_rtp_into_webrtc_for_the_webrtc_door(
         port = re.search(r"^m=audio (\d+) RTP/AVP ", plain["sdp"], re.M)
         assert address and port, plain["sdp"]  # the phone gets plain RTP, from rtpengine
         phone.send_to(address.group(1), int(port.group(1)))
-        said = await answered_question(url, call_id)
+        async with EventClient(url, query=f"?call_id={call_id}") as control:
+            said = await control.answered_turn(QUESTION)
         if hung_up_by == "phone":  # its signalling deletes rtpengine's call, which sends no DTLS alert:
             await relay.ng({"command": "delete", **call})  # the gateway hears nothing more
             assert await wait_until(lambda: unit.close_reason == "media_timeout", 3 * config.media_timeout_s + 10)
