@@ -158,8 +158,12 @@ class GatewayConfig:
         },
     )
     llm_sequences: int = field(
-        default=4,
-        metadata={"help": "llama.cpp turns decoded together in one batch (continuous batching); more wait"},
+        default=0,
+        metadata={
+            "help": "llama.cpp replies decoded together in one batch (continuous batching), more wait; a "
+            "reply keeps its sequence while its audio plays (its later tokens are paced), so 0: one per "
+            "pool unit (at least 4)"
+        },
     )
     llm_busy_threads: int = field(
         default=1,

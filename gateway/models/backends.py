@@ -117,7 +117,7 @@ def _llama_cpp(config: GatewayConfig) -> LanguageModel:
         top_p=config.llm_top_p,
         budget_s=config.llm_turn_budget_s,
         state_cache_mb=config.llm_state_cache_mb,
-        sequences=config.llm_sequences,
+        sequences=config.llm_sequences or max(4, config.pool_size),
     )
 
 

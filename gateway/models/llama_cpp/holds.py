@@ -9,6 +9,7 @@ import the decoder's."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional, Protocol
@@ -16,6 +17,7 @@ from typing import Optional, Protocol
 import numpy as np
 
 from gateway.models.base import LanguageModelError
+from gateway.models.compute.deadline import NO_DEADLINE
 
 
 @dataclass
@@ -35,6 +37,9 @@ class Evaluation:
     warm: bool = False  # a background warm (BatchDecoder.warm), not a turn's
     speculative: bool = False  # a warm for a turn that may not come (a read-ahead): never beside a decode
     holders: int = 0  # a warm's sessions that still want it (abandoned when the last lets go)
+    # When it is needed (monotonic s, gateway.models.compute.deadline): a turn's first clause when
+    # the turn was asked, a reply's later token by its caller's pace; a warm none until a turn waits for it.
+    due: float = NO_DEADLINE
 
 
 class Steps(Protocol):
@@ -96,15 +101,22 @@ class SequenceLease:
         return self._decoder.held(self.seq_id)
 
     def evaluate(
-        self, tokens: list[int], should_stop: Callable[[], bool], reuse_others: bool = False
+        self,
+        tokens: list[int],
+        should_stop: Callable[[], bool],
+        due: Optional[float] = None,
+        reuse_others: bool = False,
     ) -> tuple[Optional[np.ndarray], int]:
         """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
-        (n_vocab,); how many tokens were reused rather than read). Logits are None when
-        ``should_stop`` became True first (the read stops at the next step). Raises
-        LanguageModelError when llama.cpp fails the step. The turn's first evaluation, or one with
-        ``reuse_others`` (a new prompt after another one), may copy a prefix from other sequences."""
+        (n_vocab,); how many tokens were reused rather than read). ``due``: when the logits are
+        needed (monotonic s; None: now), the order the decoder serves evaluations in (a reply far
+        ahead of its playout waits). Logits are None when ``should_stop`` became True first (the
+        read stops at the next step). Raises LanguageModelError when llama.cpp fails the step.
+        The turn's first evaluation, or one with ``reuse_others`` (a new prompt after another one),
+        may copy a prefix from other sequences."""
         decoder = self._decoder
         evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first or reuse_others)
+        evaluation.due = time.monotonic() if due is None else due
         self._first = False
         decoder.submit(evaluation)
         while not evaluation.done.wait(decoder.poll_s):
