@@ -1,4 +1,4 @@
-"""``voice-gateway serve ...`` (also ``python -m gateway serve``)."""
+"""``voice-gateway serve | prepare | models | loadtest ...`` (also ``python -m gateway ...``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from gateway.logging_setup import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``serve`` and ``prepare`` subcommands; both take every GatewayConfig setting as a flag."""
+    """The subcommands: ``serve``, ``prepare`` and ``models`` take every GatewayConfig setting as a
+    flag; ``loadtest`` (simulated callers, ``gateway.loadgen``) its own, then ``--`` and the flags
+    of the gateway it starts."""
     parser = argparse.ArgumentParser(prog="voice-gateway", description="WebRTC voice gateway")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gateway (HTTP signaling + WebRTC media)")
@@ -20,6 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
     GatewayConfig.add_arguments(prepare)
     models = commands.add_parser("models", help="list each stage's backends: installed, and which is selected")
     GatewayConfig.add_arguments(models)
+    from gateway.loadgen.flags import build_parser as loadtest_flags
+
+    loadtest = commands.add_parser(
+        "loadtest",
+        help="call a gateway with N simulated callers (WebRTC, real recordings) and print turn latency per N",
+    )
+    loadtest_flags(loadtest)
     return parser
 
 
@@ -33,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.models.backends import check_backends
 
     args = build_parser().parse_args(argv)
+    if args.command == "loadtest":
+        from gateway.loadgen.run import main as loadtest
+
+        return loadtest(args)
     try:
         config = GatewayConfig.from_args(args)
         check_backends(config)

@@ -87,13 +87,13 @@ class GatewayConfig:
     )
 
     # --- models (engines: gateway/models/backends.py; `voice-gateway models` lists them) ---
-    stt_backend: str = field(
-        default="whisper",
-        metadata={"help": "STT engine ('voice-gateway models' lists them): 'whisper' (faster-whisper)"},
-    )
+    stt_backend: str = field(default="whisper", metadata={"help": "STT engine ('voice-gateway models' lists them)"})
     stt_model: str = field(
         default="whisper-base",
-        metadata={"help": "'whisper-base' (bundled), a CTranslate2 dir or hub id"},
+        metadata={
+            "help": "whisper: 'whisper-base' (bundled), a CTranslate2 dir or hub id; openai_http: the model name "
+            "the server serves ('whisper-base': whisper-1)"
+        },
     )
     llm_model: str = field(
         default="qwen2.5-coder-1.5b",
@@ -106,21 +106,15 @@ class GatewayConfig:
         default="joe",
         metadata={
             "help": "piper: 'joe' (bundled en_US-joe-medium) or a path to a Piper .onnx voice; kokoro, "
-            "kokoro_onnx: the default voice (af_heart, jf_alpha, an OpenAI name; 'joe': the backend's)"
+            "kokoro_onnx, openai_http: the default voice (af_heart, jf_alpha, an OpenAI name; 'joe': the backend's)"
         },
     )
-    tts_backend: str = field(
-        default="piper",
-        metadata={
-            "help": "TTS engine ('voice-gateway models' lists them): 'piper' (the CPU default), 'kokoro' "
-            "(Kokoro-82M on torch, CUDA when present), 'kokoro_onnx' (Kokoro-82M int8 on ONNX Runtime, bundled)"
-        },
-    )
+    tts_backend: str = field(default="piper", metadata={"help": "TTS engine ('voice-gateway models' lists them)"})
     tts_model: str = field(
         default="",
         metadata={
             "help": "kokoro: a Kokoro-82M folder (config.json, kokoro-v1_0.pth, voices/) or hub id; "
-            "kokoro_onnx: '' (bundled int8) or a .onnx file; piper: unused"
+            "kokoro_onnx: '' (bundled int8) or a .onnx file; openai_http: the model name ('': tts-1); piper: unused"
         },
     )
     model_cache_dir: str = field(
@@ -133,7 +127,7 @@ class GatewayConfig:
         default=True,
         metadata={
             "help": "Whisper hears only the caller's voiced stretch of each turn (level above the background "
-            "floor), not background talkers before, after or between the caller's words"
+            "floor), not background talkers before or after the caller's words"
         },
     )
     # LLM engine: one shared instance per process, FIFO turns for all units.
@@ -171,8 +165,12 @@ class GatewayConfig:
         },
     )
     llm_sequences: int = field(
-        default=4,
-        metadata={"help": "llama.cpp turns decoded together in one batch (continuous batching); more wait"},
+        default=0,
+        metadata={
+            "help": "llama.cpp replies decoded together in one batch (continuous batching), more wait; a "
+            "reply keeps its sequence while its audio plays (its later tokens are paced), so 0: one per "
+            "pool unit (at least 4)"
+        },
     )
     llm_busy_threads: int = field(
         default=1,
@@ -215,6 +213,18 @@ class GatewayConfig:
     llm_connect_timeout_s: float = field(default=5.0, metadata={"help": "openai_http: connect timeout"})
     llm_read_timeout_s: float = field(default=30.0, metadata={"help": "openai_http: longest silence of the stream"})
     llm_concurrency: int = field(default=0, metadata={"help": "openai_http: requests in flight at once (0 = no limit)"})
+    # Speech on an OpenAI-compatible server (stt_backend / tts_backend openai_http), as for the LLM.
+    stt_base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "openai_http: STT base URL"})
+    stt_api_key: str = field(default="", metadata={"help": "openai_http: bearer key for the STT server"})
+    stt_connect_timeout_s: float = field(default=5.0, metadata={"help": "openai_http: STT connect timeout"})
+    stt_read_timeout_s: float = field(default=30.0, metadata={"help": "openai_http: longest wait for a transcript"})
+    tts_base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "openai_http: TTS base URL"})
+    tts_api_key: str = field(default="", metadata={"help": "openai_http: bearer key for the TTS server"})
+    tts_connect_timeout_s: float = field(default=5.0, metadata={"help": "openai_http: TTS connect timeout"})
+    tts_read_timeout_s: float = field(default=30.0, metadata={"help": "openai_http: longest silence of the audio"})
+    tts_response_format: str = field(
+        default="wav", metadata={"help": "openai_http: 'wav' (any rate, from its header) or 'pcm' (24 kHz)"}
+    )
 
     # --- conversation ---
     instructions: str = field(
@@ -344,6 +354,14 @@ class GatewayConfig:
         metadata={
             "help": "whose RTP sets where a call's media goes: 'signalling' (the INVITE's source IP), 'sdp' (or the "
             "SDP c= address: media relays), 'any' (the first packet: phones behind NAT via an SBC)"
+        },
+    )
+    sip_srtp: str = field(
+        default="auto",
+        metadata={
+            "help": "SDES-SRTP (RFC 4568 a=crypto) of the media: 'required' (plain RTP offers get 488), 'optional' "
+            "(SRTP when offered), 'off' (plain RTP only); 'auto': required for calls over TLS or to a sips: URI, "
+            "optional otherwise"
         },
     )
     sip_tls_cert: str = field(

@@ -8,7 +8,8 @@ What the other layers report, and through which hook (none of them imports this 
   barge-ins, per-stage turn latency) and every Realtime server event sent to a client
   (:meth:`observe_server_event`: ``error`` by code, ``response.done`` by status and its tokens);
 - a transport reports its calls: :meth:`call_started` / :meth:`call_ended` (``transport`` is
-  ``webrtc`` or ``websocket``).
+  ``webrtc`` or ``websocket``); the SIP user agent its SRTP packets dropped (``srtp_dropped``,
+  wired by ``gateway.server.sip_routes``).
 
 Metric names start ``vg_``; durations in their names (``_ms``, ``_seconds``).
 """
@@ -116,6 +117,13 @@ class GatewayMetrics:
             "Compute per model call by stage, s (queue wait excluded)",
             ["stage"],
             buckets=_COMPUTE_BUCKETS_S,
+            registry=registry,
+        )
+        self.srtp_dropped = Counter(
+            "vg_sip_srtp_dropped_total",
+            "SRTP/SRTCP packets of SIP calls dropped unplayed, by reason: authentication (a wrong key, forged or "
+            "corrupted), replay",
+            ["reason"],
             registry=registry,
         )
         self.draining = Gauge("vg_draining", "1 while the process is shutting down (admits no call)", registry=registry)
@@ -235,10 +243,15 @@ class GatewayMetrics:
             self._speculation_watched = True
 
     def watch_capacity(self, capacity_now: Callable[[], Any]) -> None:
-        """Export the admission by compute, read from ``capacity_now()`` (a
-        ``gateway.pool.capacity.CapacityNow``) at each scrape: ``vg_talkers`` (live calls, each a
-        potential talker), ``vg_talking_capacity{source}`` (the talkers admitted at once; absent
-        without a limit) and ``vg_decode_step_ms{size}`` (typical decode step by batch size)."""
+        """Export the admission by measured load, read from ``capacity_now()`` (a
+        ``gateway.pool.capacity.CapacityNow``) at each scrape: ``vg_load`` (how full the box is, 1.0
+        at its target: an autoscaler's signal), ``vg_calls_fit`` (talking conversations estimated to
+        fit), ``vg_call_cost_cores``, ``vg_live_calls``, ``vg_talkers`` (talking calls),
+        ``vg_talking_capacity{source}`` (the calls admitted at once: the estimate or the setting;
+        absent when off), ``vg_cpu_cores{scope}`` (process, box), ``vg_first_clause_ms{kind}``
+        (p90 of the window's turns, the lone reference), ``vg_admission_busy`` (1 while new calls
+        are refused), ``vg_playout_underruns_total`` and ``vg_playout_underrun_seconds_total``
+        (deadline misses: replies whose audio ran dry) and ``vg_decode_step_ms{size}``."""
         if not self._capacity_watched:
             self.registry.register(_CapacityCollector(capacity_now))
             self._capacity_watched = True
@@ -284,21 +297,43 @@ class _ComputeQueueCollector(Collector):
 
 
 class _CapacityCollector(Collector):
-    """``vg_talkers``, ``vg_talking_capacity{source}`` and ``vg_decode_step_ms{size}`` from a
-    ``CapacityNow`` read at scrape time."""
+    """The admission's load and estimate (see :meth:`Metrics.watch_capacity`) from a
+    ``CapacityNow`` read at scrape time; the playout underruns are the units' totals so far."""
 
     def __init__(self, capacity_now: Callable[[], Any]) -> None:
         self._now = capacity_now
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Any]:
         now = self._now()
-        yield GaugeMetricFamily("vg_talkers", "Live calls, each a potential talker", value=float(now.talkers))
+        view = now.as_json()
+        yield GaugeMetricFamily("vg_load", "How full the box is (1.0: at its target)", value=float(view["load"]))
+        yield GaugeMetricFamily(
+            "vg_calls_fit", "Talking conversations estimated to fit", value=float(view["calls_fit"])
+        )
+        yield GaugeMetricFamily("vg_call_cost_cores", "Cores one talking call takes", value=view["call_cost_cores"])
+        yield GaugeMetricFamily("vg_live_calls", "Live calls", value=float(view["live"]))
+        yield GaugeMetricFamily("vg_talkers", "Live calls with a recent turn", value=float(view["talkers"]))
+        yield GaugeMetricFamily("vg_admission_busy", "1 while new calls are refused", value=float(view["busy"]))
         limit = GaugeMetricFamily(
-            "vg_talking_capacity", "Live calls admitted at once by compute, by source", labels=["source"]
+            "vg_talking_capacity", "Calls admitted at once by compute (estimate or setting)", labels=["source"]
         )
         if now.limit is not None:
             limit.add_metric([now.source], float(now.limit))
         yield limit
+        cpu = GaugeMetricFamily("vg_cpu_cores", "Busy cores over the last 30 s", labels=["scope"])
+        cpu.add_metric(["process"], float(view["cpu_cores"]))
+        cpu.add_metric(["box"], float(view["box_cores"]))
+        yield cpu
+        first = GaugeMetricFamily("vg_first_clause_ms", "Turn end to first answer audio, ms", labels=["kind"])
+        for kind, key in (("p90", "first_clause_ms"), ("lone", "reference_ms")):
+            if view[key] is not None:
+                first.add_metric([kind], float(view[key]))
+        yield first
+        load = now.load
+        yield CounterMetricFamily(
+            "vg_playout_underruns", "Replies whose audio ran dry before their end", value=load.misses_total
+        )
+        yield CounterMetricFamily("vg_playout_underrun_seconds", "Silence inside replies, s", value=load.missed_total_s)
         steps = GaugeMetricFamily("vg_decode_step_ms", "Typical LLM decode step by batch size, ms", labels=["size"])
         for size, ms in now.step_ms.items():
             steps.add_metric([str(size)], float(ms))

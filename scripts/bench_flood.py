@@ -98,9 +98,8 @@ def rss_mb() -> float:
 
 async def one_run(url: str, audio: np.ndarray, tail_s: float, args: argparse.Namespace, flooding: bool) -> dict:
     """One call speaking ``audio``, with or without the flooder: gaps, voice-to-voice, RSS growth."""
-    from bench_turn import final_turn_response, voiced_since, wait_pool_idle
-
     from gateway.client import RealtimeClient
+    from gateway.loadgen.turns import final_turn_response, voiced_since, wait_pool_idle
 
     await wait_pool_idle(url)
     client = RealtimeClient(url, gateway_events=())
@@ -183,10 +182,10 @@ async def main() -> int:
         return 0
 
     from bench_batch_decode import decode_speed
-    from bench_turn import trailing_silence_s
 
     import gateway
     from gateway.config import GatewayConfig
+    from gateway.loadgen.speech import trailing_silence_s
     from gateway.media.audio_file import read_audio_file
     from gateway.server.app import MODELS
     from gateway.server.runner import free_port, running_gateway

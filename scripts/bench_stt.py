@@ -7,7 +7,7 @@ Reads ``transcripts.tsv`` of the folder (file <TAB> reference text; rows whose r
 parentheses are not speech and are skipped) and transcribes each recording three ways with the
 gateway's Whisper model:
 
-- ``before``: the gateway's call before issue 10 (30 s window, with timestamps);
+- ``before``: the gateway's first call of Whisper (30 s window, with timestamps);
 - ``30 s``: the fallback path (30 s window, ``without_timestamps``);
 - ``trimmed``: what the gateway does now (:meth:`WhisperSpeechToText.transcribe`).
 

@@ -37,10 +37,11 @@ from typing import Any, Optional
 
 import numpy as np
 from bench_batch_decode import decode_speed
-from bench_turn import event_for, final_turn_response, percentile, trailing_silence_s, voiced_since, wait_pool_idle
 
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
+from gateway.loadgen.speech import trailing_silence_s
+from gateway.loadgen.turns import event_for, final_turn_response, percentile, voiced_since, wait_pool_idle
 from gateway.media.audio_file import read_audio_file
 from gateway.server.app import METRICS, MODELS, POOL
 from gateway.server.runner import free_port, running_gateway

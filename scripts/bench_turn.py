@@ -23,12 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-import aiohttp
 import numpy as np
 from bench_batch_decode import decode_speed
 
 from gateway.client import RealtimeClient
 from gateway.config import GatewayConfig
+from gateway.loadgen.speech import trailing_silence_s
+from gateway.loadgen.turns import event_for, final_turn_response, percentile, voiced_since, wait_pool_idle
 from gateway.media.audio_file import read_audio_file
 from gateway.pipeline.latency import STAGES
 from gateway.server.app import MODELS
@@ -41,87 +42,6 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("client_voice_to_voice", "Voice-to-voice (client, loopback)"),
     ("prompt_read", "LLM prompt tokens read in the turn (count)"),
 )
-
-
-async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
-    """The previous call's unit drains after hang-up; wait for it so the next offer is not refused."""
-    async with aiohttp.ClientSession() as http:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            async with http.get(f"{url}/v1/pool") as response:
-                if (await response.json())["in_use"] == 0:
-                    return
-            await asyncio.sleep(0.1)
-    raise RuntimeError("the pool did not become idle")
-
-
-def trailing_silence_s(audio: np.ndarray) -> float:
-    """Seconds of ``audio`` (int16 mono 48 kHz) after its speech ends, by Silero VAD with the
-    gateway's default rules: speech is a run of >= 3 chunks (96 ms) at probability >= 0.5, and it
-    lasts while the probability stays >= 0.35 (a trailing click or breath is not speech)."""
-    from gateway.media.resample import Resampler
-    from gateway.models.silero import SileroVad
-
-    resampler = Resampler(16000)
-    samples = np.concatenate([resampler.resample_array(audio, 48000), resampler.flush()]).astype(np.float32) / 32768
-    stream = SileroVad().new_stream()
-    chunks = samples.size // 512
-    probability = [stream.speech_probability(samples[i * 512 : (i + 1) * 512]) for i in range(chunks)]
-    end, run = 0, 0
-    for index, p in enumerate(probability):
-        run = run + 1 if p >= 0.5 else 0
-        if run >= 3:
-            end = index + 1
-            while end < chunks and probability[end] >= 0.35:
-                end += 1
-    return max(0.0, (samples.size - end * 512) / 16000)
-
-
-async def event_for(client: RealtimeClient, event_type: str, response_id: str) -> dict:
-    """The ``event_type`` event of ``response_id`` (it may come after response.done), within 10 s."""
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline:
-        found = [e for e in client.of_type(event_type) if e.get("response_id") == response_id]
-        if found:
-            return found[0]
-        await asyncio.sleep(0.02)
-    raise RuntimeError(f"no {event_type} for {response_id}")
-
-
-async def final_turn_response(client: RealtimeClient, tail_s: float) -> dict:
-    """The response.done (completed or incomplete) of the reply to the caller's last turn: the first
-    response created after the commit that follows the end of speech (or, 3 s after the file is
-    sent, after the last commit). A recording with long pauses (JFK's) is several turns; earlier
-    ones may be answered (and interrupted) before it ends."""
-    deadline = time.monotonic() + 120.0
-    while time.monotonic() < deadline:
-        finished = None if client.mic.speaking else client.mic.finished_at
-        commits = client.of_type("input_audio_buffer.committed")
-        # The last turn's commit: one after the end of speech, or the last one once no other can come.
-        final = [e for e in commits if finished is not None and client.time_of(e) >= finished - tail_s]
-        if not final and finished is not None and commits and time.monotonic() > finished + 3.0:
-            final = commits[-1:]
-        if final:
-            committed_at = client.time_of(final[0])
-            created = [
-                e["response"]["id"] for e in client.of_type("response.created") if client.time_of(e) >= committed_at
-            ]
-            for done in client.of_type("response.done"):
-                if done["response"]["id"] in created and done["response"]["status"] in ("completed", "incomplete"):
-                    return done
-        await asyncio.sleep(0.02)
-    raise RuntimeError("the last turn got no completed response")
-
-
-async def voiced_since(client: RealtimeClient, since: float) -> list[float]:
-    """Arrival times of voiced reply frames at or after ``since``, waiting up to 5 s for the first
-    (a short reply's response.done and playback start can come before its audio reaches the client)."""
-    deadline = time.monotonic() + 5.0
-    while True:
-        voiced = [t for t in client.heard.voiced_times() if t >= since]
-        if voiced or time.monotonic() > deadline:
-            return voiced
-        await asyncio.sleep(0.02)
 
 
 # ``--tools``: a session with function tools, as an app with a weather and a booking tool would
@@ -194,12 +114,6 @@ def overhead_ms(result: dict, total: str = "client_voice_to_voice") -> float | N
     if any(part is None for part in parts):
         return None
     return round(parts[0] - sum(parts[1:]), 1)
-
-
-def percentile(values: list[float], share: float) -> float:
-    """Nearest-rank percentile (``share`` 0..1) of a non-empty list."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered) + 0.5) - 1))]
 
 
 def print_summary(results: list[dict]) -> None:

@@ -50,6 +50,8 @@ fi
 "${pip[@]}" --no-deps pipecat-ai==1.14.0
 # The stock Realtime clients that cannot share .venv (pipecat), for tests/clients (cached).
 scripts/setup_clients.sh
+# Real OpenAI-compatible speech servers (STT, TTS) for the openai_http speech tests, in .venv-speech (cached).
+scripts/setup_speech_servers.sh
 
 if [ "$browser" = 1 ]; then
   # Browsers from Debian's packages (tests/browser drives them; no test tool downloads its own).

@@ -122,3 +122,31 @@ def silent_server() -> Iterator[str]:
     for connection in held:
         connection.close()
     listener.close()
+
+
+@pytest.fixture(scope="session")
+def stt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real faster-whisper-server on Whisper base (tests/models/speech_servers.py; it loads the
+    model on the first request); yields its base URL (``http://127.0.0.1:<port>/v1``). Always stopped."""
+    from tests.models.speech_servers import start_stt_server, wait_ready
+
+    service, base_url = start_stt_server(tmp_path_factory.mktemp("stt-server"))
+    try:
+        wait_ready(service, base_url.removesuffix("/v1") + "/health")
+        yield base_url
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def tts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real local-tts-studio speaking with the bundled Piper voice (tests/models/speech_servers.py;
+    bearer key ``TTS_KEY``); yields its base URL (``http://127.0.0.1:<port>/v1``). Always stopped."""
+    from tests.models.speech_servers import start_tts_server, wait_ready
+
+    service, base_url = start_tts_server(tmp_path_factory.mktemp("tts-server"))
+    try:
+        wait_ready(service, base_url + "/models")
+        yield base_url
+    finally:
+        service.stop()

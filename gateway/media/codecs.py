@@ -4,16 +4,16 @@ on which transport, and how (the sample codec of a transport that makes its own 
 
 A transport answers an offered codec when its row names the transport in ``answered_on``:
 ``"webrtc"`` (aiortc encodes and decodes: ``gateway.transports.webrtc``), ``"sip"`` (plain RTP made
-by the gateway: ``gateway.transports.sip``, with the row's ``decode`` / ``encode``). The names are
+by the gateway: ``gateway.transports.sip``, with the row's ``decoder`` / ``encoder``). The names are
 the values of ``gateway.transports.transport.TransportKind``. Both legs read SDP with this table
 (``gateway.transports.sdp``): a static payload type listed on an ``m=`` line without ``a=rtpmap``
 (RFC 8866 6.6) means the row of that payload type.
 
 Another codec on a transport is one row (or one name added to a row's ``answered_on``, with its
-``decode`` / ``encode`` for plain RTP); the SDP reader stays as it is.
+``decoder`` / ``encoder`` for plain RTP); the SDP reader stays as it is.
 
 Sources: RFC 3551 (table 4: static payload types, clock rates; 4.5.2: G.722's RTP clock is 8000 Hz
-although it samples at 16 kHz), RFC 7587 (Opus: ``opus/48000/2`` whatever is sent), RFC 4733
+although it samples at 16 kHz), RFC 7587 (Opus: ``opus/48000/2`` whatever is sent, a 48 kHz RTP clock), RFC 4733
 (``telephone-event``: its clock rate is the one of the audio it goes with, 2.1; events 0-15 are the
 DTMF digits, 3.2), RFC 7874 5 (WebRTC: Opus and G.711 are mandatory).
 """
@@ -28,6 +28,7 @@ from typing import Optional
 import numpy as np
 
 from gateway.media.g711 import decode_alaw, decode_mulaw, encode_alaw, encode_mulaw
+from gateway.media.opus import OpusDecoder, OpusEncoder
 
 WEBRTC = "webrtc"
 SIP = "sip"
@@ -45,14 +46,20 @@ class CodecUse(enum.StrEnum):
     NONE = "none"  # known (to read an offer that lists its static payload type), never answered
 
 
+# One stream's sample codec (a new one per stream: Opus keeps state between packets):
+PayloadDecoder = Callable[[bytes], np.ndarray]  # one packet's payload -> int16 mono at the row's clock rate
+PayloadEncoder = Callable[[np.ndarray], bytes]  # one packet's int16 mono samples (20 ms) -> its payload
+
+
 @dataclass(frozen=True)
 class Codec:
     """One row. ``encoding`` as ``a=rtpmap`` names it (compared without case, RFC 8866 6.6);
     ``clock_rate`` the RTP clock in Hz (None: any, the rate of the voice it goes with: only
     ``telephone-event``); ``channels`` (1 unless the rtpmap says otherwise); ``payload_type`` the
     static one of RFC 3551 (None: dynamic, the offer's number); ``answered_on`` the transports that
-    answer it; ``decode`` (payload bytes -> int16 samples at ``clock_rate``) and ``encode`` (the
-    reverse), for a transport that makes its own RTP; ``fmtp`` the format parameters answered."""
+    answer it; ``decoder`` and ``encoder`` make one stream's :data:`PayloadDecoder` (payload bytes
+    -> int16 mono samples at ``clock_rate``) and :data:`PayloadEncoder` (the reverse), for a
+    transport that makes its own RTP; ``fmtp`` the format parameters answered."""
 
     encoding: str
     clock_rate: Optional[int]
@@ -60,8 +67,8 @@ class Codec:
     payload_type: Optional[int] = None
     use: CodecUse = CodecUse.NONE
     answered_on: frozenset[str] = frozenset()
-    decode: Optional[Callable[[bytes], np.ndarray]] = None
-    encode: Optional[Callable[[np.ndarray], bytes]] = None
+    decoder: Optional[Callable[[], PayloadDecoder]] = None
+    encoder: Optional[Callable[[], PayloadEncoder]] = None
     fmtp: Optional[str] = None
 
     @property
@@ -81,16 +88,30 @@ class Codec:
 
 
 _BOTH = frozenset({WEBRTC, SIP})
+
+
+def _g711(encoding: str, payload_type: int, decode: PayloadDecoder, encode: PayloadEncoder) -> Codec:
+    """A G.711 row (8 kHz, both transports): its sample codec keeps no state, one serves every stream."""
+    return Codec(
+        encoding,
+        8000,
+        payload_type=payload_type,
+        use=CodecUse.VOICE,
+        answered_on=_BOTH,
+        decoder=lambda: decode,
+        encoder=lambda: encode,
+    )
+
+
 # The WebRTC voice codecs are aiortc's, in its order (tests/transports/webrtc checks it: a new
 # aiortc with another codec needs a row here).
 CODECS: tuple[Codec, ...] = (
-    Codec("opus", 48000, 2, use=CodecUse.VOICE, answered_on=frozenset({WEBRTC})),
+    Codec("opus", 48000, 2, use=CodecUse.VOICE, answered_on=_BOTH, decoder=OpusDecoder, encoder=OpusEncoder),
     Codec("G722", 8000, payload_type=9, use=CodecUse.VOICE, answered_on=frozenset({WEBRTC})),
-    Codec(
-        "PCMU", 8000, payload_type=0, use=CodecUse.VOICE, answered_on=_BOTH, decode=decode_mulaw, encode=encode_mulaw
-    ),
-    Codec("PCMA", 8000, payload_type=8, use=CodecUse.VOICE, answered_on=_BOTH, decode=decode_alaw, encode=encode_alaw),
+    _g711("PCMU", 0, decode_mulaw, encode_mulaw),
+    _g711("PCMA", 8, decode_alaw, encode_alaw),
     Codec(TELEPHONE_EVENT, 8000, use=CodecUse.KEY_PRESSES, answered_on=_BOTH, fmtp=DTMF_EVENTS),
+    Codec(TELEPHONE_EVENT, 48000, use=CodecUse.KEY_PRESSES, answered_on=_BOTH, fmtp=DTMF_EVENTS),  # beside Opus
     # At the rate of a wideband voice codec (Chrome offers 16000, 32000 and 48000 beside 8000).
     Codec(TELEPHONE_EVENT, None, use=CodecUse.KEY_PRESSES, answered_on=frozenset({WEBRTC}), fmtp=DTMF_EVENTS),
     Codec("GSM", 8000, payload_type=3),

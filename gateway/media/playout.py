@@ -64,6 +64,10 @@ class PlayoutBuffer:
         self._heard: dict[int, list[str]] = {}
         self._closed = False
         self._paused = False  # barge-in under decision: the reader gets silence, nothing is dropped
+        # Deadline misses: a response that plays and is not at its end, with no audio for a frame.
+        self.underruns = 0  # times its audio ran dry (each gap once)
+        self.underrun_samples = 0  # samples of silence read inside responses so far
+        self._starving = False
         # The reader, when it reads ahead of what the caller hears; None: what was read was heard
         # (the WebRTC track reads in real time).
         self.read_ahead: Optional[ReadAhead] = None
@@ -130,12 +134,31 @@ class PlayoutBuffer:
                     self._heard.setdefault(entry.generation, []).extend(entry.words)
                     self._pop()
             self._cond.notify_all()
+        self._count_starving(samples - need if out else 0, need)
         if not out:
             return None, events
         frame = np.concatenate(out)
         if frame.size < samples:
             frame = np.concatenate([frame, np.zeros(samples - frame.size, np.int16)])
         return frame, events
+
+    def _count_starving(self, read: int, missing: int) -> None:
+        """After a frame read ``read`` samples: whether the response that plays ran dry (a frame,
+        or its end, without audio while it is neither paused nor at its end marker)."""
+        with self._cond:
+            playing = self._playing
+            starving = (
+                missing > 0
+                and playing is not None
+                and not self._paused
+                and not self._entries
+                and self._is_current(playing)
+            )
+            if starving and not self._starving:
+                self.underruns += 1
+            if starving:
+                self.underrun_samples += missing
+            self._starving = starving
 
     def pause(self) -> bool:
         """Hold playback where it is (barge-in being decided): reads return silence, the queued

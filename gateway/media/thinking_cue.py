@@ -1,6 +1,6 @@
 """The thinking cue: a short, quiet sound the outbound track plays while the caller waits.
 
-Issue 20 ("no dead air") and 19 (a caller whose first audio is late): while a tool call runs, or
+No dead air: while a tool call runs, or
 when a turn's first answer audio is late, the caller may hear a soft thinking sound or a short
 spoken filler ("One moment.") instead of silence. It is a setting, off by default (``--thinking-cue``,
 per session ``audio.output.thinking_cue``). The pipeline unit decides when the cue is due

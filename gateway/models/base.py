@@ -147,6 +147,10 @@ class GenerationOptions:
     budget_s: Optional[float] = None
     tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: str = "auto"
+    # When the reply's next token is needed (monotonic s), asked before each one; None: at once.
+    # The caller's pace (gateway.pipeline.pacing): an engine that batches turns serves the earliest
+    # first and lets a reply far ahead of its playout wait; the time so waited is not budget.
+    due: Optional[Callable[[], float]] = field(default=None, compare=False, repr=False)
 
 
 FINISH_REASONS = ("stop", "length", "budget", "cancelled", "tool_calls")

@@ -4,7 +4,8 @@ In an office the caller is nearer the microphone than each background talker, so
 syllables stand out of the floor that the other talkers and the room make together. Whisper, given
 the whole turn, also writes down what the background talkers say while the caller pauses (before
 the first word, after the last, in pauses), words the caller never said. :func:`caller_span` finds
-the stretch from the caller's first to last voiced frame, so that STT hears only that.
+the stretch from the caller's first to last voiced frame, so that STT hears only that (pauses
+inside it stay: cutting them out would join the caller's words).
 
 The floor is the :data:`FLOOR_PERCENTILE` th percentile of the 20 ms frame levels (dB) of the turn:
 the gateway's VAD hands over turns with a lead-in and a silence tail, so a fifth of the frames are

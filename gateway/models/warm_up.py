@@ -5,7 +5,8 @@ allocate on their first run, llama.cpp and torch fault their weights in and size
 Piper loads its phonemizer. VAD, Smart Turn and Whisper warm themselves up as they load; the LLM and
 TTS are warmed here, after loading (a failure is logged, never fatal: the first call is then slow).
 A batched llama.cpp engine also times its decode steps of every batch size here
-(``BatchDecoder.measure_steps``): the seed of the talking capacity admission uses.
+(``BatchDecoder.measure_steps``): the lone step seeds the cost of a conversation admission
+expects before it has measured one (``gateway.pool.load``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from gateway.models.base import (
     LanguageModelError,
     TextToSpeech,
 )
-from gateway.models.compute.decode_capacity import talking_capacity
 from gateway.models.llama_cpp.batch import BatchDecoder
 
 log = logging.getLogger(__name__)
@@ -46,11 +46,10 @@ def warm_up_models(
     if isinstance(decoder, BatchDecoder):
         try:
             steps = decoder.measure_steps()
-            capacity = talking_capacity(steps, decoder.sequences)
             timings = ", ".join(f"{size}: {ms:.0f}" for size, ms in steps.items())
-            log.info("decode step ms by batch size {%s}: %d talking callers within the target", timings, capacity)
+            log.info("decode step ms by batch size {%s}", timings)
         except LanguageModelError:
-            log.warning("timing decode steps failed; the talking capacity waits for real turns", exc_info=True)
+            log.warning("timing decode steps failed; admission waits for real turns", exc_info=True)
     llm_s = time.monotonic() - started
     started = time.monotonic()
     try:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Optional
 
 from gateway.models.base import LanguageModel
 from gateway.pipeline.chunking import SentenceChunker
 from gateway.pipeline.events import ResponseTextDelta
 from gateway.pipeline.messages import Message, ResponseEnd, ResponseRequest, TextChunk
+from gateway.pipeline.pacing import ReplyPace
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.spoken_text import SpokenTextStream, spoken
 from gateway.pipeline.stage import Stage, StageContext
@@ -19,7 +21,9 @@ class LlmStage(Stage):
 
     The shared engine (``models.llm``) is asked with the request's :class:`GenerationOptions`;
     the generation id is checked once per token (and while the request waits for the engine): a
-    cancelled response stops generating at once and its remaining text is never emitted.
+    cancelled response stops generating at once and its remaining text is never emitted. An audio
+    reply is paced (``gateway.pipeline.pacing``): its first clause is due at once, its later tokens
+    when its audio would run out, which an engine that batches turns serves by (``options.due``).
 
     For an audio reply the text is made fit to be read aloud (``gateway.pipeline.spoken_text``:
     no markdown, list markers or emoji) before it is cut into sentences, and the reply's final
@@ -46,6 +50,8 @@ class LlmStage(Stage):
         lines = SpokenTextStream()
         said: list[str] = []
         latency = message.latency
+        pace = ReplyPace(latency, message.settings.speed) if message.audio else None
+        options = replace(message.options, due=pace.due) if pace is not None else message.options
 
         def stale() -> bool:
             return not self.ctx.is_current(generation) or self.retired.is_set()
@@ -58,14 +64,14 @@ class LlmStage(Stage):
                 self.ctx.notify(ResponseTextDelta(call, generation=generation, delta=piece))
                 return
             for sentence in chunker.push(lines.push(piece)):
-                self._send_chunk(message, sentence, said)
+                self._send_chunk(message, sentence, said, pace)
 
-        result = self._llm.generate(message.messages, message.max_tokens, stale, on_text, message.options)
+        result = self._llm.generate(message.messages, message.max_tokens, stale, on_text, options)
         if stale():
             return
         if message.audio:
             for sentence in chunker.push(lines.flush()) + chunker.flush():
-                self._send_chunk(message, sentence, said)
+                self._send_chunk(message, sentence, said, pace)
         text = " ".join(said) if message.audio else result.text.strip()
         self.emit(
             ResponseEnd(
@@ -81,11 +87,13 @@ class LlmStage(Stage):
             )
         )
 
-    def _send_chunk(self, request: ResponseRequest, sentence: str, said: list[str]) -> None:
+    def _send_chunk(self, request: ResponseRequest, sentence: str, said: list[str], pace: Optional[ReplyPace]) -> None:
         words = spoken(sentence)
         if not words:
             return
         said.append(words)
+        if pace is not None:
+            pace.spoken(len(words.split()))
         request.latency.mark("first_sentence", time.monotonic())
         self.emit(
             TextChunk(

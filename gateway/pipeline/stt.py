@@ -9,6 +9,7 @@ from typing import Optional
 
 from gateway.models.base import SpeechToText
 from gateway.models.compute.core_use import CORE_USE
+from gateway.models.compute.deadline import SPEECH_MODELS
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
 from gateway.pipeline.messages import Message, TurnsDropped, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -49,6 +50,8 @@ class SpeculationStats:
             }
 
 
+# A pause's speculative transcript is due this long after the pause (the earliest the turn can end), s.
+SPECULATION_DUE_S = 0.3
 # Why a turn dropped from a full STT queue has no transcript (its item's transcription.failed).
 DROPPED_TURN = "the turn was dropped unheard: speech-to-text had more audio waiting than it keeps"
 
@@ -76,7 +79,9 @@ class SttStage(Stage):
     (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in; any other one's text goes
     to the session as :class:`TranscriptDrafted` (the LLM may read the reply's prompt ahead).
     A :class:`TurnsDropped` (turns the full inbox dropped, in their place) reports each turn as
-    :class:`TranscriptionFailed`, so the session's items stay in commit order.
+    :class:`TranscriptionFailed`, so the session's items stay in commit order. Transcriptions run
+    in slots of the shared speech models (``SPEECH_MODELS``, by deadline): a finished turn's is due
+    when the turn ended, a probe's at once, a pause's draft :data:`SPECULATION_DUE_S` later.
     """
 
     name = "stt"
@@ -102,22 +107,27 @@ class SttStage(Stage):
             return
         text = self._take_kept(message.speculation)
         if text is None:
-            with CORE_USE.heavy():
-                text = self._stt.transcribe(message.audio, language=self.ctx.settings.language)
+            text = self._transcribe(message, message.latency.end_of_turn or time.monotonic())
         message.latency.mark("stt_done", time.monotonic())
         self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
 
     def _speculate(self, message: Utterance) -> None:
         self._discard_kept()  # an older speculation was overtaken by this one
         started = time.monotonic()
-        with CORE_USE.heavy():
-            text = self._stt.transcribe(message.audio, language=self.ctx.settings.language)
+        # A probe decides a barge-in now; a pause's draft is due when the turn could end.
+        text = self._transcribe(message, started if message.probe else started + SPECULATION_DUE_S)
         self._kept = _Speculation(message.speculation, text, time.monotonic() - started)
         self.speculation.add(started=1)
         if message.probe:
             self.ctx.barge_in_heard(message.call_id, message.speculation, text)
         elif text.strip():
             self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text))
+
+    def _transcribe(self, message: Utterance, due: float) -> str:
+        """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken
+        at ``due`` (monotonic s)."""
+        with SPEECH_MODELS.slot(due), CORE_USE.heavy():
+            return self._stt.transcribe(message.audio, language=self.ctx.settings.language)
 
     def _take_kept(self, number: int) -> Optional[str]:
         """The kept text if it is speculation ``number`` (> 0); any other kept text is discarded."""

@@ -9,10 +9,13 @@ from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
 from gateway.models.compute.core_use import CORE_USE
+from gateway.models.compute.deadline import SPEECH_MODELS
 from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
 from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stage import Stage, StageContext
+
+SYNTHESIS_LEAD_S = 1.0  # a later sentence is due this long before the queued audio runs out, s
 
 
 class TtsStage(Stage):
@@ -22,6 +25,10 @@ class TtsStage(Stage):
     is full, which is the back-pressure that keeps queued reply audio short. The generation id is
     checked per synthesized sentence and per written piece. Each chunk is spoken with the ``voice``
     and ``speed`` of its ``settings`` (the call's ``audio.output`` settings when the response started).
+    Every sentence is synthesized in a slot of the shared speech models (``SPEECH_MODELS``, by
+    deadline): a reply's first one is due when its turn was asked, a later one
+    :data:`SYNTHESIS_LEAD_S` before the audio already queued runs out (so it waits while that is
+    seconds away and a first clause of another call wants the core).
     """
 
     name = "tts"
@@ -60,8 +67,19 @@ class TtsStage(Stage):
         generation = chunk.generation
         first = True
         settings = chunk.settings
-        for audio in CORE_USE.each_heavy(self._tts.synthesize(chunk.text, speed=settings.speed, voice=settings.voice)):
-            if not self.ctx.is_current(generation) or self.retired.is_set():
+        sentences = self._tts.synthesize(chunk.text, speed=settings.speed, voice=settings.voice)
+
+        def stale() -> bool:
+            return not self.ctx.is_current(generation) or self.retired.is_set()
+
+        def due() -> float:
+            latency = chunk.latency
+            if latency.tts_first_chunk is None:  # the reply's first audio: due when it was asked
+                return latency.response_requested or time.monotonic()
+            return time.monotonic() + self.ctx.playout.buffered_ms / 1000 - SYNTHESIS_LEAD_S
+
+        for audio in CORE_USE.each_heavy(SPEECH_MODELS.each(sentences, due, stale)):
+            if stale():
                 return
             samples = self._resampler.resample_array(audio, self._tts.sample_rate)
             chunk.latency.mark("tts_first_chunk", time.monotonic())

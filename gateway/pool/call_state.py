@@ -23,6 +23,7 @@ class CallState:
     claimed_at: float = field(default_factory=time.monotonic)
     claimed_at_epoch: float = field(default_factory=time.time)  # for /v1/pool (Unix seconds)
     last_activity: float = field(default_factory=time.monotonic)
+    last_turn: float | None = None  # caller speech began or a response was asked (None: neither yet)
 
     @classmethod
     def for_call(cls, call_id: str | None, config: GatewayConfig) -> CallState:
@@ -33,3 +34,8 @@ class CallState:
     def touch(self) -> None:
         """Caller speech or a response happened: the idle timeout starts again."""
         self.last_activity = time.monotonic()
+
+    def turned(self) -> None:
+        """The caller spoke or a response was asked: the call is talking (admission's load) and
+        the idle timeout starts again."""
+        self.last_turn = self.last_activity = time.monotonic()

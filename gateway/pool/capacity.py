@@ -1,92 +1,155 @@
-"""Admission by compute: whether this process can answer one more talking caller.
+"""Admission by measured load: whether this process takes one more conversation now.
 
-Every live call counts as a potential talker (a unit ``active``: claimed by a WebRTC call, a
-WebSocket session or a SIP call, ringing included), since nobody is talking yet when callers
-connect and all of them may talk a moment later. Two rules, both checked when a call is claimed
-(:meth:`UnitPool.claim <gateway.pool.pool.UnitPool.claim>`) and, earlier, when an HTTP offer comes in:
+A call costs what its turns cost: a caller who only listens or says nothing takes almost no
+compute, a talking one the speech models and the LLM for each turn (most of it while the reply
+plays: its later tokens are paced, ``gateway.pipeline.pacing``). So admission does not count live
+calls; it reads the measured load (:mod:`gateway.pool.load`: CPU, deadline misses, first-clause
+latency of recent turns, the talking calls and what one costs) and refuses a new call when
 
-1. the live calls are fewer than the talking capacity: the ``talking_capacity`` setting, else the
-   estimate from the LLM's measured decode steps (``gateway.models.compute.decode_capacity``; engines
-   without a batch decoder have none);
-2. the LLM engine's queue is not saturated now (``ComputeLoad.saturated``: every batch slot runs,
-   or turns wait already), the only rule for an engine without a measured capacity.
+1. **the box is saturated**: its busy cores over the window reach :data:`SATURATED` of its cores;
+2. **replies miss their deadlines**: :data:`MISS_LIMIT` or more replies ran dry in the window;
+3. **first clauses are slow**: the window's p90 first clause (3 turns at least) is over
+   :data:`FIRST_CLAUSE_LIMIT` times the lone reference (a turn on a quiet box);
+4. **one more talker would not fit**: (talking calls + 1) x the cost of a call is over
+   :data:`CPU_TARGET` of the cores (the newcomer is expected to talk; once admitted, it is counted
+   as talking only when it does).
 
-A call refused by either is a ``ComputeBusyError`` (``gateway.pool.pool``; HTTP 503
-``compute_busy`` with ``Retry-After``, SIP 503): behind nginx the next process is tried. ``admit_by_compute`` off
-disables both (only the pool size limits calls).
+A burst of turns beyond what the compute answers at once queues by deadline (first clauses first)
+rather than being refused; the rules read windows of 30 s, not the queue of the moment. The
+estimate of conversations that fit (``calls_fit``: CPU_TARGET x cores / cost of a call) and the
+``load`` (1.0: full) are an autoscaler's signal (``/v1/pool``, ``/metrics``).
+
+``talking_capacity`` set (> 0) replaces the measurement: live calls up to it (source ``setting``);
+``admit_by_compute`` off disables admission by compute (only the pool size limits calls). A call
+refused here is a ``ComputeBusyError`` (``gateway.pool.pool``): HTTP 503 ``compute_busy`` with
+``Retry-After``, SIP 503; behind nginx the next process is tried. Checked when a call is claimed
+(:meth:`UnitPool.claim <gateway.pool.pool.UnitPool.claim>`) and, earlier, when an offer comes in
+(``gateway.transports.door.Door.refuse_if_busy``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from gateway.config import GatewayConfig
 from gateway.models.base import LanguageModel
-from gateway.models.compute.decode_capacity import talking_capacity
 from gateway.models.compute.engine_queue import ComputeLoad, EngineQueue
 from gateway.models.llama_cpp.batch import BatchDecoder
+from gateway.pool.load import Load, LoadMeter
+
+SATURATED = 0.95  # busy share of the cores at which the box takes no new call
+MISS_LIMIT = 2  # replies that ran dry in the window at which no new call is taken
+FIRST_CLAUSE_LIMIT = 1.75  # p90 first clause over the lone one at which no new call is taken
+CPU_TARGET = 0.85  # share of the cores talking calls may be expected to take
+
+
+def refusal(load: Load) -> Optional[str]:
+    """Why one more conversation does not fit ``load`` (a sentence), or None when it does."""
+    if load.box_cores >= SATURATED * load.cores:
+        return f"The machine is busy ({load.box_cores:.1f} of {load.cores} cores over the last 30 s)"
+    if load.misses >= MISS_LIMIT:
+        return f"{load.misses} replies ran out of audio in the last 30 s"
+    if load.first_clause_ms is not None and load.reference_ms:
+        ratio = load.first_clause_ms / load.reference_ms
+        if ratio > FIRST_CLAUSE_LIMIT:
+            return f"Answers start {ratio:.1f}x later than on a quiet box"
+    if (load.talking + 1) * load.call_cost > CPU_TARGET * load.cores:
+        return (
+            f"{load.talking} talking callers at {load.call_cost:.2f} cores each leave no room for another "
+            f"({load.cores} cores)"
+        )
+    return None
+
+
+def calls_fit(load: Load) -> int:
+    """Talking conversations the box is estimated to carry (at least 1)."""
+    return max(1, math.floor(CPU_TARGET * load.cores / max(load.call_cost, 1e-3)))
+
+
+def load_share(load: Load) -> float:
+    """How full the box is, 1.0 at the target: the larger of its measured busy cores and the
+    talking calls' expected cost, over CPU_TARGET of the cores."""
+    return max(load.box_cores, load.talking * load.call_cost) / (CPU_TARGET * load.cores)
 
 
 @dataclass(frozen=True)
 class CapacityNow:
-    """The compute admission at one moment: ``talkers`` live calls, the talking capacity ``limit``
-    (None: no limit by count) and its ``source`` (``setting``, ``measured``, ``none``: an engine
-    without step measurements, ``off``: ``admit_by_compute`` off), the decode step times it came
-    from (``step_ms``: batch size -> ms; empty without a batch decoder) and the engine's queue
-    (``compute``; None for an engine without one)."""
+    """The admission at one moment: its ``source`` (``measured``, ``setting``: the
+    ``talking_capacity`` cap on live calls, ``off``: ``admit_by_compute`` off), ``limit`` (the
+    setting, or the conversations estimated to fit), the measured ``load``, the LLM's decode step
+    times (``step_ms``: batch size -> ms; empty without a batch decoder), its queue (``compute``;
+    None for an engine without one) and ``reason``, why a new call is refused (None: admitted)."""
 
-    talkers: int
-    limit: Optional[int]
     source: str
+    limit: Optional[int]
+    load: Load
     step_ms: dict[int, float]
     compute: Optional[ComputeLoad]
+    reason: Optional[str]
 
     def refusal(self) -> Optional[str]:
         """Why one more caller is refused now (a sentence), or None when one is admitted."""
-        if self.source == "off":
-            return None
-        if self.limit is not None and self.talkers >= self.limit:
-            return f"This process answers {self.limit} talking callers at once ({self.source}); {self.talkers} are live"
-        if self.compute is not None and self.compute.saturated:
-            load = self.compute
-            return f"The model is busy answering {load.running} callers ({load.waiting} waiting)"
-        return None
+        return self.reason
 
     def as_json(self) -> dict[str, Any]:
-        """``{"talkers", "limit", "source", "step_ms": {"1": ms, ...}, "busy"}`` for ``GET /v1/pool``."""
+        """The ``capacity`` of ``GET /v1/pool``: ``source``, ``limit``, ``busy``, ``reason``, the
+        calls (``live``, ``talkers``: talking now), the estimate (``calls_fit``,
+        ``call_cost_cores``, ``load``: 1.0 full), the measurements (``cpu_cores`` of this process,
+        ``box_cores`` of the machine, ``cores``, ``misses`` and ``missed_s`` in the window,
+        ``turns``, ``first_clause_ms`` p90 and ``reference_ms``) and ``step_ms`` by batch size."""
+        load = self.load
         return {
-            "talkers": self.talkers,
-            "limit": self.limit,
             "source": self.source,
+            "limit": self.limit,
+            "busy": self.reason is not None,
+            "reason": self.reason,
+            "live": load.live,
+            "talkers": load.talking,
+            "calls_fit": calls_fit(load),
+            "call_cost_cores": round(load.call_cost, 3),
+            "load": round(load_share(load), 3),
+            "cpu_cores": round(load.cpu_cores, 3),
+            "box_cores": round(load.box_cores, 3),
+            "cores": load.cores,
+            "misses": load.misses,
+            "missed_s": round(load.missed_s, 3),
+            "turns": load.turns,
+            "first_clause_ms": None if load.first_clause_ms is None else round(load.first_clause_ms),
+            "reference_ms": None if load.reference_ms is None else round(load.reference_ms),
             "step_ms": {str(size): round(ms, 2) for size, ms in self.step_ms.items()},
-            "busy": self.refusal() is not None,
         }
 
 
-class TalkingCapacity:
-    """The talking capacity of ``llm`` under ``config`` (``talking_capacity``, ``admit_by_compute``).
+class Admission:
+    """Admission by compute for ``llm`` under ``config`` (``talking_capacity``, ``admit_by_compute``),
+    from ``meter``'s measurements. ``llm`` may be wrapped (metered): its ``decoder`` (a BatchDecoder:
+    the decode step times, the prior cost of a call) and ``queue`` (an EngineQueue) are looked up
+    on it; either may be absent."""
 
-    ``llm`` may be wrapped (metered): its ``decoder`` (a BatchDecoder) and ``queue`` (an
-    EngineQueue) are looked up on it; either may be absent."""
-
-    def __init__(self, config: GatewayConfig, llm: LanguageModel) -> None:
+    def __init__(self, config: GatewayConfig, llm: LanguageModel, meter: LoadMeter) -> None:
         self.setting = config.talking_capacity
         self.enabled = config.admit_by_compute
+        self.meter = meter
         decoder = getattr(llm, "decoder", None)
         queue = getattr(llm, "queue", None)
         self._decoder = decoder if isinstance(decoder, BatchDecoder) else None
         self._queue = queue if isinstance(queue, EngineQueue) else None
 
-    def now(self, talkers: int) -> CapacityNow:
-        """The admission with ``talkers`` live calls (see :class:`CapacityNow`)."""
-        step_ms = self._decoder.step_times.typical_ms() if self._decoder is not None else {}
+    def step_ms(self) -> dict[int, float]:
+        """The LLM's typical decode step by batch size, ms (empty without a batch decoder)."""
+        return self._decoder.step_times.typical_ms() if self._decoder is not None else {}
+
+    def now(self) -> CapacityNow:
+        """The admission now (see :class:`CapacityNow`)."""
+        load = self.meter.load()
         compute = self._queue.load() if self._queue is not None else None
+        step_ms = self.step_ms()
         if not self.enabled:
-            return CapacityNow(talkers, None, "off", step_ms, compute)
+            return CapacityNow("off", None, load, step_ms, compute, None)
         if self.setting > 0:
-            return CapacityNow(talkers, self.setting, "setting", step_ms, compute)
-        if self._decoder is not None:
-            limit = talking_capacity(step_ms, self._decoder.sequences)
-            return CapacityNow(talkers, limit, "measured", step_ms, compute)
-        return CapacityNow(talkers, None, "none", step_ms, compute)
+            full = load.live >= self.setting
+            reason = f"This process answers {self.setting} calls at once (setting); {load.live} are live"
+            return CapacityNow("setting", self.setting, load, step_ms, compute, reason if full else None)
+        return CapacityNow("measured", calls_fit(load), load, step_ms, compute, refusal(load))

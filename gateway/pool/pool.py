@@ -1,18 +1,22 @@
 """UnitPool: the fixed set of PipelineUnits built at start-up, and who may claim one: an idle unit
-and, by compute, room for one more talking caller (:mod:`gateway.pool.capacity`)."""
+and, by measured load, room for one more conversation (:mod:`gateway.pool.capacity`,
+:mod:`gateway.pool.load`)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Optional
 
 from gateway.config import GatewayConfig
+from gateway.media.playout import SAMPLE_RATE
 from gateway.models.base import ModelSet
 from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.chain import StageFactory
-from gateway.pool.capacity import CapacityNow, TalkingCapacity
+from gateway.pool.capacity import Admission, CapacityNow
 from gateway.pool.lease import UnitLease
+from gateway.pool.load import TALK_WINDOW_S, TICK_S, LoadMeter
 from gateway.pool.unit import EventSink, PipelineUnit, UnitState
 
 
@@ -43,12 +47,47 @@ class UnitPool:
         self.config = config
         loop = loop or asyncio.get_running_loop()
         self.units = [PipelineUnit(i, models, config, loop, stage_factories) for i in range(config.pool_size)]
-        self.capacity = TalkingCapacity(config, models.llm)
+        self.meter = LoadMeter(
+            live=lambda: self.count(UnitState.ACTIVE),
+            talking=self.talking,
+            misses=self._misses,
+            lone_step_ms=lambda: self.capacity.step_ms().get(1),
+        )
+        self.capacity = Admission(config, models.llm, self.meter)
         self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None
         self.on_recovery: Callable[[PipelineUnit], None] = lambda unit: None  # a stuck unit rebuilt (metrics)
         for unit in self.units:
             unit.on_state_change = self._state_changed
             unit.on_recovery = lambda u: self.on_recovery(u)
+            unit.replying_elsewhere = self._replying_besides(unit)
+            unit.on_first_audio = self.meter.first_audio
+        self._ticker: Optional[asyncio.TimerHandle] = loop.call_later(TICK_S, self._tick, loop)
+
+    def _replying_besides(self, unit: PipelineUnit) -> Callable[[], int]:
+        """How many units other than ``unit`` write a reply now (a callable for ``unit``)."""
+        return lambda: sum(1 for other in self.units if other is not unit and other.scope.live)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Sample the load every second (CPU over a window needs samples while nobody asks)."""
+        self.meter.tick()
+        self._ticker = loop.call_later(TICK_S, self._tick, loop)
+
+    def talking(self) -> int:
+        """Live calls with a turn (caller speech or a response) in the last ``TALK_WINDOW_S``, or a
+        reply being written now."""
+        now = time.monotonic()
+        return sum(
+            1
+            for unit in self.units
+            if unit.state is UnitState.ACTIVE
+            and (unit.scope.live or now - (unit.call_state.last_turn or -TALK_WINDOW_S - 1) <= TALK_WINDOW_S)
+        )
+
+    def _misses(self) -> tuple[int, float]:
+        """Every unit's playout underruns so far: (count, seconds of silence inside replies)."""
+        count = sum(unit.playout.underruns for unit in self.units)
+        samples = sum(unit.playout.underrun_samples for unit in self.units)
+        return count, samples / SAMPLE_RATE
 
     def _state_changed(self, unit: PipelineUnit) -> None:
         # The LLM's threads: calls being served (a draining unit's stages are counted by their work).
@@ -68,8 +107,8 @@ class UnitPool:
 
     def refusal(self) -> Optional[PoolFullError]:
         """Why a call would be refused now: PoolFullError when no unit is idle, else
-        ComputeBusyError when the compute admits no more talkers (:meth:`capacity_now`); None
-        when a claim would succeed."""
+        ComputeBusyError when the measured load admits no more conversations (:meth:`capacity_now`);
+        None when a claim would succeed."""
         if self.count(UnitState.IDLE) == 0:
             return PoolFullError(f"All lines are busy (all {len(self.units)} units are in use)")
         reason = self.capacity_now().refusal()
@@ -80,8 +119,8 @@ class UnitPool:
         return sum(1 for unit in self.units if unit.state is state)
 
     def capacity_now(self) -> CapacityNow:
-        """The compute admission now: every ``active`` unit (a live call) counts as a talker."""
-        return self.capacity.now(self.count(UnitState.ACTIVE))
+        """The admission by compute now (:class:`~gateway.pool.capacity.Admission`)."""
+        return self.capacity.now()
 
     def snapshot(self) -> dict:
         """The body of ``GET /v1/pool``."""
@@ -98,6 +137,9 @@ class UnitPool:
     def close(self, timeout: float = 10.0) -> bool:
         """Stop every unit's stage threads and wait up to ``timeout`` s for them (blocking)."""
         CORE_USE.calls = 0
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         for unit in self.units:
             unit.close()
         return all([unit.join(timeout) for unit in self.units])

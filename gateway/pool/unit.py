@@ -87,6 +87,11 @@ class PipelineUnit(UnitLifecycle):
         # The prompt of a reply to the turn so far, read ahead (read_ahead) off the event loop: let
         # go when a different response starts, a newer draft comes or the call ends.
         self.prompt_read = PromptReadAhead(loop)
+        # The pool's load meter: how many other units write a reply now (is this turn asked on a
+        # quiet box?), and each answered turn's first clause (turn end -> first audio, s).
+        self.replying_elsewhere: Callable[[], int] = lambda: 0
+        self.on_first_audio: Callable[[float, bool], None] = lambda first_clause_s, quiet: None
+        self._quiet_turn = False
         self._build()
 
     # ----- construction -----
@@ -132,7 +137,7 @@ class PipelineUnit(UnitLifecycle):
     def on_speech_started(self, event: SpeechStarted) -> None:
         """Called by the VAD thread when caller speech is confirmed: barge in (cancel the reply and
         drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
-        self.call_state.touch()
+        self.call_state.turned()
         self.cue.stop()
         interruption = self.interrupt() if self.settings.turn.interrupt_response else None
         self.notify(event)
@@ -333,7 +338,8 @@ class PipelineUnit(UnitLifecycle):
         latency = latency or TurnLatency()
         latency.mark("response_requested", time.monotonic())
         self._latency = {generation: latency}
-        self.call_state.touch()
+        self._quiet_turn = self.replying_elsewhere() == 0
+        self.call_state.turned()
         arm_cue(self, audio, latency)
         self.chain.llm_in.put(
             ResponseRequest(
@@ -375,6 +381,9 @@ class PipelineUnit(UnitLifecycle):
             latency = self._latency.get(events.started)
             if latency is not None:
                 latency.mark("first_audio_frame", time.monotonic())
+                asked = latency.end_of_turn or latency.response_requested
+                if asked is not None and latency.first_audio_frame is not None:
+                    self.on_first_audio(latency.first_audio_frame - asked, self._quiet_turn)
                 self._deliver(TurnLatencyMeasured(call_id, generation=events.started, latency_ms=latency.as_ms()))
             self._deliver(PlaybackStarted(call_id, generation=events.started))
         if events.stopped is not None:

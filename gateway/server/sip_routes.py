@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.server.app_keys import CONFIG, SESSIONS, SHUTDOWN, SIP
+from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP
 from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import read_text, session_update
@@ -114,6 +114,8 @@ async def sip_user_agent(app: web.Application) -> AsyncIterator[None]:
         yield
         return
     user_agent = SipUserAgent(config, app[SESSIONS])  # the door refuses while draining, and counts
+    srtp_dropped = app[METRICS].srtp_dropped
+    user_agent.on_srtp_dropped = lambda reason: srtp_dropped.labels(reason=reason).inc()
     await user_agent.start()
     app[SHUTDOWN].add_goodbyes(lambda: user_agent.byes_in_flight)  # a BYE of the drain waits for its answer
     app[SIP] = user_agent

@@ -1,4 +1,4 @@
-"""The thinking cue over real WebRTC (issue 20 "no dead air", issue 19's late first audio).
+"""The thinking cue over real WebRTC ("no dead air": a tool call running, a late first answer audio).
 
 A gateway on loopback with the real models, except a language model double that answers late
 (``SlowLanguageModelDouble``) or calls a tool (``ToolCallingLanguageModelDouble``). The client

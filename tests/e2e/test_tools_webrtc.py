@@ -37,7 +37,7 @@ SESSION = {
     "tool_choice": "auto",
     "max_output_tokens": 40,
 }
-PARIS = {"city": "Paris", "temperature_c": 31, "sky": "sunny"}  # the output of issue 20
+PARIS = {"city": "Paris", "temperature_c": 31, "sky": "sunny"}  # a tool output the answer must put into words
 # Call probability 0.56-0.58 with these instructions (threshold 0.35; docs/BENCHMARKS.md).
 ASK_WEATHER = "Look up the current weather in Paris."
 CALL_ORDER = [
@@ -107,7 +107,7 @@ async def test_tool_round_trip_over_webrtc(models, gateway_config):
 @pytest.mark.slow
 @pytest.mark.parametrize("instructions", ["You are a helpful assistant.", ""])
 async def test_the_answer_speaks_the_tool_output(models, gateway_config, instructions):
-    """Issue 20: with plain instructions that do not name the tool, the answer after a
+    """With plain instructions that do not name the tool, the answer after a
     ``function_call_output`` must say what the output holds (it used to repeat the call or dump
     tool markup: Qwen2.5's template shows the output as a bare ``<tool_response>`` user turn)."""
     async with serve(gateway_config(), models) as (url, _app):

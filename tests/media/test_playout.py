@@ -89,3 +89,30 @@ def test_clear_ends_a_pause():
     cleared = buffer.clear()
     assert cleared is not None and cleared[1] == 20  # 20 ms heard before the pause
     assert not buffer.paused
+
+
+def test_a_reply_whose_audio_runs_dry_before_its_end_counts_one_deadline_miss_per_gap():
+    """A reply that plays and has no audio for a frame, though it has not ended, is a missed
+    deadline (the caller hears a gap); silence between replies, a paused reply (barge-in being
+    decided) and a reply's end are not."""
+    buffer = PlayoutBuffer(lambda g: True)
+    assert buffer.read_frame(960)[0] is None and buffer.underruns == 0, "nothing plays yet"
+    buffer.write(1, np.ones(960 * 2, np.int16))
+    for _ in range(2):
+        assert buffer.read_frame(960)[0] is not None
+    for _ in range(3):  # the next sentence is late: three frames of the reply are silent
+        assert buffer.read_frame(960)[0] is None
+    assert buffer.underruns == 1 and buffer.underrun_samples == 3 * 960
+    buffer.write(1, np.ones(960, np.int16))
+    buffer.read_frame(960)
+    buffer.read_frame(960)  # dry again: a second gap
+    assert buffer.underruns == 2
+    buffer.write(1, np.ones(960, np.int16))
+    assert buffer.pause()
+    buffer.read_frame(960)
+    buffer.resume()
+    buffer.end(1)
+    buffer.read_frame(960)
+    buffer.read_frame(960)
+    buffer.read_frame(960)
+    assert buffer.underruns == 2 and buffer.underrun_samples == 4 * 960, "a pause and the end are no gap"

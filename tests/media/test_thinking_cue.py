@@ -1,4 +1,4 @@
-"""The thinking cue (issue 20, "no dead air"): real, quiet audio made at 48 kHz, played by the output
+"""The thinking cue ("no dead air"): real, quiet audio made at 48 kHz, played by the output
 track only in frames without answer audio, stopped by the answer's first frame, recorded as played."""
 
 from __future__ import annotations

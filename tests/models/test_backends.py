@@ -38,15 +38,15 @@ def test_each_stage_defaults_to_its_first_row() -> None:
     ]
     for stage in STAGES:
         assert selected(config, stage).name == names(stage)[0]
-    assert names("stt") == ("whisper",) and names("end_of_turn") == ("smart_turn", "silence")
+    assert names("stt") == ("whisper", "openai_http") and names("end_of_turn") == ("smart_turn", "silence")
 
 
 @pytest.mark.parametrize(
     ("flag", "setting", "choices"),
     [
-        ("--stt-backend", "stt_backend", "whisper"),
+        ("--stt-backend", "stt_backend", "whisper, openai_http"),
         ("--llm-backend", "llm_backend", "llama_cpp, openai_http, transformers"),
-        ("--tts-backend", "tts_backend", "piper, kokoro, kokoro_onnx"),
+        ("--tts-backend", "tts_backend", "piper, kokoro, kokoro_onnx, openai_http"),
         ("--turn-detector", "turn_detector", "smart_turn, silence"),
     ],
 )

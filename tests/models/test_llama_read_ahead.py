@@ -67,7 +67,9 @@ def test_a_read_ahead_the_caller_talked_past_changes_nothing_said(llm) -> None:
 
 def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
     """A read-ahead (or instructions warm) still being read when the KV cache runs out of cells gave
-    the turn in the same step an error (``llm_failed``); the background read now gives way."""
+    the turn in the same step an error (``llm_failed``); the background read now gives way. (It is
+    read only in steps where no turn is due, so it runs out of cells after the turn, and is dropped
+    then, the turn's cells kept.)"""
     from gateway.models.llama_cpp.batch import BatchDecoder
 
     decoder = BatchDecoder(llm._llm, n_ctx=256, sequences=1, prefixes=1)
@@ -81,7 +83,11 @@ def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
             assert warm is not None
         logits, _ = lease.evaluate(turn, lambda: False)
         assert logits is not None and logits.shape == (decoder.n_vocab,), "the turn was read"
+        deadline = time.monotonic() + 60
+        while not warm.done and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert warm.done, "the background read was dropped"
+        assert lease.tokens == turn, "the turn's cells were kept"
         lease.release()
     finally:
         decoder.close()

@@ -1,9 +1,9 @@
-"""Admission by talking capacity: every live call counts as a potential talker, and once they
-reach the capacity a new WebRTC offer, WebSocket session or SIP INVITE is refused at once (503
-``compute_busy`` with ``Retry-After``) before anyone talks; a call that hangs up makes room. The
-capacity, its source and the live talkers show in ``/v1/pool`` and ``/metrics``. Real offers over
-HTTP and real SIP over UDP on loopback; the live calls are offers nobody connects (they stay live
-for ``connect_timeout_s``)."""
+"""Admission with a set capacity (``--talking-capacity N``): once N calls are live a new WebRTC
+offer, WebSocket session or SIP INVITE is refused at once (503 ``compute_busy`` with
+``Retry-After``); a call that hangs up makes room. And by measured load (the default): the load,
+the estimate and the decode steps it starts from show in ``/v1/pool`` and ``/metrics``. Real offers
+over HTTP and real SIP over UDP on loopback; the live calls are offers nobody connects (they stay
+live for ``connect_timeout_s``)."""
 
 from __future__ import annotations
 
@@ -53,13 +53,14 @@ async def test_calls_beyond_the_talking_capacity_get_compute_busy_until_one_hang
 
             async with http.get(f"{url}/v1/pool") as response:
                 pool = await response.json()
-            assert pool["capacity"]["talkers"] == 2 and pool["capacity"]["limit"] == 2
+            assert pool["capacity"]["live"] == 2 and pool["capacity"]["limit"] == 2
+            assert pool["capacity"]["talkers"] == 0, "nobody has said a word"
             assert pool["capacity"]["source"] == "setting" and pool["capacity"]["busy"] is True
             assert pool["totals"]["idle"] == 1, "a unit is free: compute, not the pool, refused"
             async with http.get(f"{url}/metrics") as response:
                 text = await response.text()
             assert 'vg_talking_capacity{source="setting"} 2.0' in text, text
-            assert "vg_talkers 2.0" in text
+            assert "vg_live_calls 2.0" in text and "vg_talkers 0.0" in text
             assert 'vg_calls_total{result="compute_busy"} 3.0' in text  # offer, WebSocket, INVITE
 
             async with http.delete(f"{url}{first[2]['Location']}") as response:
@@ -71,17 +72,26 @@ async def test_calls_beyond_the_talking_capacity_get_compute_busy_until_one_hang
                     assert response.status == 200
 
 
-async def test_the_measured_capacity_comes_from_the_warm_up_step_probe(models, gateway_config):
+async def test_the_measured_load_and_estimate_show_in_pool_and_metrics(models, gateway_config):
     config = gateway_config(pool_size=2, talking_capacity=0)
     async with serve(config, models) as (url, _app):
         async with aiohttp.ClientSession() as http:
+            status, _, headers = await post_offer(http, url)
+            assert status == 201 or headers.get("Retry-After"), "admitted, or refused by this busy machine's load"
             async with http.get(f"{url}/v1/pool") as response:
                 capacity = (await response.json())["capacity"]
             async with http.get(f"{url}/metrics") as response:
                 text = await response.text()
+            if status == 201:
+                async with http.delete(f"{url}{headers['Location']}") as response:
+                    assert response.status == 200
     sequences = models.llm.decoder.sequences
-    assert capacity["source"] == "measured" and 1 <= capacity["limit"] <= sequences, capacity
-    assert sorted(int(size) for size in capacity["step_ms"]) == list(range(1, sequences + 1)), capacity
-    assert capacity["talkers"] == 0 and capacity["busy"] is False
+    assert capacity["source"] == "measured" and capacity["limit"] == capacity["calls_fit"] >= 1, capacity
+    assert capacity["talkers"] == 0 and capacity["cores"] >= 1 and capacity["call_cost_cores"] > 0, capacity
+    assert capacity["live"] == (1 if status == 201 else 0), capacity
+    assert capacity["busy"] is (capacity["reason"] is not None), capacity
+    assert {1, min(2, sequences), sequences} <= {int(size) for size in capacity["step_ms"]}, "the warm-up's probe"
     assert f'vg_talking_capacity{{source="measured"}} {float(capacity["limit"])}' in text
-    assert 'vg_decode_step_ms{size="1"}' in text
+    for name in ("vg_load ", "vg_calls_fit ", "vg_call_cost_cores ", 'vg_cpu_cores{scope="box"}'):
+        assert name in text, name
+    assert "vg_playout_underruns_total 0.0" in text and 'vg_decode_step_ms{size="1"}' in text

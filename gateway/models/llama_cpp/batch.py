@@ -11,17 +11,20 @@ own cells, another sequence's, a prefix warmed by :meth:`BatchDecoder.warm` or a
 :class:`~gateway.models.llama_cpp.state_cache.LlamaStateCache`), evaluates the rest and returns the
 logits of the last position. Sampling stays in the caller's thread.
 
-One step: every pending evaluation contributes its next tokens (one for a decoding turn, up to
-``chunk`` prompt tokens for one being read; a prompt read while others decode gets ``shared_chunk``
-per step so their tokens are not held back); new turns join at the next step (continuous batching).
+One step: the pending evaluations of one class by deadline (``gateway.models.llama_cpp.schedule``:
+due work, else replies ahead of their playout and session warms, else read-aheads; replies far
+ahead wait) contribute their next tokens (one for a decoding turn, up to ``chunk`` prompt tokens
+for one being read, ``shared_chunk`` beside decodes, earliest deadline first); new turns join at
+the next step (continuous batching). An evaluation's ``due`` comes from its caller
+(:meth:`SequenceLease.evaluate`: a reply's pace); a warm a turn waits for takes that turn's.
 Threads by load, per step (:class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` threads (2) for
 a lone call while no STT, TTS or end-of-turn call runs (``CORE_USE``), else 1 (2 collapse on a busy core).
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
 Step times: pure decode steps (one token per sequence) are timed by size into
-:attr:`BatchDecoder.step_times` (seeded by :meth:`BatchDecoder.measure_steps`), admission's talking
-capacity (``gateway.models.compute.decode_capacity``). Positions: a sequence's tokens ``t[0..n)`` sit at
+:attr:`BatchDecoder.step_times` (seeded by :meth:`BatchDecoder.measure_steps`;
+``gateway.models.compute.decode_capacity``). Positions: a sequence's tokens ``t[0..n)`` sit at
 ``0..n-1``. A step with no free KV cell frees idle sequences, then fails its evaluations
 (:class:`~gateway.models.base.LanguageModelError`).
 """
@@ -40,6 +43,7 @@ from gateway.models.base import LanguageModelError
 from gateway.models.compute.core_use import CORE_USE, LlamaThreads
 from gateway.models.compute.decode_capacity import StepTimes
 from gateway.models.llama_cpp.holds import Evaluation, SequenceLease, Warm
+from gateway.models.llama_cpp.schedule import StepPlan, plan_step
 from gateway.models.llama_cpp.state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
@@ -221,16 +225,16 @@ class BatchDecoder:
         return []
 
     def measure_steps(self, repeats: int = 3) -> dict[int, float]:
-        """Time ``repeats`` decode steps of every batch size 1..``sequences`` into :attr:`step_times`
-        (the start-up seed of the talking capacity; real turns' steps update it). Each step puts one
-        token after what each sequence holds, and the cells are dropped again after, so the
-        sequences keep their tokens. Runs on the step thread between two steps (~12 steps: about
-        2 s for the 1.5B model on a slow 2-core box; call it before callers come). Returns
-        :meth:`StepTimes.typical_ms`. Raises LanguageModelError when llama.cpp fails a step."""
+        """Time ``repeats`` decode steps of batch sizes 1, 2, 4 and ``sequences`` (those up to
+        ``sequences``) into :attr:`step_times` (the start-up seed; real turns' steps update it).
+        Each step puts one token after what each sequence holds, and the cells are dropped again
+        after, so the sequences keep their tokens. Runs on the step thread between two steps (~12
+        steps: about 2 s for the 1.5B model on a slow 2-core box; call it before callers come).
+        Returns :meth:`StepTimes.typical_ms`. Raises LanguageModelError when llama.cpp fails a step."""
         failed: list[int] = []
 
         def probe() -> None:
-            for size in range(1, self.sequences + 1):
+            for size in sorted({min(size, self.sequences) for size in (1, 2, 4, self.sequences)}):
                 seqs = self._seqs[:size]
                 for r in range(repeats):
                     batch = self._batch
@@ -307,8 +311,9 @@ class BatchDecoder:
         held = max(common_prefix(np.asarray(s.tokens, dtype=np.intc), want) for s in self._seqs if s.seq not in warming)
         covering = [w for w in warms if common_prefix(np.asarray(w.wanted, dtype=np.intc), want) > held + 8]
         if not evaluation.speculative:
-            for warm in covering:
+            for warm in covering:  # read from now on as the turn's own prompt, by its deadline
                 warm.speculative = False
+                warm.due = min(warm.due, evaluation.due)
         return bool(covering)
 
     def _resolve(self, evaluation: Evaluation) -> None:
@@ -363,10 +368,10 @@ class BatchDecoder:
                     if not evaluation.resolved and not self._warming_for(evaluation):
                         self._resolve(evaluation)
                 plan = self._plan()
-                if not plan:  # only reads held back while a turn samples: wait for its next token
-                    self._cond.wait(self._gather_s or 0.005)
-            if plan:
-                self._step(plan)
+                if not plan.items:  # reads held back while a turn samples, or replies paused
+                    self._cond.wait(self._idle_wait(plan))
+            if plan.items:
+                self._step(plan.items)
 
     def _live_pending(self) -> list[Evaluation]:
         self._pending = [e for e in self._pending if not e.abandoned]
@@ -383,26 +388,24 @@ class BatchDecoder:
                 return
             self._cond.wait(remaining)
 
-    def _plan(self) -> list[tuple[Evaluation, int]]:
-        """(evaluation, how many of its tokens) for this step: single tokens first, then prompt chunks."""
-        pending = [e for e in self._live_pending() if e.resolved]
-        # A turn reading or generating (a token now, or between two samples) holds speculative reads back.
-        turns_busy = any(not e.warm for e in pending) or any(s.waiting for s in self._seqs)
-        pending = [e for e in pending if not (turns_busy and e.speculative)]
-        decoding = [e for e in pending if len(e.tokens) == 1]
-        reading = [e for e in pending if len(e.tokens) > 1]
-        plan = [(e, 1) for e in decoding]
-        room = self._capacity - len(plan)
-        # Turns' prompts before background warms; the room is split between the prompts read now.
-        reading.sort(key=lambda e: not self._seqs[e.seq].leased)
-        for e in reading:
-            share = self.chunk if not decoding else self.shared_chunk
-            take = min(len(e.tokens), share, room, max(4, (self._capacity - len(plan)) // len(reading)))
-            if take <= 0:
-                break
-            plan.append((e, take))
-            room -= take
-        return plan
+    def _plan(self) -> StepPlan:
+        """This step's (evaluation, how many of its tokens), by deadline (``schedule.plan_step``)."""
+        return plan_step(
+            self._live_pending(),
+            time.monotonic(),
+            capacity=self._capacity,
+            chunk=self.chunk,
+            shared_chunk=self.shared_chunk,
+            turns_between_samples=any(s.waiting for s in self._seqs),
+            leased=lambda seq: self._seqs[seq].leased,
+        )
+
+    def _idle_wait(self, plan: StepPlan) -> float:
+        """How long the step thread waits for news when nothing can be stepped: a turn's next token
+        (``gather_s``), else until the earliest paused reply may go on (a submit wakes it sooner)."""
+        if any(s.waiting for s in self._seqs) or plan.wake_at is None:
+            return self._gather_s or 0.005
+        return min(1.0, max(0.005, plan.wake_at - time.monotonic()))
 
     def _use_threads(self, size: int, busy: bool) -> bool:
         """Set the threads for a step of ``size`` sequences; True when they are the busy setting."""

@@ -9,6 +9,7 @@ import the decoder's."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional, Protocol
@@ -16,6 +17,7 @@ from typing import Optional, Protocol
 import numpy as np
 
 from gateway.models.base import LanguageModelError
+from gateway.models.compute.deadline import NO_DEADLINE
 
 
 @dataclass
@@ -35,6 +37,9 @@ class Evaluation:
     warm: bool = False  # a background warm (BatchDecoder.warm), not a turn's
     speculative: bool = False  # a warm for a turn that may not come (a read-ahead): never beside a decode
     holders: int = 0  # a warm's sessions that still want it (abandoned when the last lets go)
+    # When it is needed (monotonic s, gateway.models.compute.deadline): a turn's first clause when
+    # the turn was asked, a reply's later token by its caller's pace; a warm none until a turn waits for it.
+    due: float = NO_DEADLINE
 
 
 class Steps(Protocol):
@@ -95,13 +100,17 @@ class SequenceLease:
         """The tokens the sequence holds now (a copy)."""
         return self._decoder.held(self.seq_id)
 
-    def evaluate(self, tokens: list[int], should_stop: Callable[[], bool]) -> tuple[Optional[np.ndarray], int]:
+    def evaluate(
+        self, tokens: list[int], should_stop: Callable[[], bool], due: Optional[float] = None
+    ) -> tuple[Optional[np.ndarray], int]:
         """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
-        (n_vocab,); how many tokens were reused rather than read). Logits are None when
-        ``should_stop`` became True first (the read stops at the next step). Raises
-        LanguageModelError when llama.cpp fails the step."""
+        (n_vocab,); how many tokens were reused rather than read). ``due``: when the logits are
+        needed (monotonic s; None: now), the order the decoder serves evaluations in (a reply far
+        ahead of its playout waits). Logits are None when ``should_stop`` became True first (the
+        read stops at the next step). Raises LanguageModelError when llama.cpp fails the step."""
         decoder = self._decoder
         evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first)
+        evaluation.due = time.monotonic() if due is None else due
         self._first = False
         decoder.submit(evaluation)
         while not evaluation.done.wait(decoder.poll_s):

@@ -31,7 +31,7 @@ Threads, per step (``threads``, :class:`~gateway.models.compute.core_use.LlamaTh
 lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
 ~34 tokens/s idle but ~5 when the other core is busy; 1 thread holds ~21-23 idle and 8-21 busy).
 Memory: the 1.5B instance adds ~1.8 GB RSS: 1.1 GB of memory-mapped weights, ~28 KiB of
-KV cache per cell (``kv_cells``, by default ``n_ctx`` per two sequences, shared by all sequences)
+KV cache per cell (``kv_cells``, by default ``n_ctx`` per two sequences up to ``2 * n_ctx``, shared by all sequences)
 and compute buffers; plus the saved states (``state_cache_mb``).
 """
 
@@ -135,7 +135,7 @@ class LlamaCppLanguageModel:
         self.state_cache = LlamaStateCache(state_cache_mb * 1024 * 1024)
         self.decoder = BatchDecoder(
             self._llm,
-            n_ctx=kv_cells or n_ctx * max(1, (sequences + 1) // 2),
+            n_ctx=kv_cells or n_ctx * min(2, max(1, (sequences + 1) // 2)),
             sequences=sequences,
             threads=threads,
             chunk=max(prefill_chunk, 8),
@@ -231,6 +231,8 @@ class _Run:
         self.deadline = turn.started + budget if budget and budget > 0 else float("inf")
         self.should_stop = should_stop
         self.max_tokens = max(1, max_tokens)
+        self.pace = requested.due
+        self.paced_s = 0.0  # time a paced token was let wait before it was due (not budget)
         self.cached = 0
         self.call_probability: Optional[float] = None
         seed = requested.seed if requested.seed is not None else random.randrange(2**31)
@@ -238,7 +240,7 @@ class _Run:
         self.rng = np.random.default_rng(seed)
 
     def over_budget(self) -> bool:
-        return time.monotonic() > self.deadline
+        return time.monotonic() - self.paced_s > self.deadline
 
     def interrupted(self) -> bool:
         """``should_stop`` or the budget: polled while the sequence waits for its step."""
@@ -250,13 +252,21 @@ class _Run:
         return "budget" if self.over_budget() else None
 
     def evaluate(self, tokens: list[int]) -> Optional[np.ndarray]:
-        logits, _ = self.lease.evaluate(tokens, self.interrupted)
-        return logits
+        return self.evaluate_kept(tokens)[0]
+
+    def evaluate_kept(self, tokens: list[int]) -> tuple[Optional[np.ndarray], int]:
+        """The lease's evaluation of ``tokens``, due when the request's pace says (None: now)."""
+        due = self.pace() if self.pace is not None else None
+        started = time.monotonic()
+        result = self.lease.evaluate(tokens, self.interrupted, due)
+        if due is not None and due > started:
+            self.paced_s += min(time.monotonic(), due) - started
+        return result
 
     def execute(self, messages: list[ChatMessage], on_text: Callable[[str], None]) -> Generation:
         prompt = self.chat.prompt_tokens(messages, self.max_tokens, self.options)
         tools = allowed_tools(self.options.tools, self.options.tool_choice)
-        logits, self.cached = self.lease.evaluate(prompt, self.interrupted)
+        logits, self.cached = self.evaluate_kept(prompt)
         if logits is None:
             return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
         if tools and self.options.tool_choice != "auto":

@@ -1,1 +1,3 @@
-"""Engines behind an OpenAI-compatible HTTP server (``llm.py``: Chat Completions)."""
+"""Engines behind OpenAI-compatible HTTP servers: the LLM (``llm.py``, Chat Completions), STT
+(``stt.py``, ``POST /v1/audio/transcriptions``), TTS (``tts.py``, ``POST /v1/audio/speech``) and the
+client side they share (``client.py``)."""

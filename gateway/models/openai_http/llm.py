@@ -31,6 +31,7 @@ import openai
 
 from gateway.models.base import TOOL_CHOICES, ChatMessage, Generation, GenerationOptions, LanguageModelError, ToolCall
 from gateway.models.compute.engine_queue import EngineQueue
+from gateway.models.openai_http.client import Endpoint
 from gateway.models.tool_calls import allowed_tools, check_tool_choice, new_call_id, tools_for_request
 
 _POLL_S = 0.02
@@ -72,13 +73,9 @@ class OpenAIHttpLanguageModel:
         budget_s: float = 30.0,
     ) -> None:
         self.name = model
-        self.base_url = base_url.rstrip("/")
+        self.endpoint = Endpoint("LLM", base_url, api_key, connect_timeout_s, read_timeout_s)
+        self.base_url = self.endpoint.base_url
         self.queue = EngineQueue(slots=concurrency)
-        self._api_key = api_key
-        # Per network operation: connect, and each read of the stream (what a silent server trips).
-        self._timeout = openai.Timeout(read_timeout_s, connect=connect_timeout_s, read=read_timeout_s)
-        self._connect_timeout_s = connect_timeout_s
-        self._read_timeout_s = read_timeout_s
         self._defaults = GenerationOptions(temperature=temperature, top_p=top_p, budget_s=budget_s)
         self._loop = asyncio.new_event_loop()
         self._client: Optional[openai.AsyncOpenAI] = None
@@ -193,12 +190,9 @@ class OpenAIHttpLanguageModel:
     async def _stream(self, body: dict[str, Any], events: queue.Queue[Any]) -> None:
         """Post ``body`` and put ("text"|"tool"|"finish"|"usage", value) items, then _END (or the
         LanguageModelError that ended it) on ``events``."""
-        url = f"{self.base_url}/chat/completions"
         try:
             if self._client is None:  # made on this loop, where its connection pool lives
-                self._client = openai.AsyncOpenAI(
-                    base_url=self.base_url, api_key=self._api_key or "none", timeout=self._timeout, max_retries=0
-                )
+                self._client = self.endpoint.async_client()
             stream = await self._client.chat.completions.create(**body)
             try:
                 async for chunk in stream:
@@ -210,19 +204,8 @@ class OpenAIHttpLanguageModel:
             raise
         except LanguageModelError as exc:
             events.put(exc)
-        except openai.APITimeoutError:
-            events.put(
-                LanguageModelError(
-                    f"LLM server {url} did not answer in time "
-                    f"(connect timeout {self._connect_timeout_s} s, read timeout {self._read_timeout_s} s)"
-                )
-            )
-        except openai.APIConnectionError as exc:
-            events.put(LanguageModelError(f"LLM server {url} cannot be reached: {exc}"))
-        except openai.APIStatusError as exc:
-            events.put(LanguageModelError(f"LLM server {url} answered HTTP {exc.status_code}: {str(exc)[:300]}"))
         except (openai.OpenAIError, ValueError) as exc:
-            events.put(LanguageModelError(f"LLM server {url} stream failed: {type(exc).__name__}: {exc}"))
+            events.put(LanguageModelError(self.endpoint.failure(exc, "/chat/completions")))
 
 
 def _put_chunk(chunk: dict[str, Any], events: queue.Queue[Any]) -> None:

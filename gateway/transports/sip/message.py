@@ -112,10 +112,11 @@ def split_list(value: str) -> list[str]:
 
 @dataclass
 class SipMessage:
-    """Headers as (canonical name, value) pairs in their order, and the body (bytes)."""
+    """Headers as (canonical name, value) pairs in their order, and the body (bytes: out of the
+    repr, so that a message logged never shows its SDP's SRTP keys, RFC 4568 ``a=crypto``)."""
 
     headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
+    body: bytes = field(default=b"", repr=False)
 
     def get(self, name: str) -> Optional[str]:
         """The first value of the header ``name`` (any spelling), None if absent."""

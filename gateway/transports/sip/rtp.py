@@ -1,18 +1,21 @@
-"""Plain RTP (RFC 3550) for a SIP call: G.711 at 8 kHz each way, symmetric, with RFC 4733 key presses.
+"""RTP (RFC 3550) and SRTP (RFC 3711) for a SIP call: the answered voice codec each way (G.711 at
+8 kHz, Opus at 48 kHz), symmetric, with RFC 4733 key presses.
 
 - **In**: each datagram on the call's RTP port is parsed (version 2, CSRCs, header extension and
-  padding skipped); the chosen G.711 payload type is decoded (its row of the codec table,
-  ``gateway.media.codecs``: ``gateway.media.g711``), resampled to
-  the VAD's rate (``gateway.media.resample``) and handed to ``on_audio``; ``telephone-event``
-  packets become key presses (``gateway.media.dtmf``); a payload over 60 ms of G.711
-  (:data:`MAX_PAYLOAD_BYTES`) is dropped; only accepted packets (and RTCP from the
-  latched address) count for the caller's presence (``packets``).
+  padding skipped); with SRTP it is first authenticated and decrypted
+  (``gateway.transports.sip.srtp``: a packet that fails is dropped and counted, never decoded).
+  The chosen voice payload type is decoded (its row of the codec table, ``gateway.media.codecs``:
+  ``gateway.media.g711``, ``gateway.media.opus``), resampled to the VAD's rate
+  (``gateway.media.resample``) and handed to ``on_audio``; ``telephone-event`` packets become key
+  presses (``gateway.media.dtmf``); a payload over :data:`MAX_PAYLOAD_BYTES` (60 ms of G.711, one
+  Ethernet datagram of Opus) is dropped; only accepted packets (and RTCP, with SRTP only
+  authenticated SRTCP, from the latched address) count for the caller's presence (``packets``).
 - **Symmetric RTP** (RFC 4961) with latching: replies go to where the caller's RTP comes from
   (behind NAT the SDP's address is private and useless), latched **once**, on the first valid
-  packet whose source IP is one of ``trusted`` (``gateway.transports.sip.trust``: by default the
-  signalling source's only; None: any source). Afterwards datagrams from any other address (IP and
-  port) or with another SSRC are dropped, so a third party cannot hijack the call's audio or inject
-  key presses.
+  (with SRTP: authenticated) packet whose source IP is one of ``trusted``
+  (``gateway.transports.sip.trust``: by default the signalling source's only; None: any source).
+  Afterwards datagrams from any other address (IP and port) or with another SSRC are dropped, so
+  a third party cannot hijack the call's audio or inject key presses.
 - **Who is sent to**: nothing before the call is proven, by its latch or by the dialog's ACK
   (:meth:`RtpStream.acknowledged`: whoever sends it saw the 200 OK). After an ACK without a latch
   replies go to the SDP's address, but at most :data:`MAX_UNPROVEN_PACKETS` of them while that
@@ -20,8 +23,9 @@
   sending stops until the caller's RTP latches, and the media timeout ends a call that stays
   silent. So a forged INVITE makes the gateway send nobody a stream.
 - **Out**: :meth:`RtpStream.play` reads a 20 ms paced track (``gateway.media.outbound``: 48 kHz),
-  resamples to 8 kHz and sends one packet per 160 samples (RFC 3551: 20 ms of G.711), with the
-  marker bit on the first packet of each talk spurt.
+  resamples to the codec's clock rate and sends one packet per 20 ms (RFC 3551: 160 samples of
+  G.711; RFC 7587: 960 of Opus), with the marker bit on the first packet of each talk spurt,
+  protected with the gateway's own key under SRTP. The gateway sends no RTCP.
 """
 
 from __future__ import annotations
@@ -43,12 +47,15 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from gateway.media.codecs import SIP, STATIC_PAYLOAD_TYPES, Codec
 from gateway.media.dtmf import KeyPress, KeyPressDetector
 from gateway.media.resample import Resampler
+from gateway.transports.sip.srtp import SrtpContext
 
 log = logging.getLogger(__name__)
 
-RTP_RATE = 8000
-PACKET_SAMPLES = 160  # 20 ms at 8 kHz
-MAX_PAYLOAD_BYTES = 480  # 60 ms of G.711; a longer packet is dropped (no call sends one)
+RTP_RATE = 8000  # G.711's clock, and telephone-event's unless the offer says otherwise
+PACKET_MS = 20
+# The longest payload taken, by voice encoding (a longer packet is dropped: no call sends one):
+# 60 ms of G.711; for Opus, one Ethernet datagram (RFC 7587 speech packets are 20-200 bytes).
+MAX_PAYLOAD_BYTES = {"PCMU": 480, "PCMA": 480, "opus": 1500}
 # Packets sent to an address that has never sent RTP back (after the ACK, before any latch): 1 s.
 MAX_UNPROVEN_PACKETS = 50
 
@@ -106,13 +113,15 @@ class _Endpoint(asyncio.DatagramProtocol):
 class RtpStream:
     """The RTP of one call on one local UDP port (:meth:`open`). Set ``on_audio(samples,
     arrival)`` to get int16 mono at ``rate`` Hz (``time.monotonic()`` arrival), ``on_key(press)``
-    for each key press (both drop by default). ``packets`` counts the caller's packets received,
-    ``sent`` the packets sent, ``withheld`` those not sent (nobody proven to send to, see the
-    module), ``dropped`` the RTP packets refused (foreign source or SSRC). ``trusted`` are the IP
-    addresses the first (latching) packet may come from: empty, the SDP's address only; None, any
-    address (``gateway.transports.sip.trust.latch_sources``). ``codec`` is the row of the codec
-    table of ``payload_type`` (None: the static payload type's row); raises ValueError for a codec
-    this leg cannot make plain RTP of."""
+    for each key press, ``on_srtp_dropped(reason)`` for each SRTP packet dropped (reason
+    ``authentication`` or ``replay``; all drop by default). ``packets`` counts the caller's packets
+    received, ``sent`` the packets sent, ``withheld`` those not sent (nobody proven to send to,
+    see the module), ``dropped`` the RTP packets refused (foreign source or SSRC, too long).
+    ``trusted`` are the IP addresses the first (latching) packet may come from: empty, the SDP's
+    address only; None, any address (``gateway.transports.sip.trust.latch_sources``). ``codec``
+    is the row of the codec table of ``payload_type`` (None: the static payload type's row);
+    ``telephone_event_rate`` the clock rate of ``telephone_event`` (Hz); ``srtp`` the call's SRTP
+    sessions (None: plain RTP). Raises ValueError for a codec this leg cannot make RTP of."""
 
     def __init__(
         self,
@@ -123,13 +132,27 @@ class RtpStream:
         rate: int,
         trusted: Optional[Iterable[str]] = (),
         codec: Optional[Codec] = None,
+        telephone_event_rate: int = RTP_RATE,
+        srtp: Optional[SrtpContext] = None,
     ) -> None:
         codec = codec or STATIC_PAYLOAD_TYPES.get(payload_type)
-        if codec is None or SIP not in codec.answered_on or codec.decode is None or codec.encode is None:
-            raise ValueError(f"payload type {payload_type}: not a codec of plain RTP here (PCMU 0, PCMA 8)")
+        if (
+            codec is None
+            or codec.clock_rate is None
+            or SIP not in codec.answered_on
+            or codec.decoder is None
+            or codec.encoder is None
+        ):
+            raise ValueError(f"payload type {payload_type}: not a voice codec of RTP here (PCMU, PCMA, opus)")
         self.payload_type = payload_type
-        self._decode, self._encode = codec.decode, codec.encode
+        self.clock_rate = codec.clock_rate
+        self.packet_samples = codec.clock_rate * PACKET_MS // 1000
+        self._max_payload = MAX_PAYLOAD_BYTES.get(codec.encoding, 480)
+        self._decode, self._encode = codec.decoder(), codec.encoder()
         self.telephone_event = telephone_event
+        self.telephone_event_rate = telephone_event_rate
+        self.srtp = srtp
+        self.on_srtp_dropped: Callable[[str], None] = lambda reason: None
         self.remote = remote
         self.latched = False
         self.trusted: Optional[frozenset[str]] = None if trusted is None else frozenset(trusted or (remote[0],))
@@ -142,6 +165,7 @@ class RtpStream:
         self._unproven = 0  # packets sent to ``remote`` before any latch
         self._proven = asyncio.Event()  # set by the latch or the ACK: :meth:`play` may start
         self._foreign_logged = False
+        self._srtp_logged = False
         self.on_audio: Callable[[np.ndarray, float], None] = lambda samples, arrival: None
         self.on_key: Callable[[KeyPress], None] = lambda press: None
         self._in = Resampler(rate)
@@ -174,31 +198,39 @@ class RtpStream:
         """One datagram from ``source`` (see the module docstring)."""
         packet = parse_rtp(data)
         if packet is None:
-            if self.latched and source == self.remote:
+            if self.latched and source == self.remote and self._authentic_rtcp(data, source):
                 self.packets += 1  # RTCP from the caller
             return
         if packet.payload_type not in (self.payload_type, self.telephone_event):
             return
-        if len(packet.payload) > MAX_PAYLOAD_BYTES:
+        if not self._admissible(packet, source):
             self.dropped += 1
             return
-        if not self._accept(packet, source):
+        if self.srtp is not None:
+            clear = self.srtp.unprotect(data)
+            packet = parse_rtp(clear) if clear is not None else None
+            if packet is None:
+                self._srtp_dropped(source)
+                return
+        if len(packet.payload) > self._max_payload:
             self.dropped += 1
             return
+        self._latch(packet, source)
         self.packets += 1
         if packet.payload_type == self.payload_type:
             if packet.payload:
                 samples = self._decode(packet.payload)
-                audio = self._in.resample_array(samples, RTP_RATE)
+                audio = self._in.resample_array(samples, self.clock_rate) if samples.size else samples
                 if audio.size:
                     self.on_audio(audio, time.monotonic())
         else:
-            press = self._keys.packet(packet.ssrc, packet.timestamp, packet.payload, RTP_RATE)
+            press = self._keys.packet(packet.ssrc, packet.timestamp, packet.payload, self.telephone_event_rate)
             if press is not None:
                 self.on_key(press)
 
-    def _accept(self, packet: RtpPacket, source: tuple[str, int]) -> bool:
-        """Whether ``packet`` is the caller's: latches on the first one from a trusted IP."""
+    def _admissible(self, packet: RtpPacket, source: tuple[str, int]) -> bool:
+        """Whether ``packet`` may be the caller's (before any SRTP check): once latched, from the
+        latched address and SSRC; before, from a trusted IP."""
         if self.latched:
             return source == self.remote and packet.ssrc == self._remote_ssrc
         if self.trusted is not None and source[0] not in self.trusted:
@@ -206,13 +238,37 @@ class RtpStream:
                 self._foreign_logged = True
                 log.info("RTP from %s:%d dropped: not an address this call latches to (sip_rtp_latch)", *source)
             return False
+        return True
+
+    def _latch(self, packet: RtpPacket, source: tuple[str, int]) -> None:
+        """Latch on the caller's first accepted packet (its address and SSRC)."""
+        if self.latched:
+            return
         if source != self.remote:
             log.info("RTP latched to %s:%d (SDP said %s:%d)", *source, *self.remote)
             self.remote = source
         self._remote_ssrc = packet.ssrc
         self.latched = True
         self._proven.set()
-        return True
+
+    def _authentic_rtcp(self, data: bytes, source: tuple[str, int]) -> bool:
+        """Whether an RTCP datagram of the latched caller counts: with SRTP, only once it authenticates."""
+        if self.srtp is None:
+            return True
+        if self.srtp.unprotect_rtcp(data) is not None:
+            return True
+        self._srtp_dropped(source)
+        return False
+
+    def _srtp_dropped(self, source: tuple[str, int]) -> None:
+        """An SRTP or SRTCP packet failed authentication or the replay check: dropped, counted,
+        logged once per call (never the packet nor the key)."""
+        assert self.srtp is not None
+        reason = self.srtp.last_drop
+        self.on_srtp_dropped(reason)
+        if reason == "authentication" and not self._srtp_logged:
+            self._srtp_logged = True
+            log.info("SRTP from %s:%d failed authentication: dropped (a wrong key, or not the caller's)", *source)
 
     def acknowledged(self) -> None:
         """The call's 200 OK was acknowledged (its ACK came): replies may go to the SDP's address
@@ -221,14 +277,15 @@ class RtpStream:
         self._proven.set()
 
     def send_samples(self, samples: np.ndarray, marker: bool) -> None:
-        """Send 160 int16 samples at 8 kHz as one packet (withheld while nobody is proven to send
-        to: the timestamp still advances, RFC 3550 5.1)."""
+        """Send :attr:`packet_samples` int16 samples at the codec's clock rate (20 ms) as one
+        packet, SRTP-protected under SRTP (withheld while nobody is proven to send to: the
+        timestamp still advances, RFC 3550 5.1)."""
         if self._transport is None or self._transport.is_closing():
             return
         if not self.latched:
             if not self._acknowledged or self._unproven >= MAX_UNPROVEN_PACKETS:
                 self.withheld += 1
-                self._timestamp = (self._timestamp + PACKET_SAMPLES) & 0xFFFFFFFF
+                self._timestamp = (self._timestamp + self.packet_samples) & 0xFFFFFFFF
                 return
             self._unproven += 1
             if self._unproven == MAX_UNPROVEN_PACKETS:
@@ -237,17 +294,20 @@ class RtpStream:
                 )
         payload = self._encode(samples)
         packet = RtpPacket(self.payload_type, marker, self._sequence, self._timestamp, self._ssrc, payload)
-        self._transport.sendto(build_rtp(packet), self.remote)
+        data = build_rtp(packet)
+        self._transport.sendto(data if self.srtp is None else self.srtp.protect(data), self.remote)
         self._sequence = (self._sequence + 1) & 0xFFFF
-        self._timestamp = (self._timestamp + PACKET_SAMPLES) & 0xFFFFFFFF
+        self._timestamp = (self._timestamp + self.packet_samples) & 0xFFFFFFFF
         self.sent += 1
 
     async def play(self, track: MediaStreamTrack, source_rate: int) -> None:
         """Send ``track`` (paced 20 ms frames of int16 mono at ``source_rate`` Hz) until it ends
-        or this is cancelled: each frame resampled to 8 kHz, sent in 160-sample packets. Nothing is
-        read before the call is proven (its latch or ACK): the reply audio waits for it."""
+        or this is cancelled: each frame resampled to the codec's clock rate, sent in 20 ms
+        packets. Nothing is read before the call is proven (its latch or ACK): the reply audio
+        waits for it."""
         await self._proven.wait()
-        out = Resampler(RTP_RATE)
+        out = Resampler(self.clock_rate)
+        size = self.packet_samples
         pending = np.zeros(0, np.int16)
         talking = False
         try:
@@ -257,14 +317,21 @@ class RtpStream:
                 carried = bool(getattr(track, "carried_audio", True))
                 samples = frame.to_ndarray().reshape(-1).astype(np.int16, copy=False)
                 pending = np.concatenate([pending, out.resample_array(samples, source_rate)])
-                while pending.size >= PACKET_SAMPLES:
-                    self.send_samples(pending[:PACKET_SAMPLES], marker=carried and not talking)
-                    pending = pending[PACKET_SAMPLES:]
+                while pending.size >= size:
+                    self.send_samples(pending[:size], marker=carried and not talking)
+                    pending = pending[size:]
                 talking = carried
         except MediaStreamError:
             return
 
     def close(self) -> None:
-        """Close the port."""
-        if self._transport is not None:
-            self._transport.close()
+        """Close the port (and say how many SRTP packets were dropped, if any)."""
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._transport.close()
+        if self.srtp is not None and (self.srtp.rejected or self.srtp.replayed):
+            log.info(
+                "SRTP packets dropped in this call: %d failed authentication, %d replayed",
+                self.srtp.rejected,
+                self.srtp.replayed,
+            )

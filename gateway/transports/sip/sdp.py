@@ -1,15 +1,26 @@
-"""SDP offer/answer for plain RTP telephony (RFC 3264 over RFC 8866): the caller's offer read for
-its first audio stream (with the SDP reader of every leg, ``gateway.transports.sdp``), an answer
-with one voice codec and ``telephone-event``.
+"""SDP offer/answer for RTP telephony (RFC 3264 over RFC 8866): the caller's offer read for its
+first audio stream (with the SDP reader of every leg, ``gateway.transports.sdp``), an answer with
+one voice codec, ``telephone-event`` and, for SRTP, the gateway's own key.
 
-The codecs are the rows of the codec table (``gateway.media.codecs``) answered on ``sip``: the
-gateway answers the first of the offer's payload types that is one of them (PCMU or PCMA at 8 kHz;
-a static payload type needs no ``a=rtpmap``), and RFC 4733 ``telephone-event`` at the voice
-codec's clock rate when offered. An offer with no audio stream on a profile of
-:data:`RTP_PROFILES` (SRTP ``RTP/SAVP``, DTLS ``UDP/TLS/RTP/SAVPF``: a WebRTC offer belongs at
-``POST /v1/realtime/calls``) or with none of those codecs cannot be answered: :class:`SdpError`,
-which the call turns into ``488 Not Acceptable Here``. The direction answered mirrors the offer's
-(its m-section's, else the session's: RFC 8866 6.7).
+- **Codecs**: the rows of the codec table (``gateway.media.codecs``) answered on ``sip``: Opus
+  (48 kHz, wideband) when offered, else the first of PCMU and PCMA the offer lists (8 kHz; a
+  static payload type needs no ``a=rtpmap``): the offered voice codec of the highest clock rate,
+  ties in the offer's order. A softphone that lists Opus gets it (the gateway's speech
+  recognition hears 16 kHz: G.711's 8 kHz loses the upper half); a trunk that offers G.711 only
+  gets G.711. RFC 4733 ``telephone-event`` is answered at the voice codec's clock rate when
+  offered, else at 8000 Hz (what SIP phones offer beside Opus).
+- **Profiles**: plain RTP (``RTP/AVP``, ``RTP/AVPF``: the gateway sends no feedback) and SDES-SRTP
+  (``RTP/SAVP``, ``RTP/SAVPF`` with RFC 4568 ``a=crypto``: ``gateway.transports.sip.srtp``).
+  The call's SRTP policy (:data:`SRTP_POLICIES`, from ``sip_srtp`` by :func:`srtp_policy`):
+  ``required``: SRTP or nothing, on ``RTP/SAVP`` or on ``RTP/AVP`` with ``a=crypto`` (a "best
+  effort" offer); ``optional``: SRTP when the offer has ``a=crypto``, else plain RTP;
+  ``off``: plain RTP only (``a=crypto`` on ``RTP/AVP`` is left unanswered, ``RTP/SAVP`` refused).
+  The answer keeps the offer's profile (``RTP/AVPF`` is answered ``RTP/AVP``).
+- **Refused** (:class:`SdpError`, which the call turns into ``488 Not Acceptable Here``): no
+  audio stream on one of those profiles (DTLS ``UDP/TLS/RTP/SAVPF``: a WebRTC offer belongs at
+  ``POST /v1/realtime/calls``), none of those codecs, SRTP without a usable key, or plain RTP
+  where SRTP is required. The direction answered mirrors the offer's (its m-section's, else the
+  session's: RFC 8866 6.7).
 """
 
 from __future__ import annotations
@@ -17,26 +28,54 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from gateway.media.codecs import DTMF_EVENTS, SIP, TELEPHONE_EVENT, Codec, CodecUse, answered
 from gateway.transports.sdp import SdpDescription, SdpMedia, is_digits, read_sdp
+from gateway.transports.sip.srtp import SdesError, SdesKeys, choose_crypto
 
-# The RTP profiles answered (RFC 3551 RTP/AVP, RFC 4585 RTP/AVPF: the gateway sends no feedback).
+# The RTP profiles answered: plain (RFC 3551 RTP/AVP, RFC 4585 RTP/AVPF: the gateway sends no
+# feedback) and SRTP with SDES keys (RFC 3711 RTP/SAVP, RFC 5124 RTP/SAVPF; RFC 4568).
 RTP_PROFILES = ("RTP/AVP", "RTP/AVPF")
+SRTP_PROFILES = ("RTP/SAVP", "RTP/SAVPF")
+# The SRTP policies of a call (see the module docstring), and the ``sip_srtp`` settings: ``auto``
+# is ``required`` for a call over TLS or to a ``sips:`` URI, ``optional`` otherwise.
+SRTP_POLICIES = ("required", "optional", "off")
+SRTP_SETTINGS = ("auto", *SRTP_POLICIES)
 
 
 class SdpError(ValueError):
     """An offer the gateway cannot answer (see the module docstring)."""
 
 
+def srtp_setting(text: str) -> str:
+    """``sip_srtp`` checked: one of :data:`SRTP_SETTINGS`. Raises ValueError."""
+    setting = text.strip().lower()
+    if setting not in SRTP_SETTINGS:
+        raise ValueError(f"sip_srtp {text!r}: use {', '.join(SRTP_SETTINGS)}")
+    return setting
+
+
+def srtp_policy(setting: str, transport: str, request_uri: str = "") -> str:
+    """The SRTP policy of a call whose INVITE came over ``transport`` (UDP, TCP, TLS) to
+    ``request_uri`` under the ``sip_srtp`` ``setting``: ``auto`` is ``required`` over TLS or for
+    a ``sips:`` Request-URI (RFC 3261 19.1: the caller asked for a secure call; keys in the SDP
+    are safe only under TLS), ``optional`` otherwise."""
+    if setting == "auto":
+        secure = transport == "TLS" or request_uri[:5].lower() == "sips:"
+        return "required" if secure else "optional"
+    return setting
+
+
 @dataclass(frozen=True)
 class AudioOffer:
     """The caller's first audio stream: where its RTP comes from and goes to (``address``,
-    ``port``), the codec chosen (``payload_type``, e.g. 0 or 8; ``voice`` its row of the codec
-    table, ``codec`` its name: "PCMU"/"PCMA"), the ``telephone-event`` payload type (None if not
-    offered), the ``direction`` offered (sendrecv, sendonly, recvonly, inactive) and ``ptime`` (ms)."""
+    ``port``), the codec chosen (``payload_type``, e.g. 0, 8 or a dynamic one for Opus; ``voice``
+    its row of the codec table, ``codec`` its name: "PCMU", "PCMA", "opus"), the
+    ``telephone-event`` payload type (None if not offered) and its clock rate (Hz), the
+    ``direction`` offered (sendrecv, sendonly, recvonly, inactive), ``ptime`` (ms), the
+    ``profile`` answered (RTP/AVP, RTP/SAVP, RTP/SAVPF) and the SRTP ``keys`` (None: plain RTP)."""
 
     address: str
     port: int
@@ -45,14 +84,18 @@ class AudioOffer:
     telephone_event: Optional[int]
     direction: str
     ptime: int
+    telephone_event_rate: int = 8000
+    profile: str = "RTP/AVP"
+    keys: Optional[SdesKeys] = None
 
     @property
     def codec(self) -> str:
         return self.voice.encoding
 
 
-def parse_offer(sdp: str) -> AudioOffer:
-    """Read an SDP offer. Raises SdpError when it has no usable audio stream."""
+def parse_offer(sdp: str, srtp: str = "optional") -> AudioOffer:
+    """Read an SDP offer under the SRTP policy ``srtp`` (one of :data:`SRTP_POLICIES`). Raises
+    SdpError when it has no audio stream the gateway can answer (see the module docstring)."""
     description = read_sdp(sdp)
     session_address = ""
     for value in description.session.values("c"):
@@ -60,10 +103,37 @@ def parse_offer(sdp: str) -> AudioOffer:
     for media in description.media:
         if media.kind != "audio" or not media.formats:
             continue
-        if media.proto not in RTP_PROFILES:
-            raise SdpError(f"audio over {media.proto} (only plain RTP/AVP is answered here)")
-        return _audio(description, media, session_address)
+        profile, keys = _security(media, srtp)
+        return replace(_audio(description, media, session_address), profile=profile, keys=keys)
     raise SdpError("no audio stream in the offer")
+
+
+def _security(media: SdpMedia, srtp: str) -> tuple[str, Optional[SdesKeys]]:
+    """The profile answered and the SRTP keys (None: plain RTP) of ``media`` under ``srtp``."""
+    crypto = media.attributes("crypto")
+    if media.proto in SRTP_PROFILES:
+        if srtp == "off":
+            raise SdpError(f"SRTP ({media.proto}) offered, and this gateway's sip_srtp is off")
+        return media.proto, _keys(crypto, media.proto)
+    if media.proto not in RTP_PROFILES:
+        raise SdpError(f"audio over {media.proto} (answered here: RTP/AVP, and RTP/SAVP with a=crypto)")
+    if srtp == "required":
+        if not crypto:
+            raise SdpError("plain RTP offered where SRTP is required (RTP/SAVP with a=crypto; sip_srtp)")
+        return "RTP/AVP", _keys(crypto, media.proto)
+    if srtp == "optional" and crypto:
+        try:  # a "best effort" offer: its keys if they can be answered, else plain RTP
+            return "RTP/AVP", choose_crypto(crypto)
+        except SdesError:
+            pass
+    return "RTP/AVP", None
+
+
+def _keys(crypto: list[Optional[str]], proto: str) -> SdesKeys:
+    try:
+        return choose_crypto(crypto)
+    except SdesError as exc:
+        raise SdpError(f"SRTP ({proto}): {exc}") from None
 
 
 def _connection_address(value: str) -> str:
@@ -96,28 +166,23 @@ def _audio(description: SdpDescription, media: SdpMedia, session_address: str) -
         codec = maps[payload_type].codec if payload_type in maps else None
         return codec if codec is not None and codec.use is use and SIP in codec.answered_on else None
 
-    voice_type = next((pt for pt in media.payload_types if answered_row(pt, CodecUse.VOICE)), None)
-    if voice_type is None:
-        names = " nor ".join(codec.encoding for codec in answered(SIP, CodecUse.VOICE))
-        raise SdpError(f"neither {names} offered")
-    voice = answered_row(voice_type, CodecUse.VOICE)
-    assert voice is not None
-    event = next(
-        (
-            pt
-            for pt in media.payload_types
-            if answered_row(pt, CodecUse.KEY_PRESSES) and maps[pt].clock_rate == voice.clock_rate
-        ),
-        None,
-    )
+    voices = [(pt, row) for pt in media.payload_types if (row := answered_row(pt, CodecUse.VOICE)) is not None]
+    if not voices:
+        names = ", ".join(codec.encoding for codec in answered(SIP, CodecUse.VOICE))
+        raise SdpError(f"none of {names} offered")
+    # the highest clock rate (Opus: wideband), ties in the offer's order (sorted() keeps it)
+    voice_type, voice = sorted(voices, key=lambda offered: -(offered[1].clock_rate or 0))[0]
+    events = {maps[pt].clock_rate: pt for pt in reversed(media.payload_types) if answered_row(pt, CodecUse.KEY_PRESSES)}
+    event_rate = voice.clock_rate if voice.clock_rate is not None and voice.clock_rate in events else 8000
     return AudioOffer(
         address=address,
         port=int(media.port),
         payload_type=voice_type,
         voice=voice,
-        telephone_event=event,
+        telephone_event=events.get(event_rate),
         direction=description.direction(media),
         ptime=ptime,
+        telephone_event_rate=event_rate,
     )
 
 
@@ -125,8 +190,9 @@ _ANSWER_DIRECTION = {"sendrecv": "sendrecv", "sendonly": "recvonly", "recvonly":
 
 
 def build_answer(offer: AudioOffer, address: str, port: int) -> str:
-    """The SDP answer: our RTP ``address`` and ``port``, the chosen codec, ``telephone-event`` if
-    offered (events 0-15: the DTMF digits), 20 ms packets, the direction that mirrors the offer's."""
+    """The SDP answer: our RTP ``address`` and ``port``, the offer's profile, the chosen codec,
+    ``telephone-event`` if offered (events 0-15: the DTMF digits), our SRTP key if SRTP (RFC 4568:
+    the offer's tag and suite), 20 ms packets, the direction that mirrors the offer's."""
     session = secrets.randbelow(2**31)
     family = "IP6" if ":" in address else "IP4"
     formats = [str(offer.payload_type)]
@@ -141,9 +207,11 @@ def build_answer(offer: AudioOffer, address: str, port: int) -> str:
     if offer.telephone_event is not None:
         formats.append(str(offer.telephone_event))
         attributes += [
-            f"a=rtpmap:{offer.telephone_event} {TELEPHONE_EVENT}/{offer.voice.clock_rate}",
+            f"a=rtpmap:{offer.telephone_event} {TELEPHONE_EVENT}/{offer.telephone_event_rate}",
             f"a=fmtp:{offer.telephone_event} {DTMF_EVENTS}",
         ]
-    lines.append(f"m=audio {port} RTP/AVP {' '.join(formats)}")
+    if offer.keys is not None:
+        attributes.append(f"a=crypto:{offer.keys.answer}")
+    lines.append(f"m=audio {port} {offer.profile} {' '.join(formats)}")
     lines += [*attributes, "a=ptime:20", f"a={_ANSWER_DIRECTION[offer.direction]}"]
     return "\r\n".join(lines) + "\r\n"

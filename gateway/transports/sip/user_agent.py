@@ -2,7 +2,8 @@
 (accept, reject, refer, hang up), in the shape of OpenAI's SIP interface.
 
 Incoming call (RFC 3261 13.3): ``100 Trying`` at once; an offer that cannot be answered gets
-``488``; a call the door refuses (a draining gateway, a full pool, busy compute:
+``488`` (no codec, no usable SRTP key, plain RTP where ``sip_srtp`` requires SRTP:
+``gateway.transports.sip.sdp``); a call the door refuses (a draining gateway, a full pool, busy compute:
 ``gateway.transports.door.Refused``) ``503`` with ``Retry-After`` (a proxy or trunk tries another
 gateway) and the refusal's code in a ``Warning``; else a unit is claimed,
 ``180 Ringing`` sent and the backend told with a signed ``realtime.call.incoming`` webhook
@@ -24,6 +25,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+from collections.abc import Callable
 from typing import Any, Optional
 
 from gateway.config import GatewayConfig
@@ -43,7 +45,8 @@ from gateway.transports.sip.message import (
     parse_name_addr,
 )
 from gateway.transports.sip.rtp import RtpStream
-from gateway.transports.sip.sdp import SdpError, parse_offer
+from gateway.transports.sip.sdp import SdpError, parse_offer, srtp_policy, srtp_setting
+from gateway.transports.sip.srtp import SrtpContext
 from gateway.transports.sip.transactions import (
     DEFAULT_TIMERS,
     RetransmitBudget,
@@ -108,9 +111,11 @@ class SipUserAgent:
     ``sip_tls_port`` with a certificate); each call's session is opened through ``door`` (its
     admission and counts, metrics, watchdogs, hang-up and sideband are the door's: a call the door
     refuses gets 503). ``calls`` maps the call ids (``sip_...``) to live calls. ``untrusted``
-    counts the INVITEs refused (403) for coming from no ``sip_trusted`` source without a webhook. Raises
-    ValueError for unusable SIP settings (webhook secret, RTP port range, trusted sources, RTP
-    latch mode, no public address, a TLS certificate or key that cannot be loaded).
+    counts the INVITEs refused (403) for coming from no ``sip_trusted`` source without a webhook.
+    ``on_srtp_dropped(reason)`` is called for each SRTP packet of any call dropped
+    (``authentication``, ``replay``: the metrics). Raises ValueError for unusable SIP settings
+    (webhook secret, RTP port range, trusted sources, RTP latch mode, SRTP setting, no public
+    address, a TLS certificate or key that cannot be loaded).
     """
 
     def __init__(
@@ -135,7 +140,9 @@ class SipUserAgent:
         self.rtp_ports = rtp_port_range(config.sip_rtp_ports)
         self.trusted = trusted_networks(config.sip_trusted)
         self.rtp_latch = latch_mode(config.sip_rtp_latch)
+        self.srtp = srtp_setting(config.sip_srtp)
         self.untrusted = 0
+        self.on_srtp_dropped: Callable[[str], None] = lambda reason: None
         self.calls: dict[str, SipCall] = {}
         self._dialogs: dict[tuple[str, str], SipCall] = {}
         self._ringing: dict[int, SipCall] = {}  # id() of the INVITE's transaction -> its call
@@ -262,7 +269,9 @@ class SipUserAgent:
         try:
             if content_type != "application/sdp" or not invite.body:
                 raise SdpError("an INVITE without an SDP offer (late offer) is not answered")
-            offer = parse_offer(invite.body.decode("utf-8", "replace"))
+            offer = parse_offer(
+                invite.body.decode("utf-8", "replace"), srtp_policy(self.srtp, transaction.peer.transport, invite.uri)
+            )
         except SdpError as exc:
             response = make_response(invite, 488)
             response.add("Warning", f'399 voice-gateway "{exc}"')
@@ -284,10 +293,13 @@ class SipUserAgent:
                 payload_type=offer.payload_type,
                 codec=offer.voice,
                 telephone_event=offer.telephone_event,
+                telephone_event_rate=offer.telephone_event_rate,
                 remote=(offer.address, offer.port),
                 rate=session.lease.input_rate,
                 trusted=latch_sources(self.rtp_latch, peer.address[0], offer.address),
+                srtp=SrtpContext(offer.keys) if offer.keys is not None else None,
             )
+            rtp.on_srtp_dropped = self.on_srtp_dropped
             call = SipCall(
                 session,
                 invite,

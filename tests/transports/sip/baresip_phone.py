@@ -31,18 +31,24 @@ def require_baresip() -> None:
         pytest.fail("baresip is not installed: scripts/setup.sh --services (Debian package baresip-core)")
 
 
-def write_wav(path: Path, samples: np.ndarray, rate: int) -> None:
-    """int16 mono ``samples`` at ``rate`` Hz as a WAV file."""
+def write_wav(path: Path, samples: np.ndarray, rate: int, channels: int = 1) -> None:
+    """int16 mono ``samples`` at ``rate`` Hz as a WAV file of ``channels`` (each the same)."""
     with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
+        out.setnchannels(channels)
         out.setsampwidth(2)
         out.setframerate(rate)
-        out.writeframes(samples.astype("<i2").tobytes())
+        out.writeframes(np.repeat(samples.astype("<i2"), channels).tobytes())
 
 
 def read_wav(path: Path) -> tuple[np.ndarray, int]:
+    """A 16-bit WAV file as int16 mono (channels averaged) and its rate."""
     with wave.open(str(path), "rb") as source:
-        return np.frombuffer(source.readframes(source.getnframes()), "<i2").astype(np.int16), source.getframerate()
+        samples = np.frombuffer(source.readframes(source.getnframes()), "<i2")
+        channels = source.getnchannels()
+        rate = source.getframerate()
+    if channels > 1:
+        samples = samples.reshape(-1, channels).mean(axis=1)
+    return samples.astype(np.int16), rate
 
 
 def sip_listen_port() -> int:
@@ -71,14 +77,30 @@ def _bindable(kind: int, port: int) -> bool:
 
 class BaresipPhone:
     """``async with BaresipPhone(folder, play=samples_8k) as phone``: a running baresip whose
-    microphone is ``play`` (int16 mono 8 kHz) and whose call audio is recorded under ``folder``."""
+    microphone is ``play`` (int16 mono at ``rate`` Hz: 8000, or 48000 for a wideband phone) and
+    whose call audio is recorded under ``folder``.
+    ``codecs`` are the audio codec modules it loads, in its order of preference (``g711``:
+    PCMU and PCMA; ``opus``: opus/48000/2); ``mediaenc`` its account's media encryption
+    (``srtp``: RTP/AVP with ``a=crypto``, best effort; ``srtp-mand``: RTP/SAVP, SRTP or nothing;
+    ``""``: plain RTP)."""
 
     def __init__(
-        self, folder: Path, play: np.ndarray, *, transport: str = "udp", cafile: Optional[Path] = None
+        self,
+        folder: Path,
+        play: np.ndarray,
+        *,
+        transport: str = "udp",
+        cafile: Optional[Path] = None,
+        codecs: tuple[str, ...] = ("g711",),
+        mediaenc: str = "",
+        rate: int = 8000,
     ) -> None:
         self.folder = folder
         self.play = play
+        self.rate = rate
         self.cafile = cafile  # CA (or self-signed certificate) a TLS server is checked against
+        self.codecs = codecs
+        self.mediaenc = mediaenc
         self.sip_port = sip_listen_port()
         self.control_port = free_port()
         self.transport = transport
@@ -92,7 +114,8 @@ class BaresipPhone:
 
     def _write_config(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_wav(self.folder / "microphone.wav", self.play, 8000)
+        # baresip runs Opus as opus/48000/2 and its aufile source must have the codec's channels
+        write_wav(self.folder / "microphone.wav", self.play, self.rate, channels=2 if "opus" in self.codecs else 1)
         (self.folder / "config").write_text(
             "\n".join(
                 [
@@ -101,13 +124,14 @@ class BaresipPhone:
                     f"audio_source aufile,{self.folder / 'microphone.wav'}",
                     "audio_player aubridge,nowhere",
                     "audio_alert aubridge,nowhere",
-                    "ausrc_srate 8000",
+                    f"ausrc_srate {self.rate}",
                     "auplay_srate 8000",
                     "audio_level no",
                     "rtp_ports 30000-39999",
                     "net_interface 127.0.0.1",
                     f"module_path {MODULES}",
-                    "module g711.so",
+                    *(f"module {codec}.so" for codec in self.codecs),
+                    *(["module srtp.so"] if self.mediaenc else []),
                     "module aufile.so",
                     "module aubridge.so",
                     "module sndfile.so",
@@ -121,7 +145,8 @@ class BaresipPhone:
                 ]
             )
         )
-        (self.folder / "accounts").write_text(f"<sip:caller@127.0.0.1;transport={self.transport}>;regint=0\n")
+        mediaenc = f";mediaenc={self.mediaenc}" if self.mediaenc else ""
+        (self.folder / "accounts").write_text(f"<sip:caller@127.0.0.1;transport={self.transport}>;regint=0{mediaenc}\n")
 
     async def __aenter__(self) -> BaresipPhone:
         require_baresip()
@@ -196,7 +221,38 @@ class BaresipPhone:
         return next(e for e in self.events if e.get("type") == kind)
 
     def recording(self) -> tuple[np.ndarray, int]:
-        """What the phone heard (sndfile's decoded-audio file), int16 mono and its rate."""
+        """What the phone heard (sndfile's decoded-audio file), int16 mono and its rate (the
+        call codec's: 8000 for G.711, 48000 for Opus)."""
         files = sorted(self.folder.glob("dump-*-dec.wav"))
         assert files, f"no recording in {self.folder}: {sorted(p.name for p in self.folder.iterdir())}"
         return read_wav(files[-1])
+
+    async def converse(self, url: str, call_id: str, question: str, press: str = "") -> str:
+        """Over a sideband of the answered call ``call_id``: the phone's ``question`` is heard
+        (its transcript says it), answered to the end of its audio, then the keys ``press`` are
+        pressed and seen (RFC 4733 or SIP INFO, as the phone sends them). Returns what the model said."""
+        from tests.helpers import says
+        from tests.transports.websocket.ws_client import EventClient
+
+        async with EventClient(url, query=f"?call_id={call_id}") as control:
+            heard = await control.wait_for("conversation.item.input_audio_transcription.completed", within=60)
+            assert says(heard["transcript"], question), heard["transcript"]
+            done = await control.wait_for("response.done", within=90)
+            assert done["response"]["status"] == "completed"
+            await control.wait_for("output_audio_buffer.stopped", within=60)
+            said = str(control.of_type("response.output_audio_transcript.done")[-1]["transcript"])
+            if press:
+                assert (await self.command("sndcode", press))["ok"]
+                await control.wait_for("input_audio_buffer.dtmf_event_received", within=10, count=len(press))
+                digits = [e["event"] for e in control.of_type("input_audio_buffer.dtmf_event_received")]
+                assert digits == list(press), digits
+        return said
+
+    def heard(self, stt: Any) -> str:
+        """What the phone heard (:meth:`recording`), transcribed by ``stt`` (a ``SpeechToText``)."""
+        from gateway.media.resample import Resampler
+
+        recorded, rate = self.recording()
+        resampler = Resampler(16000)
+        audio = np.concatenate([resampler.resample_array(recorded, rate), resampler.flush()])
+        return str(stt.transcribe(audio.astype(np.float32) / 32768))

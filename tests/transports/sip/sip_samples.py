@@ -24,6 +24,17 @@ BARESIP_SDP = (
     "a=ptime:20\r\n"
 )
 
+# baresip 1.0 with ``mediaenc=srtp-mand`` (captured on loopback): RTP/SAVP and one SDES key
+BARESIP_SRTP_SDP = BARESIP_SDP.replace("RTP/AVP", "RTP/SAVP").replace(
+    "a=minptime:20\r\n",
+    "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:zCIoFOVGyjmiyiTbWRi+K+o/alU2WZnsBTMa4dOd\r\na=minptime:20\r\n",
+)
+# baresip 1.0 with the opus and g711 modules (captured on loopback): Opus first
+BARESIP_OPUS_SDP = BARESIP_SDP.replace("RTP/AVP 0 8 101", "RTP/AVP 96 0 8 101").replace(
+    "a=rtpmap:0 PCMU/8000\r\n",
+    "a=rtpmap:96 opus/48000/2\r\na=fmtp:96 stereo=1;sprop-stereo=1\r\na=rtpmap:0 PCMU/8000\r\n",
+)
+
 
 def invite(
     port: int,
@@ -36,9 +47,11 @@ def invite(
     cseq: int = 39457,
     extra: str = "",
     transport: str = "UDP",
+    sdp: str = BARESIP_SDP,
 ) -> bytes:
-    """baresip's INVITE to ``sip:agent@127.0.0.1:port``."""
-    body = BARESIP_SDP.format(rtp_host=rtp_host, rtp_port=rtp_port)
+    """baresip's INVITE to ``sip:agent@127.0.0.1:port`` (its SDP offer: ``sdp``, a template with
+    ``{rtp_host}`` and ``{rtp_port}``)."""
+    body = sdp.format(rtp_host=rtp_host, rtp_port=rtp_port)
     return (
         f"INVITE sip:agent@127.0.0.1:{port} SIP/2.0\r\n"
         f"Via: SIP/2.0/{transport} 127.0.0.1:{caller_port};branch={branch};rport\r\n"

@@ -43,9 +43,9 @@ def test_pcma_first_static_types_without_rtpmap_and_refusals():
     offer = parse_offer(pcma)
     assert (offer.codec, offer.telephone_event) == ("PCMA", None)
     assert "a=recvonly" in build_answer(offer, "127.0.0.1", 4000)
-    with pytest.raises(SdpError, match="RTP/SAVP"):
+    with pytest.raises(SdpError, match=r"RTP/SAVP.*no a=crypto"):
         parse_offer(pcma.replace("RTP/AVP", "RTP/SAVP"))
-    with pytest.raises(SdpError, match="PCMU nor PCMA"):
+    with pytest.raises(SdpError, match="none of opus, PCMU, PCMA"):
         parse_offer("v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 5004 RTP/AVP 9\r\na=rtpmap:9 G722/8000\r\n")
     with pytest.raises(SdpError):
         parse_offer("v=0\r\nm=audio 5004 RTP/AVP 0\r\n")  # no connection address

@@ -1,7 +1,8 @@
 """SIP over TLS (RFC 3261 26.2, ``--sip-tls-cert/--sip-tls-key``): a real phone (Debian's baresip)
-calls the gateway's TLS port, is answered, its key presses are seen, and the gateway's BYE reaches
-it on the connection its INVITE came on; the TLS port takes no plain SIP; a certificate without
-its key, or one that cannot be read, stops the start with a clear error."""
+calls the gateway's TLS port with SDES-SRTP media (what a TLS call gets by default: ``sip_srtp``),
+is answered, its key presses are seen, and the gateway's BYE reaches it on the connection its
+INVITE came on; the TLS port takes no plain SIP; a certificate without its key, or one that
+cannot be read, stops the start with a clear error."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ async def test_baresip_calls_over_tls_and_hears_the_gateways_bye(models, speech_
     microphone = np.concatenate([np.zeros(8000, np.int16), speech_8k("Hello."), np.zeros(8000 * 30, np.int16)])
     async with (
         serve(config, models) as (url, app),
-        BaresipPhone(tmp_path / "phone", microphone, transport="tls", cafile=cert_file) as phone,
+        BaresipPhone(tmp_path / "phone", microphone, transport="tls", cafile=cert_file, mediaenc="srtp-mand") as phone,
     ):
         assert app[SIP].transport.tls_port == tls_port
         assert (await phone.command("dial", f"sip:agent@127.0.0.1:{tls_port};transport=tls"))["ok"]
@@ -77,6 +78,7 @@ async def test_baresip_calls_over_tls_and_hears_the_gateways_bye(models, speech_
         call = app[SIP].calls[call_id]
         assert call.dialog.transport == "TLS" and call.transaction.peer.transport == "TLS"
         assert call.dialog.contact.endswith(f":{tls_port};transport=tls>"), call.dialog.contact
+        assert call.rtp.srtp is not None and " RTP/SAVP " in call.answer_sdp
         async with EventClient(url, query=f"?call_id={call_id}") as control:
             assert (await phone.command("sndcode", "5"))["ok"]
             pressed = await control.wait_for("input_audio_buffer.dtmf_event_received", within=10)

@@ -1,0 +1,90 @@
+"""Which evaluations one step of the batched decoder advances, by deadline (``gateway.models.compute.deadline``).
+
+Each pending :class:`~gateway.models.llama_cpp.holds.Evaluation` carries ``due`` (monotonic s): a
+turn's prompt and first clause are due when the turn was asked, a reply's later tokens when its
+playout would run dry less a lead (its caller's pace), warms and read-aheads have no deadline. A
+step takes one class only, the most urgent present:
+
+1. **due** work (deadline within ``HORIZON_S``): first clauses and replies about to run dry, and a
+   warm a due turn waits for; batched together, earliest deadline first for the prompt chunks;
+2. else **ahead** replies (deadline within ``PAUSE_AHEAD_S``) and the session warms (instructions
+   and tools read at call start): a reply that holds seconds of audio never slows a first clause;
+3. else the **speculative** reads (a prompt read ahead at a caller's pause), and only while no turn
+   is between two samples (its next token would share the step).
+
+Replies further ahead are **paused**: left out of every step until their deadline comes within
+``PAUSE_AHEAD_S`` (``StepPlan.wake_at``), so that compute is not spent seconds before it is needed.
+A step holds every single-token decode of its class and then prompt chunks in deadline order: up
+to ``chunk`` tokens of a prompt read with no decode beside it, ``shared_chunk`` beside decodes,
+while there is room (the earliest prompt first, the next one what is left). Pure logic: the
+decoder's step thread calls :func:`plan_step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gateway.models.compute.deadline import PAUSE_AHEAD_S, Urgency, urgency
+from gateway.models.llama_cpp.holds import Evaluation
+
+
+@dataclass
+class StepPlan:
+    """One step: ``items`` (evaluation, how many of its tokens) and ``wake_at``, the monotonic
+    second at which the earliest paused evaluation may be planned (None: none is paused)."""
+
+    items: list[tuple[Evaluation, int]] = field(default_factory=list)
+    wake_at: Optional[float] = None
+
+
+def step_class(evaluation: Evaluation, now: float) -> Urgency:
+    """The class of ``evaluation`` at ``now``: a turn's by its deadline; a warm is ``SPECULATIVE``
+    (a read-ahead), ``AHEAD`` (a session's warm) or, once a turn waits for it, that turn's."""
+    if not evaluation.warm:
+        return urgency(evaluation.due, now)
+    if evaluation.due <= now + PAUSE_AHEAD_S:  # promoted: a turn waits for it
+        return urgency(evaluation.due, now)
+    return Urgency.SPECULATIVE if evaluation.speculative else Urgency.AHEAD
+
+
+def plan_step(
+    pending: Sequence[Evaluation],
+    now: float,
+    *,
+    capacity: int,
+    chunk: int,
+    shared_chunk: int,
+    turns_between_samples: bool = False,
+    leased: Callable[[int], bool] = lambda seq: True,
+) -> StepPlan:
+    """The step for the resolved, live evaluations of ``pending`` at ``now`` (see the module
+    docstring). ``capacity``: tokens a step may hold; ``turns_between_samples``: a leased sequence
+    is about to send its next token (it holds speculative reads back); ``leased(seq)``: the
+    sequence is a turn's (its prompt is read before a warm's of the same deadline)."""
+    live = [e for e in pending if e.resolved and not e.abandoned and e.tokens]
+    classes = {id(e): step_class(e, now) for e in live}
+    paused = [e.due - PAUSE_AHEAD_S for e in live if classes[id(e)] is Urgency.PAUSED]
+    plan = StepPlan(wake_at=min(paused) if paused else None)
+    present = {classes[id(e)] for e in live}
+    for wanted in (Urgency.DUE, Urgency.AHEAD, Urgency.SPECULATIVE):
+        if wanted in present:
+            break
+    else:
+        return plan
+    if wanted is Urgency.SPECULATIVE and turns_between_samples:
+        return plan
+    chosen = sorted((e for e in live if classes[id(e)] is wanted), key=lambda e: (e.due, not leased(e.seq)))
+    decoding = [e for e in chosen if len(e.tokens) == 1]
+    reading = [e for e in chosen if len(e.tokens) > 1]
+    plan.items = [(e, 1) for e in decoding[:capacity]]
+    room = capacity - len(plan.items)
+    share = chunk if not decoding else shared_chunk
+    for e in reading:
+        take = min(len(e.tokens), share, room)
+        if take <= 0:
+            break
+        plan.items.append((e, take))
+        room -= take
+    return plan

@@ -1,0 +1,221 @@
+"""What the calls of this process cost now: the measurements admission decides on
+(:mod:`gateway.pool.capacity`), taken over the last :data:`WINDOW_S` seconds.
+
+- **CPU**: this process's CPU (``os.times``) and the whole machine's busy cores (``/proc/stat``,
+  where there is one: other processes on the box take cores too), sampled every second;
+- **deadline misses**: replies whose audio ran dry before their end (the units' playout
+  underruns, ``gateway.media.playout``), counted and in seconds of silence;
+- **first-clause latency** of the turns answered in the window: the end of the caller's turn to
+  the first frame of the answer, and a lone reference: the median of the last turns asked while
+  no other reply was being written (a quiet box);
+- **talking calls**: live calls with a turn (speech or a response) in the last
+  :data:`TALK_WINDOW_S`; a silent or only listening caller is live but not talking;
+- **the cost of a call**: the cores one talking conversation takes on average (its listening
+  included), an exponential average of (process CPU - idle) / talking calls, seeded by a prior
+  from the LLM's lone decode step (:func:`prior_call_cost`) until calls have been measured.
+
+Thread use: :meth:`LoadMeter.tick` on the event loop (the pool's timer) and from any thread that
+reads the load; :meth:`LoadMeter.first_audio` from the event loop. All under one lock.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+WINDOW_S = 30.0  # the measurements look this far back, s
+TALK_WINDOW_S = 30.0  # a live call with a turn this recent is talking, s
+COST_TAU_S = 60.0  # the time constant of the call cost's average, s
+REFERENCE_TURNS = 20  # quiet turns kept for the lone reference
+TICK_S = 1.0
+# The prior cost of a conversation before any is measured: a reply of REPLY_TOKENS on one thread
+# (prompt and speech models beside it: x PRIOR_OVERHEAD) every TURN_CYCLE_S of conversation.
+REPLY_TOKENS = 60
+PRIOR_OVERHEAD = 1.6
+TURN_CYCLE_S = 25.0
+
+
+def prior_call_cost(lone_step_ms: Optional[float], cores: int) -> float:
+    """Cores a conversation is expected to take before any is measured, from the LLM's lone decode
+    step (ms; None: unknown, a quarter of a core); between 0.05 and ``cores``."""
+    if not lone_step_ms:
+        return 0.25
+    cost = REPLY_TOKENS * lone_step_ms / 1000 * PRIOR_OVERHEAD / TURN_CYCLE_S
+    return min(float(cores), max(0.05, cost))
+
+
+@dataclass(frozen=True)
+class Load:
+    """The measurements at one moment (see the module docstring): ``live`` and ``talking`` calls,
+    ``cores`` of the machine, ``cpu_cores`` (this process) and ``box_cores`` (the machine) busy on
+    average over the window, deadline ``misses`` and ``missed_s`` in it, the p90 ``first_clause_ms``
+    of its ``turns`` (None under 3) and the lone ``reference_ms`` (None before a quiet turn),
+    ``call_cost`` (cores per talking call), and the misses since the start (``misses_total``,
+    ``missed_total_s``)."""
+
+    live: int
+    talking: int
+    cores: int
+    cpu_cores: float
+    box_cores: float
+    misses: int
+    missed_s: float
+    turns: int
+    first_clause_ms: Optional[float]
+    reference_ms: Optional[float]
+    call_cost: float
+    misses_total: int = 0
+    missed_total_s: float = 0.0
+
+
+class _BoxCpu:
+    """Busy and total jiffies of the whole machine from ``/proc/stat`` (None where it is absent)."""
+
+    path = Path("/proc/stat")
+
+    def read(self) -> Optional[tuple[float, float]]:
+        try:
+            fields = [float(v) for v in self.path.read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError, IndexError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+        return sum(fields) - idle, sum(fields)
+
+
+@dataclass
+class _Sample:
+    at: float
+    cpu_s: float  # this process's user + system seconds
+    box: Optional[tuple[float, float]]  # the machine's (busy, total) jiffies
+    underruns: int
+    underrun_s: float
+
+
+class LoadMeter:
+    """The load of the calls served by the units: ``live()`` and ``talking()`` count them,
+    ``misses()`` gives the units' (underruns, seconds of underrun) so far, ``lone_step_ms()`` the
+    LLM's lone decode step (for the prior cost). ``cores``: the machine's CPUs. ``clock``,
+    ``cpu_s`` (this process's CPU seconds) and ``box`` (the machine's busy and total jiffies, or
+    None) are the system's unless given (tests give their own)."""
+
+    def __init__(
+        self,
+        live: Callable[[], int],
+        talking: Callable[[], int],
+        misses: Callable[[], tuple[int, float]],
+        lone_step_ms: Callable[[], Optional[float]] = lambda: None,
+        cores: Optional[int] = None,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_s: Optional[Callable[[], float]] = None,
+        box: Optional[Callable[[], Optional[tuple[float, float]]]] = None,
+    ) -> None:
+        self._live, self._talking, self._misses, self._lone_step_ms = live, talking, misses, lone_step_ms
+        self.cores = cores or os.cpu_count() or 1
+        self._clock = clock
+        self._cpu_s = cpu_s or _process_cpu_s
+        self._box = box or _BoxCpu().read
+        self._lock = threading.Lock()
+        self._samples: deque[_Sample] = deque()
+        self._turns: deque[tuple[float, float]] = deque()  # (answered at, first clause ms)
+        self._quiet: deque[float] = deque(maxlen=REFERENCE_TURNS)  # first clause ms of quiet turns
+        self._cost: Optional[float] = None  # measured cores per talking call (None: none yet)
+        self._idle = 0.02  # cores this process takes with no call (media loops, timers)
+        self.tick()
+
+    def first_audio(self, first_clause_s: float, quiet: bool) -> None:
+        """A turn's answer started to play ``first_clause_s`` after the caller's turn ended;
+        ``quiet``: no other reply was being written when it was asked."""
+        now = self._clock()
+        with self._lock:
+            self._turns.append((now, first_clause_s * 1000))
+            if quiet:
+                self._quiet.append(first_clause_s * 1000)
+            self._forget(now)
+
+    def tick(self) -> None:
+        """Take a sample (at most one per ``TICK_S``/2) and update the call cost."""
+        now = self._clock()
+        underruns, underrun_s = self._misses()
+        sample = _Sample(now, self._cpu_s(), self._box(), underruns, underrun_s)
+        with self._lock:
+            if self._samples and now - self._samples[-1].at < TICK_S / 2:
+                return
+            previous = self._samples[-1] if self._samples else None
+            self._samples.append(sample)
+            self._forget(now)
+            if previous is not None:
+                self._learn_cost(previous, sample)
+
+    def load(self) -> Load:
+        """The measurements now (a sample is taken first)."""
+        self.tick()
+        live, talking = self._live(), self._talking()
+        with self._lock:
+            first, last = self._samples[0], self._samples[-1]
+            span = max(last.at - first.at, 1e-6)
+            box = _box_cores(first.box, last.box, self.cores)
+            cpu = (last.cpu_s - first.cpu_s) / span
+            turns = [ms for _, ms in self._turns]
+            return Load(
+                live=live,
+                talking=talking,
+                cores=self.cores,
+                cpu_cores=cpu,
+                box_cores=cpu if box is None else max(box, cpu),
+                misses=max(0, last.underruns - first.underruns),
+                missed_s=max(0.0, last.underrun_s - first.underrun_s),
+                turns=len(turns),
+                first_clause_ms=_p90(turns) if len(turns) >= 3 else None,
+                reference_ms=statistics.median(self._quiet) if self._quiet else None,
+                call_cost=self._cost if self._cost is not None else prior_call_cost(self._lone_step_ms(), self.cores),
+                misses_total=last.underruns,
+                missed_total_s=last.underrun_s,
+            )
+
+    def _forget(self, now: float) -> None:
+        while len(self._samples) > 2 and now - self._samples[1].at >= WINDOW_S:
+            self._samples.popleft()
+        while self._turns and now - self._turns[0][0] > WINDOW_S:
+            self._turns.popleft()
+
+    def _learn_cost(self, previous: _Sample, sample: _Sample) -> None:
+        """One step of the call cost's average from the CPU between two samples (under the lock)."""
+        span = sample.at - previous.at
+        if span <= 0:
+            return
+        cores = (sample.cpu_s - previous.cpu_s) / span
+        talking, live = self._talking(), self._live()
+        weight = min(1.0, span / COST_TAU_S)
+        if live == 0:
+            self._idle += weight * (cores - self._idle)
+            return
+        if talking == 0:
+            return
+        measured = max(0.0, cores - self._idle) / talking
+        prior = self._cost if self._cost is not None else prior_call_cost(self._lone_step_ms(), self.cores)
+        self._cost = prior + weight * (measured - prior)
+
+
+def _process_cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _box_cores(
+    first: Optional[tuple[float, float]], last: Optional[tuple[float, float]], cores: int
+) -> Optional[float]:
+    if first is None or last is None or last[1] <= first[1]:
+        return None
+    return (last[0] - first[0]) / (last[1] - first[1]) * cores
+
+
+def _p90(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]

@@ -1,0 +1,87 @@
+"""The load generator (``voice-gateway loadtest``, ``gateway.loadgen``): its command line, and one
+real run end to end: two simulated callers over real WebRTC on loopback, one spoken question each,
+against a gateway on the real models, with the table, the plot and the gateway's counters."""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from gateway.cli import build_parser
+from gateway.loadgen.plot import svg_plot
+from gateway.loadgen.report import summary_table, turn_table
+from gateway.loadgen.run import Plan, run, wait_admitting
+from gateway.loadgen.speech import conversation, load_questions, speech_files
+from tests.doubles import SettlingPoolDouble
+from tests.helpers import QUESTION, says, serve
+
+
+def write_wav(path: Path, samples: np.ndarray) -> Path:
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48000)
+        out.writeframes(samples.astype(np.int16).tobytes())
+    return path
+
+
+def test_the_command_line_takes_its_flags_then_the_gateways(tmp_path: Path) -> None:
+    folder = tmp_path / "speech"
+    folder.mkdir()
+    (folder / "transcripts.tsv").write_text("file\ttext\na.wav\thello there\nb.wav\t(silence)\nc.raw\tgo\n")
+    args = build_parser().parse_args(
+        ["loadtest", "--speech", str(folder), "--callers", "2,6", "--silent", "4", "--", "--pool-size", "8"]
+    )
+    assert args.callers == "2,6" and args.silent == 4 and args.turns == 3 and args.stagger_s == 1.3
+    assert [a for a in args.gateway_args if a != "--"] == ["--pool-size", "8"]
+    assert speech_files([folder]) == [folder / "a.wav"], "speech WAVs with a transcript only"
+
+
+@pytest.mark.slow
+async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, speech, tmp_path: Path) -> None:
+    files = [
+        write_wav(tmp_path / "italy.wav", np.concatenate([speech(QUESTION), np.zeros(48000, np.int16)])),
+        write_wav(
+            tmp_path / "weather.wav", np.concatenate([speech("Will it rain tomorrow?"), np.zeros(48000, np.int16)])
+        ),
+    ]
+    questions = load_questions(files)
+    assert [round(q.tail_s) for q in questions] == [1, 1], "the silence after each question, by the VAD"
+    assert [q.name for q in conversation(questions, 1, 1)] == ["weather.wav"]
+    plan = Plan(questions, callers=[2], turns=1, think_s=0.0, stagger_s=0.5, baseline=False)
+    config = gateway_config(pool_size=2, max_response_tokens=12)
+    async with serve(config, models) as (url, _app):
+        phases = await run(url, plan)
+    (phase,) = phases
+    assert [call.status for call in phase.calls] == [201, 201]
+    turns = sorted(phase.turns, key=lambda t: t.caller)
+    assert [t.question for t in turns] == ["italy.wav", "weather.wav"]
+    assert all(t.v2v_ms is not None and t.v2v_ms > 0 and not t.failed for t in turns), turns
+    assert says(turns[0].heard, QUESTION), turns[0].heard
+    assert all(t.said and t.reply_s and t.stages.get("stt") is not None for t in turns), turns
+    assert "vg_playout_underruns" in phase.counters, "the gateway's deadline misses were read"
+    assert phase.watch is not None and phase.watch.peak_in_use >= 1
+    table = summary_table(phases, None)
+    assert "| 2 callers | 2 of 2 | none | 2 of 2 |" in table, table
+    assert "italy.wav" in turn_table(phase, None)
+    plot = svg_plot(phases, None, "two callers")
+    assert plot.startswith("<svg") and plot.count("<circle") >= 2 + 2 and plot.endswith("</svg>")
+
+
+async def test_a_phase_waits_for_the_gateway_to_admit_again(capsys) -> None:
+    pool = SettlingPoolDouble(busy_polls=2)
+    app = web.Application()
+    app.router.add_get("/v1/pool", pool.handle)
+    async with TestServer(app, host="127.0.0.1") as server:
+        url = str(server.make_url("")).rstrip("/")
+        await wait_admitting(url, None, timeout=30.0)
+        assert pool.polls == 3, "polled until the admission was no longer busy"
+        assert "waited" in capsys.readouterr().out
+        pool.busy_polls, pool.polls = 10**6, 0
+        await wait_admitting(url, None, timeout=1.5)
+        assert "still refuses new calls" in capsys.readouterr().out, "bounded: the phase then starts anyway"

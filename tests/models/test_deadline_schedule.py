@@ -1,0 +1,76 @@
+"""The order the batched LLM decoder serves its evaluations in (``gateway.models.llama_cpp.schedule``):
+earliest deadline first; a first clause is never slowed by a reply that holds seconds of audio; a
+reply far ahead of its playout waits; speculative reads run last; cancelled work is never planned.
+The pure planning logic, on evaluations as the decoder holds them (no model, no clock)."""
+
+from __future__ import annotations
+
+from gateway.models.compute.deadline import HORIZON_S, NO_DEADLINE, PAUSE_AHEAD_S
+from gateway.models.llama_cpp.holds import Evaluation
+from gateway.models.llama_cpp.schedule import plan_step
+
+NOW = 1000.0
+
+
+def work(seq: int, tokens: int, due: float, warm: bool = False, speculative: bool = False) -> Evaluation:
+    """An evaluation of sequence ``seq`` with ``tokens`` left to read (1: a decode), resolved."""
+    left = list(range(tokens))
+    return Evaluation(seq, left, resolved=True, tokens=left, warm=warm, speculative=speculative, due=due)
+
+
+def plan(*pending: Evaluation, between: bool = False, capacity: int = 40):
+    return plan_step(list(pending), NOW, capacity=capacity, chunk=32, shared_chunk=16, turns_between_samples=between)
+
+
+def test_a_first_clause_takes_the_step_from_a_reply_that_holds_seconds_of_audio() -> None:
+    first_clause = work(0, 1, due=NOW - 0.8)  # its turn was asked 0.8 s ago
+    reply = work(1, 1, due=NOW + 2.0)  # its audio runs dry in 4.5 s
+    step = plan(reply, first_clause)
+    assert [e for e, _ in step.items] == [first_clause]
+    alone = plan(reply)
+    assert [e for e, _ in alone.items] == [reply], "with no first clause waiting, the reply goes on"
+
+
+def test_due_work_is_batched_and_prompts_get_room_earliest_deadline_first() -> None:
+    late_reply = work(0, 1, due=NOW - 0.1)  # about to run dry: as due as a first clause
+    older = work(1, 30, due=NOW - 2.0)
+    newer = work(2, 30, due=NOW - 1.0)
+    step = plan(newer, late_reply, older, capacity=1 + 20)
+    assert step.items[0] == (late_reply, 1), "every due decode is in the step"
+    assert step.items[1][0] is older and step.items[1][1] == 16, "the older turn's prompt first, a shared chunk"
+    assert step.items[2] == (newer, 4), "the newer one gets what room is left"
+    soon = work(3, 1, due=NOW + HORIZON_S / 2)
+    assert soon in [e for e, _ in plan(soon, late_reply).items], "due within the horizon joins the batch"
+
+
+def test_a_reply_far_ahead_of_its_playout_waits_until_its_deadline_comes_near() -> None:
+    far = work(0, 1, due=NOW + 9.0)
+    step = plan(far)
+    assert step.items == []
+    assert step.wake_at == NOW + 9.0 - PAUSE_AHEAD_S, "planned again once it is no longer far ahead"
+
+
+def test_speculative_reads_run_only_when_no_turn_needs_the_step() -> None:
+    read_ahead = work(4, 40, due=NO_DEADLINE, warm=True, speculative=True)
+    reply = work(1, 1, due=NOW + 1.0)
+    assert [e for e, _ in plan(read_ahead, reply).items] == [reply], "after a reply that is ahead"
+    assert [e for e, _ in plan(read_ahead, work(0, 1, due=NOW)).items] != [read_ahead]
+    paused = work(2, 1, due=NOW + 30.0)
+    assert [e for e, _ in plan(read_ahead, paused).items] == [read_ahead], "a paused reply leaves it room"
+    assert plan(read_ahead, between=True).items == [], "a turn between two samples holds it back"
+    assert plan(read_ahead).items == [(read_ahead, 32)], "alone, a whole chunk"
+
+
+def test_a_warm_a_turn_waits_for_is_read_as_that_turn_is_due() -> None:
+    session_warm = work(5, 40, due=NO_DEADLINE, warm=True)
+    reply = work(1, 1, due=NOW - 0.5)
+    assert [e for e, _ in plan(session_warm, reply).items] == [reply], "no deadline: after due work"
+    session_warm.due = NOW - 0.4  # a due turn waits for it (BatchDecoder._warming_for)
+    assert [e for e, _ in plan(session_warm, reply).items] == [reply, session_warm]
+
+
+def test_cancelled_work_is_never_planned() -> None:
+    first_clause = work(0, 1, due=NOW - 1.0)
+    first_clause.abandoned = True
+    reply = work(1, 1, due=NOW + 2.0)
+    assert [e for e, _ in plan(first_clause, reply).items] == [reply], "the reply gets the step at once"

@@ -1,0 +1,120 @@
+"""Admission by measured load (``gateway.pool.capacity``, ``gateway.pool.load``): the decision from
+given measurements, and the measurements the meter makes of given CPU seconds, turns and misses
+(a clock of its own: no sleeping, no machine load involved)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gateway.pool.capacity import CPU_TARGET, calls_fit, load_share, refusal
+from gateway.pool.load import TICK_S, WINDOW_S, Load, LoadMeter, prior_call_cost
+
+QUIET = Load(
+    live=0,
+    talking=0,
+    cores=2,
+    cpu_cores=0.05,
+    box_cores=0.1,
+    misses=0,
+    missed_s=0.0,
+    turns=0,
+    first_clause_ms=None,
+    reference_ms=None,
+    call_cost=0.25,
+)
+
+
+def test_silent_and_listening_callers_cost_nothing_at_admission() -> None:
+    four_silent = replace(QUIET, live=4, cpu_cores=0.2, box_cores=0.3)
+    assert refusal(four_silent) is None
+    seven_live_two_talking = replace(QUIET, live=7, talking=2)
+    assert refusal(seven_live_two_talking) is None, "only talking calls are expected to cost"
+
+
+def test_a_new_call_is_refused_when_one_more_talker_would_not_fit_the_cores() -> None:
+    fits = 5  # 6 x 0.25 = 1.5 cores <= 0.85 x 2
+    assert refusal(replace(QUIET, live=fits, talking=fits)) is None
+    reason = refusal(replace(QUIET, live=6, talking=6))  # 7 x 0.25 = 1.75 > 1.7
+    assert reason is not None and "6 talking callers" in reason
+    assert calls_fit(QUIET) == 6 == int(CPU_TARGET * 2 / 0.25)
+    assert load_share(replace(QUIET, talking=6)) == pytest.approx(6 * 0.25 / 1.7)
+
+
+def test_missed_deadlines_slow_first_clauses_and_a_saturated_box_refuse() -> None:
+    assert "ran out of audio" in (refusal(replace(QUIET, misses=2)) or "")
+    assert refusal(replace(QUIET, misses=1)) is None, "one gap is no trend"
+    slow = replace(QUIET, turns=6, first_clause_ms=2400.0, reference_ms=1200.0)
+    assert "2.0x later" in (refusal(slow) or "")
+    assert refusal(replace(slow, first_clause_ms=2000.0)) is None, "1.67x the lone turn: within the bound"
+    assert refusal(replace(slow, reference_ms=None)) is None, "no quiet turn measured yet: no ratio"
+    assert "busy" in (refusal(replace(QUIET, box_cores=1.95)) or "")
+
+
+def test_the_prior_cost_of_a_call_follows_the_decode_speed() -> None:
+    assert prior_call_cost(50.0, cores=2) == pytest.approx(60 * 0.05 * 1.6 / 25)
+    assert prior_call_cost(900.0, cores=2) == 2.0, "at most the whole box"
+    assert prior_call_cost(None, cores=2) == 0.25
+
+
+class Box:
+    """A machine to measure: a clock, this process's CPU seconds, the calls and the misses."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.cpu = 0.0
+        self.live = 0
+        self.talking = 0
+        self.misses = (0, 0.0)
+        self.meter = LoadMeter(
+            live=lambda: self.live,
+            talking=lambda: self.talking,
+            misses=lambda: self.misses,
+            lone_step_ms=lambda: 50.0,
+            cores=2,
+            clock=lambda: self.now,
+            cpu_s=lambda: self.cpu,
+            box=lambda: None,
+        )
+
+    def run(self, seconds: float, cores: float) -> None:
+        """``seconds`` pass with this process busy on ``cores`` cores, sampled every tick."""
+        for _ in range(int(seconds / TICK_S)):
+            self.now += TICK_S
+            self.cpu += cores * TICK_S
+            self.meter.tick()
+
+
+def test_the_meter_learns_what_a_talking_call_costs_and_forgets_old_load() -> None:
+    box = Box()
+    assert box.meter.load().call_cost == pytest.approx(prior_call_cost(50.0, 2)), "the prior before any call"
+    box.live = 4  # four callers, silent: nothing is learned from them
+    box.run(20, cores=0.1)
+    assert box.meter.load().call_cost == pytest.approx(prior_call_cost(50.0, 2))
+    box.talking = 2
+    box.run(600, cores=1.0)
+    load = box.meter.load()
+    assert load.call_cost == pytest.approx((1.0 - 0.02) / 2, rel=0.05), "(CPU - idle) per talking call"
+    assert load.cpu_cores == pytest.approx(1.0) and load.box_cores == pytest.approx(1.0), "no /proc/stat: the process"
+    box.talking = 0
+    box.run(WINDOW_S + 2, cores=0.1)
+    assert box.meter.load().cpu_cores == pytest.approx(0.1), "only the last window counts"
+
+
+def test_the_meter_counts_misses_and_first_clauses_of_the_window() -> None:
+    box = Box()
+    box.meter.first_audio(1.0, quiet=True)
+    box.meter.first_audio(1.2, quiet=True)
+    box.misses = (3, 1.5)
+    box.run(5, cores=0.5)
+    for seconds in (2.0, 2.2, 2.6):
+        box.meter.first_audio(seconds, quiet=False)
+    load = box.meter.load()
+    assert load.misses == 3 and load.missed_s == 1.5 and load.misses_total == 3
+    assert load.turns == 5 and load.first_clause_ms == pytest.approx(2600.0), "p90 of the window's turns"
+    assert load.reference_ms == pytest.approx(1100.0), "the median of the quiet turns"
+    box.run(WINDOW_S + 2, cores=0.5)
+    load = box.meter.load()
+    assert load.misses == 0 and load.misses_total == 3 and load.turns == 0 and load.first_clause_ms is None
+    assert load.reference_ms == pytest.approx(1100.0), "the lone reference outlives the window"

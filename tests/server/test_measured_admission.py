@@ -1,0 +1,66 @@
+"""Admission by measured load at the door (the default: no ``--talking-capacity``): callers who
+connect and say nothing are all admitted, however many are live; once the measured load says the
+box is full (first clauses of the window far later than the lone turn's), a new offer is refused at
+once with 503 ``compute_busy`` and ``Retry-After``, and the reason shows in ``/v1/pool``. Real
+offers over HTTP on loopback; the admission reads a meter on a machine of its own (a still clock,
+no CPU taken, no ``/proc/stat``), so that this box's load decides nothing; the turns it measures
+are told to it as the units tell theirs (``LoadMeter.first_audio``)."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from gateway.pool.load import LoadMeter
+from gateway.pool.unit import UnitState
+from gateway.server.app import POOL
+from tests.helpers import serve
+from tests.server.test_talking_capacity import post_offer
+
+SILENT = 4
+
+
+def quiet_meter(pool) -> LoadMeter:
+    """A meter of ``pool``'s calls on a machine of its own: 2 cores, a clock that stands still,
+    no CPU used, no deadline missed."""
+    return LoadMeter(
+        live=lambda: pool.count(UnitState.ACTIVE),
+        talking=pool.talking,
+        misses=lambda: (0, 0.0),
+        lone_step_ms=lambda: 50.0,
+        cores=2,
+        clock=lambda: 100.0,
+        cpu_s=lambda: 0.0,
+        box=lambda: None,
+    )
+
+
+async def test_silent_callers_are_admitted_and_a_loaded_box_refuses_with_retry_after(models, gateway_config):
+    config = gateway_config(pool_size=SILENT + 2, talking_capacity=0)
+    async with serve(config, models) as (url, app):
+        pool = app[POOL]
+        meter = pool.capacity.meter = quiet_meter(pool)
+        async with aiohttp.ClientSession() as http:
+            admitted = [await post_offer(http, url) for _ in range(SILENT)]
+            assert [status for status, _, _ in admitted] == [201] * SILENT, "callers who say nothing cost nothing"
+            async with http.get(f"{url}/v1/pool") as response:
+                capacity = (await response.json())["capacity"]
+            assert capacity["source"] == "measured" and capacity["live"] == SILENT and capacity["talkers"] == 0
+            assert capacity["busy"] is False and capacity["reason"] is None, capacity
+
+            meter.first_audio(1.0, quiet=True)  # a turn on a quiet box
+            for seconds in (2.4, 2.5, 2.6):  # then answers start 2.5x later
+                meter.first_audio(seconds, quiet=False)
+            status, body, headers = await post_offer(http, url)
+            assert status == 503 and body["error"]["code"] == "compute_busy", body
+            assert int(headers["Retry-After"]) == config.retry_after_s
+            assert "later than on a quiet box" in body["error"]["message"], body
+            assert pool.count(UnitState.IDLE) == 2, "units are free: the measured load refused"
+            async with http.get(f"{url}/v1/pool") as response:
+                capacity = (await response.json())["capacity"]
+            assert capacity["busy"] is True and capacity["first_clause_ms"] == 2600, capacity
+            async with http.get(f"{url}/metrics") as response:
+                text = await response.text()
+            assert 'vg_calls_total{result="compute_busy"} 1.0' in text, text
+            for _, _, call in admitted:
+                async with http.delete(f"{url}{call['Location']}") as response:
+                    assert response.status == 200
