@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gateway.config import GatewayConfig
 from gateway.media.audio_file import read_audio_file
 from gateway.models.whisper import WhisperSpeechToText
+from gateway.pipeline.backchannels import edit_distance
 
 _ONES = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -60,13 +61,7 @@ def normalise(text: str) -> list[str]:
 
 def word_errors(reference: list[str], hypothesis: list[str]) -> int:
     """Levenshtein distance in words (substitutions + deletions + insertions)."""
-    previous = list(range(len(hypothesis) + 1))
-    for i, ref in enumerate(reference, 1):
-        current = [i]
-        for j, hyp in enumerate(hypothesis, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref != hyp)))
-        previous = current
-    return previous[-1]
+    return edit_distance(reference, hypothesis)
 
 
 def load(path: Path) -> np.ndarray:

@@ -4,8 +4,9 @@
 # Usage: scripts/setup.sh [--browser] [--services]   (--browser also installs Debian's chromium and
 #        firefox-esr and bundles the Agents SDK, for the browser tests, and GStreamer's webrtcbin for
 #        tests/telephony; --services installs Debian's
-#        coturn and nginx, which tests/ops runs as real processes: TURN relay, scale-out proxy; and
-#        baresip (a SIP phone) and kamailio (a SIP proxy), which tests/transports/sip runs)
+#        coturn and nginx, which tests/ops runs as real processes: TURN relay, scale-out proxy;
+#        baresip (a SIP phone) and kamailio (a SIP proxy), which tests/transports/sip runs; and
+#        janus (a SIP-to-WebRTC bridge) and rtpengine (a media relay), which tests/bridges runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,20 +75,23 @@ from gi.repository import Gst; Gst.init(None); assert Gst.ElementFactory.find('w
 fi
 
 if [ "$services" = 1 ]; then
-  # coturn, nginx, baresip and kamailio from Debian's packages, run by tests/ops and tests/transports/sip as the
-  # test's own processes (never as system services: those are stopped and disabled if the package
-  # started them).
+  # coturn, nginx, baresip, kamailio, janus and rtpengine from Debian's packages, run by tests/ops,
+  # tests/transports/sip and tests/bridges as the test's own processes (never as system services:
+  # those are stopped and disabled if the package started them; no recommended packages, which
+  # for rtpengine would be its recording daemon, another service).
   missing=()
   [ -x /usr/bin/turnserver ] || missing+=(coturn)
   [ -x /usr/sbin/nginx ] || missing+=(nginx)
   [ -x /usr/bin/baresip ] || missing+=(baresip-core)
   [ -x /usr/sbin/kamailio ] || missing+=(kamailio)
+  [ -x /usr/bin/janus ] || missing+=(janus)
+  [ -x /usr/bin/rtpengine ] || missing+=(rtpengine-daemon)
   if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-      systemctl disable --now nginx coturn kamailio >/dev/null 2>&1 || true
+      systemctl disable --now nginx coturn kamailio janus rtpengine-daemon >/dev/null 2>&1 || true
     fi
   fi
 fi

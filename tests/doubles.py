@@ -20,6 +20,7 @@ from gateway.models.base import (
     Generation,
     GenerationOptions,
     LanguageModel,
+    ScoredTranscript,
     SpeechToText,
     ToolCall,
 )
@@ -387,8 +388,8 @@ class ContextDouble:
     def resume_reply(self) -> None:
         self.paused = False
 
-    def barge_in_heard(self, call_id: str, speculation: int, transcript: str) -> None:
-        self.heard.append(BargeInHeard(call_id, speculation=speculation, transcript=transcript))
+    def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
+        self.heard.append(BargeInHeard(call_id, speculation=speculation, transcript=heard.text, words=heard.words))
 
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
         return self.echo

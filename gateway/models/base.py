@@ -89,6 +89,37 @@ class SpeechToText(Protocol):
         """Text of ``audio`` (float32 mono, -1..1, at ``sample_rate`` Hz); "" when nothing was said."""
 
 
+@dataclass(frozen=True)
+class HeardWord:
+    """One word of a transcript and how sure the decoder was of it: ``probability`` 0..1, the
+    geometric mean of its tokens' probabilities (1.0 when the engine does not say)."""
+
+    text: str
+    probability: float = 1.0
+
+
+@dataclass(frozen=True)
+class ScoredTranscript:
+    """A quick transcript with its words' probabilities (``WordScoringSpeechToText``). ``trusted``
+    is False when the decode looks wrong (it looped or hit its token cap): its words may still
+    decide a barge-in, but its text must not stand for a finished turn."""
+
+    text: str
+    words: tuple[HeardWord, ...] = ()
+    trusted: bool = True
+
+
+class WordScoringSpeechToText(SpeechToText, Protocol):
+    """An STT engine that also says how sure it is of each word (Whisper: the decoder's token
+    probabilities), for barge-in probes: speech under the reply's audio, transcribed every ~0.2 s
+    while it goes on (``gateway.pipeline.bargein``). Optional: the STT stage uses it when the engine
+    has it, else the plain text with every word at probability 1.0."""
+
+    def transcribe_words(self, audio: np.ndarray, language: str = "en") -> ScoredTranscript:
+        """A fast transcript of ``audio`` (as ``transcribe`` takes it) with word probabilities; never
+        the engine's slow fallback path (a probe must answer within ~0.3 s)."""
+
+
 @dataclass
 class ToolCall:
     """A function call the model made: ``arguments`` is JSON text (an object) valid for the tool's

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from gateway.models.base import ModelNotFoundError
+from gateway.models.base import HeardWord, ModelNotFoundError, ScoredTranscript
 from gateway.models.caller_voice import caller_voice_only
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ _MAX_FRAMES = 3000  # Whisper's encoder input: 30 s of 10 ms frames
 _TOKENS_BASE = 12  # token budget of a trimmed decode: base + per second of audio
 _TOKENS_PER_S = 8
 _WORD = re.compile(r"[\w']+")
+_WORD_TEXT = re.compile(r"[^\w'\- ]+")  # what is not part of a word: punctuation, symbols
 
 
 def _package_dir(name: str) -> Path:
@@ -175,7 +176,7 @@ class WhisperSpeechToText:
             return ""
         if not self.trim:
             return self.transcribe_full_window(piece, language)
-        text, hit_cap = self._decode_trimmed(piece, language)
+        text, hit_cap, _ = self._decode_trimmed(piece, language)
         reason = _rejection(text, hit_cap, piece)
         if reason is None:
             return text
@@ -184,8 +185,24 @@ class WhisperSpeechToText:
             self.fallbacks += 1
         return self.transcribe_full_window(piece, language)
 
-    def _decode_trimmed(self, piece: np.ndarray, language: str) -> tuple[str, bool]:
-        """Greedy decode of ``piece`` + padding; returns (text, whether it stopped at the token cap)."""
+    def transcribe_words(self, audio: np.ndarray, language: str = "en") -> ScoredTranscript:
+        """The trimmed decode of ``audio`` (a barge-in probe: a second or two of speech) with each
+        word's probability, the geometric mean of its tokens' (see ``WordScoringSpeechToText``).
+        Never the 30 s fallback: a decode it would reject comes back ``trusted=False``."""
+        samples = np.asarray(audio, dtype=np.float32).reshape(-1)[-int(MAX_PIECE_S * SAMPLE_RATE) :]
+        if samples.size == 0:
+            return ScoredTranscript("")
+        text, hit_cap, scored = self._decode_trimmed(samples, language, scores=True)
+        tokenizer = self._tokenizer(language)
+        return ScoredTranscript(
+            text, words_of(scored, tokenizer.decode), trusted=_rejection(text, hit_cap, samples) is None
+        )
+
+    def _decode_trimmed(
+        self, piece: np.ndarray, language: str, scores: bool = False
+    ) -> tuple[str, bool, list[tuple[int, float]]]:
+        """Greedy decode of ``piece`` + padding; returns (text, whether it stopped at the token cap,
+        and with ``scores`` each text token with its probability)."""
         from faster_whisper.transcribe import get_suppressed_tokens
 
         duration_s = piece.size / SAMPLE_RATE
@@ -206,13 +223,16 @@ class WhisperSpeechToText:
             max_length=min(len(prompt) + budget, self._model.max_length),
             suppress_blank=True,
             suppress_tokens=list(get_suppressed_tokens(tokenizer, [-1]) or []),
+            return_logits_vocab=scores,
         )[0]
-        tokens = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
-        hit_cap = len(result.sequences_ids[0]) >= budget
+        sequence = result.sequences_ids[0]
+        tokens = [t for t in sequence if t < tokenizer.eot]
+        scored = _token_probabilities(sequence, result.logits[0], tokenizer.eot) if scores else []
+        hit_cap = len(sequence) >= budget
         if self.min_word_probability <= 0 or not tokens:
-            return tokenizer.decode(tokens).strip(), hit_cap
+            return tokenizer.decode(tokens).strip(), hit_cap, scored
         alignment = self._model.find_alignment(tokenizer, [tokens], encoder_output, content_frames)[0]
-        return self._likely_words([(w["word"], float(w["probability"])) for w in alignment]), hit_cap
+        return self._likely_words([(w["word"], float(w["probability"])) for w in alignment]), hit_cap, scored
 
     def _tokenizer(self, language: str) -> Any:
         from faster_whisper.tokenizer import Tokenizer
@@ -229,6 +249,40 @@ class WhisperSpeechToText:
                 )
                 self._tokenizers[language] = tokenizer
             return tokenizer
+
+
+def _token_probabilities(sequence: list[int], logits: list[Any], eot: int) -> list[tuple[int, float]]:
+    """Each text token of ``sequence`` with its probability under the decoder's logits at its step
+    (softmax of the step's vocabulary logits); special tokens (>= ``eot``) are left out."""
+    scored: list[tuple[int, float]] = []
+    for token, step in zip(sequence, logits, strict=False):
+        if token >= eot:
+            continue
+        values = np.asarray(step, dtype=np.float64).reshape(-1)
+        peak = values.max()
+        scored.append((token, float(np.exp(values[token] - peak) / np.exp(values - peak).sum())))
+    return scored
+
+
+def words_of(scored: list[tuple[int, float]], decode: Any) -> tuple[HeardWord, ...]:
+    """Whisper tokens (with probabilities) joined into words: a token whose text starts with a space
+    starts a new word; punctuation is dropped from the words and from their scores (a hyphen inside
+    a word stays: "mm-hmm"); a word's probability is the geometric mean of its tokens'. ``decode``
+    maps token ids to text."""
+    pieces: list[tuple[str, list[float]]] = []
+    for token, probability in scored:
+        text = decode([token])
+        mark = not _WORD_TEXT.sub("", text).strip("- ")  # punctuation: part of the text, not of the score
+        if not pieces or (text.startswith(" ") and not mark):
+            pieces.append((text, [] if mark else [probability]))
+        else:
+            pieces[-1] = (pieces[-1][0] + text, pieces[-1][1] + ([] if mark else [probability]))
+    words = []
+    for text, probabilities in pieces:
+        word = _WORD_TEXT.sub("", text).strip("- ")
+        if word and probabilities:
+            words.append(HeardWord(word, float(np.exp(np.mean(np.log(np.maximum(probabilities, 1e-9)))))))
+    return tuple(words)
 
 
 def _rejection(text: str, hit_cap: bool, audio: np.ndarray) -> str | None:

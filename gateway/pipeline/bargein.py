@@ -1,19 +1,26 @@
-"""Barge-in that understands words: caller speech under the assistant's audio pauses it, and what
-was said decides whether the answer is cancelled or goes on.
+"""Barge-in decided by words, as they come: caller speech under the assistant's audio pauses it,
+and what was said decides whether the answer is cancelled or goes on.
 
 A person who says "yeah" or "mm-hmm" while someone talks is listening, not taking the turn. So when
 server VAD confirms speech while reply audio plays (and ``turn_detection.interrupt_response`` holds),
 the VAD stage does not barge in at once: it pauses playback (``StageContext.pause_reply``) and holds
-the turn (no ``speech_started`` yet) while :class:`BargeInDecider` decides:
+the turn (no ``speech_started`` yet) while :class:`BargeInDecider` decides, as soon as the words are
+known:
 
-- the speech goes on for ``max_backchannel_ms`` -> **interrupt** (no backchannel is that long);
-- at its first pause of :data:`PROBE_PAUSE_MS` (or at the end of the turn) the speech so far is
-  transcribed once (a *probe*, the turn's speculative STT); its words, backchannels (``yeah``,
-  ``mm-hmm``, ``okay``... :data:`BACKCHANNELS`) left out, number at least
-  ``min_interruption_words`` -> **interrupt**, else (a backchannel, a cough, a noise with no words)
-  -> **resume**;
-- no words by ``false_interruption_timeout_ms`` after the speech began -> **resume** (a late answer
-  that has words can still interrupt, as long as the turn is held).
+- the speech so far is transcribed again and again while it goes on (a *probe*, the turn's
+  speculative STT: the first once :data:`FIRST_PROBE_MS` of speech is in, then each time the last
+  answer is back and :data:`PROBE_EVERY_MS` more was said, and once more at its first pause of
+  :data:`PROBE_PAUSE_MS` or at the end of the turn); each answer comes with its words'
+  probabilities;
+- words that ask for the turn (``gateway.pipeline.backchannels``: no backchannel, sound or noise,
+  and the decoder sure of them), at least ``min_interruption_words`` of them -> **interrupt**, at
+  once, even mid-speech;
+- the speech over (a pause, or the end of the turn) and its words all backchannels, sounds or
+  unsure guesses -> **resume**;
+- the speech goes on for ``max_backchannel_ms`` -> **interrupt** whatever its words (no
+  backchannel is that long: natural ones last 0.5-1 s);
+- no decision ``false_interruption_timeout_ms`` after the speech began, in a pause -> **resume**
+  (a late answer with words can still interrupt, as long as the turn is held).
 
 Interrupt: the held turn is reported as it happened (``speech_started`` with its true
 ``audio_start_ms``, then the usual cancel and truncation to what was heard). Resume: playback goes
@@ -29,44 +36,18 @@ and ``min_interruption_words`` (``voice/agent_activity.py``) were the model for 
 from __future__ import annotations
 
 import enum
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
-# Pause in the held speech after which it is transcribed (a probe), ms: 3 VAD chunks of 32 ms.
+from gateway.models.base import HeardWord
+from gateway.pipeline.backchannels import interrupting_words
+
+# Speech heard before the first probe, ms (from its onset), and speech between two probes while it
+# goes on (each also waits for the last answer: one probe at a time).
+FIRST_PROBE_MS = 200
+PROBE_EVERY_MS = 160
+# Pause in the held speech after which it is transcribed whole (a final probe), ms: 3 VAD chunks.
 PROBE_PAUSE_MS = 96
-
-# Words and phrases that say "I am listening" (and Whisper's spellings of them). Matched after
-# lower-casing and dropping punctuation; phrases of two words are matched before single words.
-BACKCHANNELS = frozenset(
-    {
-        "yeah", "yes", "yep", "yup", "ya", "yah", "ok", "okay", "kay", "right", "sure", "alright",
-        "mm", "mmm", "hm", "hmm", "mhm", "mmhmm", "mm-hmm", "mm-hm", "hmm-mm", "uh-huh", "uhhuh", "uh",
-        "um", "ah", "oh", "aha", "ha", "huh", "wow", "cool", "nice", "great", "indeed", "exactly",
-        "true", "totally", "absolutely", "definitely", "gotcha", "i see", "got it", "all right",
-        "uh huh", "mm hmm", "oh yeah", "oh okay", "oh ok", "oh right", "yeah yeah", "okay okay",
-    }
-)  # fmt: skip
-# Whisper's rendering of a sound with no words: "(coughs)", "[Music]", "*sigh*", "...".
-_NON_SPEECH = re.compile(r"\([^)]*\)|\[[^\]]*\]|\*[^*]*\*")
-_WORD = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
-
-
-def interrupting_words(transcript: str) -> list[str]:
-    """The words of ``transcript`` that are not backchannels (lower case, in order); [] for a
-    backchannel, a noise Whisper wrote as ``(coughs)`` / ``[Music]``, or an empty text."""
-    words = _WORD.findall(_NON_SPEECH.sub(" ", transcript.lower()))
-    left: list[str] = []
-    index = 0
-    while index < len(words):
-        pair = " ".join(words[index : index + 2])
-        if index + 1 < len(words) and pair in BACKCHANNELS:
-            index += 2
-            continue
-        if words[index] not in BACKCHANNELS:
-            left.append(words[index])
-        index += 1
-    return left
 
 
 class Action(enum.Enum):
@@ -82,11 +63,13 @@ class Action(enum.Enum):
 @dataclass(frozen=True)
 class BargeInRules:
     """The knobs (``turn_detection``, ms at the VAD's sample rate): see the module docstring.
-    ``min_interruption_words`` 0 turns the decision off (any speech interrupts at once)."""
+    ``min_interruption_words`` 0 turns the decision off (any speech interrupts at once);
+    ``language`` picks the backchannel list."""
 
     min_interruption_words: int = 1
-    max_backchannel_ms: int = 600
+    max_backchannel_ms: int = 1500
     false_interruption_timeout_ms: int = 1000
+    language: str = "en"
 
     @property
     def enabled(self) -> bool:
@@ -102,10 +85,13 @@ class _Held:
     paused: bool = True  # the reply is paused (False once resumed)
     probe: int = 0  # number of the last probe sent (0: none yet)
     probe_cut: int = 0  # position up to which it heard
+    in_flight: bool = False  # the last probe's answer is not back yet
     answered: bool = False  # the last probe's words are known
     transcript: str = ""
+    words: tuple[HeardWord, ...] = field(default_factory=tuple)
     voiced_after_probe: bool = False
     probed_this_pause: bool = False
+    settled: bool = False  # the last answer, covering all the speech, was decided
     ended: bool = False  # the VAD ended the turn (its commit is held)
 
 
@@ -114,7 +100,7 @@ class BargeInDecider:
 
     The stage calls :meth:`begin` when a turn starts under playing reply audio, :meth:`on_chunk`
     for each VAD chunk of the held turn, :meth:`probe_sent` when it sent a probe, :meth:`heard`
-    with a probe's text, and :meth:`turn_ended` when the VAD ends the turn. Each returns the
+    with a probe's answer, and :meth:`turn_ended` when the VAD ends the turn. Each returns the
     :class:`Action` to carry out. ``held`` is True while a turn is held; ``transcript`` the last
     probe's text.
     """
@@ -122,6 +108,8 @@ class BargeInDecider:
     def __init__(self, rate: int) -> None:
         self._rate = rate
         self._held: Optional[_Held] = None
+        self._position = 0  # end of the last chunk seen
+        self._silence = 0  # samples of the pause it is in (0 while voiced)
 
     @property
     def held(self) -> bool:
@@ -159,74 +147,105 @@ class BargeInDecider:
     def on_chunk(self, position: int, voiced: bool, silence: int) -> Action:
         """One chunk of the held turn ending at ``position``: ``voiced`` (speech), ``silence`` the
         samples of the pause it is in (0 while voiced)."""
+        self._position, self._silence = position, silence
         held = self._held
         if held is None:
             return Action.NONE
         if held.ended:
             return self._timeout(position)
         if voiced:
-            held.probed_this_pause = False
-            if held.probe and position > held.probe_cut:
-                held.voiced_after_probe = True
-            if self._ms(position - held.start) >= held.rules.max_backchannel_ms:
-                return Action.INTERRUPT
-            if not held.paused and held.voiced_after_probe:
-                held.paused = True  # more words after a resume: hold the reply again, decide again
-                held.answered = False
-                return Action.REPAUSE
-            return Action.NONE
-        if (
-            self._ms(silence) >= PROBE_PAUSE_MS
-            and not held.probed_this_pause
-            and (held.probe == 0 or held.voiced_after_probe)
-        ):
+            return self._voiced(held, position)
+        if self._ms(silence) < PROBE_PAUSE_MS:
+            return self._timeout(position)
+        if (held.probe == 0 or held.voiced_after_probe) and not held.probed_this_pause and not held.in_flight:
             held.probed_this_pause = True
-            return Action.PROBE
+            return Action.PROBE  # the speech paused: hear all of it
+        if held.answered and not held.voiced_after_probe and not held.settled:
+            return self._decide()  # the last answer covers all the speech: it is final now
         return self._timeout(position)
+
+    def _voiced(self, held: _Held, position: int) -> Action:
+        held.probed_this_pause = False
+        if held.probe and position > held.probe_cut:
+            held.voiced_after_probe = True
+            held.settled = False
+        if self._ms(position - held.start) >= held.rules.max_backchannel_ms:
+            return Action.INTERRUPT
+        if not held.paused and held.voiced_after_probe:
+            held.paused = True  # more words after a resume: hold the reply again, decide again
+            held.answered = False
+            return Action.REPAUSE
+        return self._next_probe(held, position)
+
+    def _next_probe(self, held: _Held, position: int) -> Action:
+        """PROBE when the speech goes on, no probe is out and enough was said since the last."""
+        since = position - (held.probe_cut if held.probe else held.start)
+        enough = PROBE_EVERY_MS if held.probe else FIRST_PROBE_MS
+        if not held.in_flight and self._ms(since) >= enough and (held.probe == 0 or held.voiced_after_probe):
+            return Action.PROBE
+        return Action.NONE
 
     def _timeout(self, position: int) -> Action:
         held = self._held
         assert held is not None
         if held.paused and self._ms(position - held.start) >= held.rules.false_interruption_timeout_ms:
-            held.paused = False  # no words in time: a false interruption, the reply goes on
+            held.paused = False  # no decision in time: a false interruption, the reply goes on
             return Action.RESUME
         return Action.NONE
 
     def probe_sent(self, number: int, cut: int) -> None:
         """Probe ``number`` covers the speech up to ``cut``."""
         if self._held is not None:
-            self._held.probe, self._held.probe_cut = number, cut
-            self._held.answered = False
-            self._held.voiced_after_probe = False
+            held = self._held
+            held.probe, held.probe_cut, held.in_flight = number, cut, True
+            held.answered = False
+            held.voiced_after_probe = False
+            held.settled = False
 
     def turn_ended(self) -> Action:
-        """The VAD ended the held turn (its commit waits). A turn never probed is probed now; one
-        whose words are known is decided now (a backchannel is dropped)."""
+        """The VAD ended the held turn (its commit waits). A turn never probed, or with speech after
+        its last probe, is probed now (once the probe out is back); one whose words are known is
+        decided now (a backchannel is dropped)."""
         held = self._held
         if held is None:
             return Action.NONE
         held.ended = True
+        if held.in_flight:
+            return Action.NONE  # heard() decides, or asks for the whole turn
         if held.probe == 0 or held.voiced_after_probe:
             return Action.PROBE
-        if held.answered:
-            return self._decide()
-        return Action.NONE
+        return self._decide()
 
-    def heard(self, number: int, transcript: str) -> Action:
-        """Probe ``number``'s text; an older probe's is ignored."""
+    def heard(self, number: int, transcript: str, words: tuple[HeardWord, ...] = ()) -> Action:
+        """Probe ``number``'s answer (its words with their probabilities; none given: the words of
+        ``transcript``, each sure); an older probe's is ignored."""
         held = self._held
         if held is None or number != held.probe:
             return Action.NONE
+        held.in_flight = False
         held.answered = True
         held.transcript = transcript
-        if held.voiced_after_probe and not held.ended:
-            return Action.NONE  # the caller went on: wait for the probe of the whole speech
-        return self._decide()
+        held.words = words or tuple(HeardWord(word) for word in transcript.split())
+        complete = not held.voiced_after_probe and (held.ended or self._ms(self._silence) >= PROBE_PAUSE_MS)
+        if complete:
+            return self._decide()
+        if self._interrupts(held, complete=False):
+            return Action.INTERRUPT
+        if held.ended or self._ms(self._silence) >= PROBE_PAUSE_MS:
+            held.probed_this_pause = True
+            return Action.PROBE  # the caller went on, then paused: hear all of it
+        return self._next_probe(held, self._position)
+
+    def _interrupts(self, held: _Held, complete: bool) -> bool:
+        words = interrupting_words(held.words, held.rules.language, complete=complete)
+        return len(words) >= held.rules.min_interruption_words
 
     def _decide(self) -> Action:
+        """The last answer covers all the speech: interrupt, or resume (drop it once ended)."""
         held = self._held
         assert held is not None
-        if len(interrupting_words(held.transcript)) >= held.rules.min_interruption_words:
+        held.settled = True
+        if self._interrupts(held, complete=True):
             return Action.INTERRUPT
         was_paused, held.paused = held.paused, False
         if held.ended:

@@ -14,7 +14,7 @@ from typing import ClassVar, Optional
 import numpy as np
 
 from gateway.config import config_default
-from gateway.models.base import ChatMessage, GenerationOptions, ToolCall
+from gateway.models.base import ChatMessage, GenerationOptions, HeardWord, ToolCall
 from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.latency import TurnLatency
 
@@ -118,10 +118,12 @@ class TurnsDropped(Message):
 
 @dataclass
 class BargeInHeard(Message):
-    """The text of barge-in probe ``speculation`` (STT -> the unit -> the VAD stage)."""
+    """What barge-in probe ``speculation`` heard (STT -> the unit -> the VAD stage): its text and
+    its words with the decoder's probability of each."""
 
     speculation: int = 0
     transcript: str = ""
+    words: tuple[HeardWord, ...] = ()
 
 
 @dataclass

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gateway.media.playout import PlayoutBuffer
+    from gateway.models.base import ScoredTranscript
     from gateway.pipeline.call_settings import CallSettings
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,8 @@ class StageContext(Protocol):
     def resume_reply(self) -> None:
         """Play the held reply on."""
 
-    def barge_in_heard(self, call_id: str, speculation: int, transcript: str) -> None:
-        """STT: the text of barge-in probe ``speculation``, for the VAD stage; thread-safe."""
+    def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
+        """STT: what barge-in probe ``speculation`` heard, for the VAD stage; thread-safe."""
 
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
         """0..1: how much of ``audio`` (float32 16 kHz, last sample heard at ``end_time``,

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.models.base import SpeechToText
+from gateway.models.base import HeardWord, ScoredTranscript, SpeechToText
 from gateway.models.compute.core_use import CORE_USE
 from gateway.models.compute.deadline import SPEECH_MODELS
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
@@ -75,7 +75,8 @@ class SttStage(Stage):
     is transcribed whole, and the kept text is discarded. So a caller who pauses and goes on gets
     one transcript of the whole turn, never the part before the pause. ``speculation`` holds the
     counters (:class:`SpeculationStats`). A speculative utterance marked ``probe`` (speech under
-    the reply's audio, ``gateway.pipeline.bargein``) also has its text handed back at once
+    the reply's audio, ``gateway.pipeline.bargein``) is transcribed quickly with each word's
+    probability (the engine's ``transcribe_words`` when it has one) and handed back at once
     (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in; any other one's text goes
     to the session as :class:`TranscriptDrafted` (the LLM may read the reply's prompt ahead).
     A :class:`TurnsDropped` (turns the full inbox dropped, in their place) reports each turn as
@@ -115,13 +116,27 @@ class SttStage(Stage):
         self._discard_kept()  # an older speculation was overtaken by this one
         started = time.monotonic()
         # A probe decides a barge-in now; a pause's draft is due when the turn could end.
-        text = self._transcribe(message, started if message.probe else started + SPECULATION_DUE_S)
-        self._kept = _Speculation(message.speculation, text, time.monotonic() - started)
+        heard = self._heard(message, started if message.probe else started + SPECULATION_DUE_S)
+        if heard.trusted:  # a decode that looped never stands for the finished turn
+            self._kept = _Speculation(message.speculation, heard.text, time.monotonic() - started)
         self.speculation.add(started=1)
         if message.probe:
-            self.ctx.barge_in_heard(message.call_id, message.speculation, text)
-        elif text.strip():
-            self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text))
+            self.ctx.barge_in_heard(message.call_id, message.speculation, heard)
+        elif heard.text.strip():
+            self.ctx.notify(TranscriptDrafted(message.call_id, transcript=heard.text))
+
+    def _heard(self, message: Utterance, due: float) -> ScoredTranscript:
+        """A speculative utterance's transcript, in a slot of the shared speech models taken at
+        ``due`` (monotonic s). A barge-in probe gets the engine's quick transcript with word
+        probabilities when it has one (``WordScoringSpeechToText``), else its text with every word
+        at probability 1.0."""
+        scoring = getattr(self._stt, "transcribe_words", None)
+        if not message.probe or scoring is None:
+            text = self._transcribe(message, due)
+            return ScoredTranscript(text, tuple(HeardWord(word) for word in text.split()) if message.probe else ())
+        with SPEECH_MODELS.slot(due), CORE_USE.heavy():
+            heard: ScoredTranscript = scoring(message.audio, language=self.ctx.settings.language)
+        return heard
 
     def _transcribe(self, message: Utterance, due: float) -> str:
         """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken

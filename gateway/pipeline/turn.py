@@ -80,7 +80,7 @@ class TurnDetection:
     max_utterance_s: float = config_default("max_utterance_s")
     speculative_stt: bool = True
     min_interruption_words: int = 1
-    max_backchannel_ms: int = 600
+    max_backchannel_ms: int = 1500
     false_interruption_timeout_ms: int = 1000
     echo_guard: bool = True
     echo_guard_correlation: float = 0.6

@@ -126,7 +126,7 @@ class VadStage(Stage):
             if self._barge.held:
                 self._drop_held()
         elif isinstance(message, BargeInHeard):
-            self._act(self._barge.heard(message.speculation, message.transcript))
+            self._act(self._barge.heard(message.speculation, message.transcript, message.words))
 
     def _on_audio(self, message: AudioIn) -> None:
         samples = message.samples
@@ -241,7 +241,10 @@ class VadStage(Stage):
         self._prefix.clear()
         self._candidate = []
         event = SpeechStarted(self._call, audio_start_ms=self._ms(self._speech_start))
-        rules = BargeInRules(turn.min_interruption_words, turn.max_backchannel_ms, turn.false_interruption_timeout_ms)
+        language = self.ctx.settings.language
+        rules = BargeInRules(
+            turn.min_interruption_words, turn.max_backchannel_ms, turn.false_interruption_timeout_ms, language
+        )
         if turn.interrupt_response and rules.enabled and self.ctx.pause_reply():
             self._barge.begin(self._speech_start, rules)  # words decide: see _act
             self._held_start = event

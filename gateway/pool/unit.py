@@ -17,7 +17,7 @@ from gateway.media.outbound import FrameHook, OutputAudioTrack
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
 from gateway.media.recording import StereoRecording
 from gateway.media.thinking_cue import ThinkingCue
-from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, PromptWarm
+from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, PromptWarm, ScoredTranscript
 from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.cancel import CancelScope
 from gateway.pipeline.chain import StageChain, StageFactory
@@ -153,9 +153,9 @@ class PipelineUnit(UnitLifecycle):
         """Play the held reply on (the speech under it was a backchannel or a noise)."""
         self.playout.resume()
 
-    def barge_in_heard(self, call_id: str, speculation: int, transcript: str) -> None:
-        """STT's text of a barge-in probe, handed to the VAD stage (thread-safe)."""
-        self.chain.vad_in.put(BargeInHeard(call_id, speculation=speculation, transcript=transcript))
+    def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
+        """What a barge-in probe heard, handed to the VAD stage (thread-safe)."""
+        self.chain.vad_in.put(BargeInHeard(call_id, speculation=speculation, transcript=heard.text, words=heard.words))
 
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
         """How much of the caller ``audio`` is the reply's own echo (see EchoReference.echo_share)."""

@@ -129,7 +129,7 @@ def test_repetitive_output_falls_back_to_the_full_window(
 ) -> None:
     audio = as_turn(speak(tts, "Ten of clubs."))
     looping = "ten of clubs ten of clubs ten of clubs ten of"
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: (looping, False))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: (looping, False, []))
     before = stt.fallbacks
     text = stt.transcribe(audio)
     assert stt.fallbacks == before + 1
@@ -141,7 +141,7 @@ def test_decode_cut_at_the_token_cap_falls_back(
     stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     audio = as_turn(speak(tts, "Yes."))
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: ("yes yes yes", True))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: ("yes yes yes", True, []))
     before = stt.fallbacks
     stt.transcribe(audio)
     assert stt.fallbacks == before + 1
@@ -151,7 +151,7 @@ def test_empty_decode_of_voiced_audio_falls_back_but_silence_is_empty(
     stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     voiced = as_turn(speak(tts, QUESTION))
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language: ("", False))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: ("", False, []))
     before = stt.fallbacks
     heard = stt.transcribe(voiced)
     assert overlap(QUESTION, heard) >= 0.8, heard  # the 30 s window heard it (a word may go)
@@ -185,3 +185,13 @@ def test_split_cuts_at_the_quiet_point_and_keeps_every_sample() -> None:
 def test_clearly_voiced() -> None:
     assert not clearly_voiced(silence(2.0))
     assert clearly_voiced(np.random.default_rng(4).normal(0, 0.1, RATE).astype(np.float32))
+
+
+def test_barge_in_probe_gives_each_word_with_its_probability(stt, tts) -> None:
+    heard = stt.transcribe_words(np.concatenate([silence(0.2), speak(tts, "Wait, stop."), silence(0.3)]))
+    assert heard.trusted
+    assert [w.text.lower() for w in heard.words] == words(heard.text) == ["wait", "stop"]
+    assert all(0.3 < w.probability <= 1.0 for w in heard.words), heard.words
+    # Noise has no words the decoder is sure of.
+    noise = np.random.default_rng(7).normal(0, 0.05, RATE).astype(np.float32)
+    assert all(w.probability < 0.9 for w in stt.transcribe_words(noise).words)

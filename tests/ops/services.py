@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Optional
 
@@ -48,9 +49,22 @@ def require(binary: str, package: str) -> str:
     return found
 
 
+SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+
+
+def tied_to_this_process(argv: list[str]) -> list[str]:
+    """``argv`` to run so that the kernel sends the process SIGTERM when this one (the test run) dies,
+    however it dies (SIGKILL, a CI job's timeout): a service in its own session, or one a killed
+    pytest leaves, would outlive the run otherwise. ``setpriv`` (util-linux) sets the parent-death
+    signal (``prctl(PR_SET_PDEATHSIG)``, kept across ``execve``) and runs ``argv``. Start the process
+    from the main thread: the signal comes when the thread that started it ends."""
+    return [SETPRIV, "--pdeathsig", "TERM", "--", *argv]
+
+
 class Service:
     """A child process in its own session (so it and its children can be signalled together),
-    writing stdout and stderr to ``log_path``."""
+    writing stdout and stderr to ``log_path``; it gets SIGTERM if the test run dies without
+    stopping it (:func:`tied_to_this_process`)."""
 
     def __init__(
         self,
@@ -65,7 +79,12 @@ class Service:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # closed in stop()
         self.process = subprocess.Popen(
-            argv, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+            tied_to_this_process(argv),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
 
     @property
@@ -91,6 +110,32 @@ class Service:
                 self.process.wait(5)
         self._log.close()
         return self.process.returncode
+
+
+class ServiceRig:
+    """Base of a test's ``async with`` rig around one :class:`Service`: its ``__aenter__`` calls
+    :meth:`_start` with the service and a wait for it to be ready; leaving stops the service."""
+
+    service: Optional[Service] = None
+
+    async def _start(self, service: Service, ready: Awaitable[bool]) -> None:
+        """Keep ``service``; stop it and raise AssertionError (with its log) unless ``ready`` is
+        true (stop it also if ``ready`` raises)."""
+        self.service = service
+        try:
+            assert await ready, f"{service.name} did not get ready:\n{service.log[-3000:]}"
+        except BaseException:
+            service.stop()
+            raise
+
+    @property
+    def log(self) -> str:
+        """Everything the process wrote so far ("" before it started)."""
+        return self.service.log if self.service is not None else ""
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.service is not None:
+            self.service.stop()
 
 
 def start_gateway(
@@ -144,6 +189,13 @@ async def wait_exit(service: Service, within_s: float) -> Optional[int]:
     return None
 
 
+def port_range(seed: int, width: int) -> tuple[int, int]:
+    """(first, last) of ``width`` ports from 20000 up, a range of its own per run (``seed``: a free
+    port of the run), for a relay or media server that picks free ports within a range."""
+    first = 20000 + (seed % 20000)
+    return first, first + width - 1
+
+
 TURN_USER, TURN_PASSWORD, TURN_REALM = "vg-test", "vg-secret", "voice-gateway-test"
 
 
@@ -154,7 +206,7 @@ def start_coturn(tmp_path: Path, peer_rules: Optional[list[str]] = None) -> tupl
     ``--denied-peer-ip=...``), by default loopback peers allowed (the gateway is on this machine)."""
     binary = require("turnserver", "coturn")
     port = free_port()
-    relay_low = 20000 + (port % 20000)  # a range of its own per run; coturn picks free ports within it
+    relay_low, relay_high = port_range(port, 201)  # coturn picks free ports within it
     argv = [
         binary,
         "-n",
@@ -162,7 +214,7 @@ def start_coturn(tmp_path: Path, peer_rules: Optional[list[str]] = None) -> tupl
         "--relay-ip=127.0.0.1",
         f"--listening-port={port}",
         f"--min-port={relay_low}",
-        f"--max-port={relay_low + 200}",
+        f"--max-port={relay_high}",
         "--lt-cred-mech",
         f"--user={TURN_USER}:{TURN_PASSWORD}",
         f"--realm={TURN_REALM}",

@@ -64,17 +64,20 @@ def test_words_under_the_reply_interrupt_it_and_the_turn_is_reported_whole() -> 
     [decided] = chain.ctx.of(BargeInDecided)
     assert decided.decision == "interrupted"
     assert chain.ctx.events.index(started) < chain.ctx.events.index(decided)
+    # Decided while the caller still spoke (a probe of the first 200 ms), not at its end (700 ms).
+    assert decided.decided_ms < 700
+    # The probe heard part of the speech: the turn is transcribed once more, whole.
     assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["Wait, stop."]
-    assert len(chain.stt_model.calls) == 1, "the probe's text should stand for the turn"
+    assert chain.stt_model.calls[-1] >= int(0.4 * RATE)
 
 
 def test_long_speech_interrupts_without_waiting_for_its_words() -> None:
     chain = chain_under_reply("Yeah.")  # whatever STT says, speech this long is no backchannel
     chain.play(quiet(0.3))
-    chain.play(tone(1.5))
+    chain.play(tone(2.0))
     [decided] = chain.ctx.of(BargeInDecided)
     assert decided.decision == "interrupted"
-    assert decided.decided_ms - decided.audio_start_ms < 600 + 64
+    assert 1500 <= decided.decided_ms - decided.audio_start_ms < 1500 + 64
     assert chain.ctx.of(SpeechStarted)
 
 

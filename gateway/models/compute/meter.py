@@ -2,11 +2,11 @@
 call and report it as ``observe(stage, seconds)``.
 
 Stages: ``vad`` (one ``speech_probability`` of a 512-sample chunk), ``end_of_turn`` (one Smart Turn
-judgement), ``stt`` (one ``transcribe``), ``llm`` (one ``generate``, less the wait for the shared
-engine: ``Generation.queue_wait_s``) and ``tts`` (the time spent producing each sentence of a
-``synthesize``, not the time its consumer holds it). Every other attribute (``sample_rate``,
-``voice``, ``name``, the LLM's ``queue``...) is the wrapped model's. ``observe`` is called on the
-stage threads and must be thread-safe and quick.
+judgement), ``stt`` (one ``transcribe``, or ``transcribe_words`` of a barge-in probe), ``llm`` (one
+``generate``, less the wait for the shared engine: ``Generation.queue_wait_s``) and ``tts`` (the
+time spent producing each sentence of a ``synthesize``, not the time its consumer holds it). Every
+other attribute (``sample_rate``, ``voice``, ``name``, the LLM's ``queue``...) is the wrapped
+model's. ``observe`` is called on the stage threads and must be thread-safe and quick.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gateway.models.base import ChatMessage, Generation, GenerationOptions, ModelSet
+from gateway.models.base import ChatMessage, Generation, GenerationOptions, ModelSet, ScoredTranscript
 
 Observe = Callable[[str, float], None]
 
@@ -63,6 +63,21 @@ class _MeteredStt(_Metered):
             return str(self._model.transcribe(audio, language=language))
         finally:
             self._observe("stt", time.perf_counter() - started)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "transcribe_words":  # optional (WordScoringSpeechToText): metered when the engine has it
+            scoring = getattr(self._model, name)
+
+            def transcribe_words(audio: np.ndarray, language: str = "en") -> ScoredTranscript:
+                started = time.perf_counter()
+                try:
+                    heard: ScoredTranscript = scoring(audio, language=language)
+                    return heard
+                finally:
+                    self._observe("stt", time.perf_counter() - started)
+
+            return transcribe_words
+        return getattr(self._model, name)
 
 
 class _MeteredLlm(_Metered):

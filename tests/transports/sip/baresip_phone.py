@@ -19,7 +19,10 @@ from typing import Any, Optional
 import numpy as np
 import pytest
 
+from gateway.media.resample import Resampler
+from gateway.models.base import SpeechToText
 from gateway.server.runner import free_port
+from tests.ops.services import tied_to_this_process
 
 BARESIP = shutil.which("baresip") or "/usr/bin/baresip"
 MODULES = Path("/usr/lib/baresip/modules")
@@ -38,6 +41,18 @@ def write_wav(path: Path, samples: np.ndarray, rate: int, channels: int = 1) -> 
         out.setsampwidth(2)
         out.setframerate(rate)
         out.writeframes(np.repeat(samples.astype("<i2"), channels).tobytes())
+
+
+def microphone(speech: np.ndarray, tail_s: float = 40.0) -> np.ndarray:
+    """A phone's microphone: 1 s of silence, ``speech`` (int16 mono 8 kHz), ``tail_s`` of silence."""
+    return np.concatenate([np.zeros(8000, np.int16), speech, np.zeros(int(8000 * tail_s), np.int16)])
+
+
+def transcribed(stt: SpeechToText, samples: np.ndarray, rate: int) -> str:
+    """``samples`` (int16 mono at ``rate`` Hz) transcribed by ``stt``, at 16 kHz."""
+    resampler = Resampler(16000)
+    audio = np.concatenate([resampler.resample_array(samples, rate), resampler.flush()])
+    return stt.transcribe(audio.astype(np.float32) / 32768)
 
 
 def read_wav(path: Path) -> tuple[np.ndarray, int]:
@@ -153,7 +168,10 @@ class BaresipPhone:
         self._write_config()
         log = open(self.folder / "baresip.log", "wb")
         self._process = await asyncio.create_subprocess_exec(
-            BARESIP, "-f", str(self.folder), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log
+            *tied_to_this_process([BARESIP, "-f", str(self.folder)]),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
         )
         log.close()
         for _ in range(100):
@@ -231,16 +249,10 @@ class BaresipPhone:
         """Over a sideband of the answered call ``call_id``: the phone's ``question`` is heard
         (its transcript says it), answered to the end of its audio, then the keys ``press`` are
         pressed and seen (RFC 4733 or SIP INFO, as the phone sends them). Returns what the model said."""
-        from tests.helpers import says
         from tests.transports.websocket.ws_client import EventClient
 
         async with EventClient(url, query=f"?call_id={call_id}") as control:
-            heard = await control.wait_for("conversation.item.input_audio_transcription.completed", within=60)
-            assert says(heard["transcript"], question), heard["transcript"]
-            done = await control.wait_for("response.done", within=90)
-            assert done["response"]["status"] == "completed"
-            await control.wait_for("output_audio_buffer.stopped", within=60)
-            said = str(control.of_type("response.output_audio_transcript.done")[-1]["transcript"])
+            said = await control.answered_turn(question)
             if press:
                 assert (await self.command("sndcode", press))["ok"]
                 await control.wait_for("input_audio_buffer.dtmf_event_received", within=10, count=len(press))
@@ -248,11 +260,6 @@ class BaresipPhone:
                 assert digits == list(press), digits
         return said
 
-    def heard(self, stt: Any) -> str:
-        """What the phone heard (:meth:`recording`), transcribed by ``stt`` (a ``SpeechToText``)."""
-        from gateway.media.resample import Resampler
-
-        recorded, rate = self.recording()
-        resampler = Resampler(16000)
-        audio = np.concatenate([resampler.resample_array(recorded, rate), resampler.flush()])
-        return str(stt.transcribe(audio.astype(np.float32) / 32768))
+    def heard(self, stt: SpeechToText) -> str:
+        """What the phone heard (:meth:`recording`), transcribed by ``stt``."""
+        return transcribed(stt, *self.recording())

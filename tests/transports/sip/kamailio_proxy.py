@@ -1,6 +1,7 @@
 """Debian's Kamailio as a SIP proxy in front of the gateway (a SIP trunk's shape), started by the
-test with a minimal config it writes: it listens on 127.0.0.1 only, Record-Routes every dialog,
-relays new requests to the gateway and in-dialog ones by their Route (loose routing).
+test with the repository's ``deploy/kamailio.cfg``: it listens on 127.0.0.1 only, Record-Routes
+every dialog, relays new requests to the gateway and in-dialog ones by their Route (loose
+routing); optionally it relays the media through rtpengine, or is also a registrar.
 
 Needs the ``kamailio`` package (``scripts/setup.sh --services``)."""
 
@@ -14,60 +15,51 @@ from typing import Optional
 import pytest
 
 from gateway.server.runner import free_port
+from tests.ops.services import tied_to_this_process
 
 KAMAILIO = shutil.which("kamailio") or "/usr/sbin/kamailio"
 MODULES = Path("/usr/lib/x86_64-linux-gnu/kamailio/modules")
 
-_CONFIG = """#!KAMAILIO
-debug=2
-log_stderror=yes
-children=1
-tcp_children=1
-auto_aliases=no
-listen=udp:127.0.0.1:{port}
-listen=tcp:127.0.0.1:{port}
-mpath="{modules}/"
-loadmodule "tm.so"
-loadmodule "sl.so"
-loadmodule "rr.so"
-loadmodule "pv.so"
-loadmodule "maxfwd.so"
-loadmodule "siputils.so"
-loadmodule "textops.so"
-request_route {{
-    if (!mf_process_maxfwd_header("10")) {{ sl_send_reply("483", "Too Many Hops"); exit; }}
-    if (has_totag()) {{
-        if (loose_route()) {{ t_relay(); exit; }}
-        if (is_method("ACK")) {{ if (t_check_trans()) {{ t_relay(); }} exit; }}
-        sl_send_reply("404", "Not here"); exit;
-    }}
-    if (is_method("CANCEL")) {{ if (t_check_trans()) {{ t_relay(); }} exit; }}
-    record_route();
-    $du = "sip:127.0.0.1:{gateway_port}";
-    t_relay();
-}}
-"""
+CONFIG = Path(__file__).resolve().parents[3] / "deploy" / "kamailio.cfg"
 
 
 class KamailioProxy:
-    """``async with KamailioProxy(folder, gateway_port) as proxy``: ``proxy.port`` takes calls."""
+    """``async with KamailioProxy(folder, gateway_port) as proxy``: ``proxy.port`` takes calls.
 
-    def __init__(self, folder: Path, gateway_port: int) -> None:
+    ``rtpengine``: the NG control port of an rtpengine on 127.0.0.1 that relays each call's media
+    (``WITH_RTPENGINE``); ``registrar``: REGISTERs are saved and calls to a registered user go to
+    it (``WITH_REGISTRAR``), others to the gateway (``gateway_port``; None: a registrar only), over
+    ``gateway_transport`` (``udp`` or ``tcp``)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        gateway_port: Optional[int],
+        *,
+        rtpengine: Optional[int] = None,
+        registrar: bool = False,
+        gateway_transport: str = "udp",
+    ) -> None:
         self.folder = folder
-        self.gateway_port = gateway_port
         self.port = free_port()
+        self.defines = [f"SIP_PORT={self.port}"]
+        if gateway_port is not None:
+            self.defines.append(f'GATEWAY_URI="sip:127.0.0.1:{gateway_port};transport={gateway_transport}"')
+        if rtpengine is not None:
+            self.defines += ["WITH_RTPENGINE", f'RTPENGINE_SOCK="udp:127.0.0.1:{rtpengine}"']
+        if registrar:
+            self.defines.append("WITH_REGISTRAR")
         self._process: Optional[asyncio.subprocess.Process] = None
 
     async def __aenter__(self) -> KamailioProxy:
         if not Path(KAMAILIO).exists():
             pytest.fail("kamailio is not installed: scripts/setup.sh --services (Debian package kamailio)")
         self.folder.mkdir(parents=True, exist_ok=True)
-        config = self.folder / "kamailio.cfg"
-        config.write_text(_CONFIG.format(port=self.port, modules=MODULES, gateway_port=self.gateway_port))
+        defines = [argument for define in self.defines for argument in ("-A", define)]
         log = open(self.folder / "kamailio.log", "wb")  # the process holds it
         self._process = await asyncio.create_subprocess_exec(
-            KAMAILIO,
-            "-f", str(config), "-DD", "-E", "-m", "32", "-M", "4",
+            *tied_to_this_process([KAMAILIO]),
+            "-f", str(CONFIG), "-L", str(MODULES), *defines, "-DD", "-E", "-m", "32", "-M", "4",
             "-w", str(self.folder), "-P", str(self.folder / "kamailio.pid"), "-Y", str(self.folder),
             stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
         )  # fmt: skip

@@ -112,6 +112,19 @@ class EventClient:
             await asyncio.sleep(chunk_ms / 1000 / pace)
 
     # ----- reading -----
+    async def answered_turn(self, question: str) -> str:
+        """On a call's sideband: wait for the caller's ``question`` to be transcribed (its
+        transcript says it), the response to complete and its audio to be played out; returns what
+        the reply said (its audio transcript)."""
+        from tests.helpers import says
+
+        heard = await self.wait_for("conversation.item.input_audio_transcription.completed", within=60)
+        assert says(heard["transcript"], question), heard["transcript"]
+        done = await self.wait_for("response.done", within=90)
+        assert done["response"]["status"] == "completed", done
+        await self.wait_for("output_audio_buffer.stopped", within=60)
+        return str(self.of_type("response.output_audio_transcript.done")[-1]["transcript"])
+
     def of_type(self, event_type: str, after: int = 0) -> list[dict]:
         return [e for e in self.events[after:] if e.get("type") == event_type]
 

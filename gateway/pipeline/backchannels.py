@@ -1,0 +1,213 @@
+"""Which words of a barge-in probe are backchannels ("okay", "mm-hmm": I am listening) and which ask
+for the turn ("wait", "stop"): the word test of ``gateway.pipeline.bargein``.
+
+A list per language (:data:`LANGUAGES`: words, phrases, the first words of phrases) plus the
+*sounds* people make while listening, matched by shape whatever their spelling (:data:`VOCABLES`:
+"mm", "mhm", "uh-huh", "aha", "yeah", "yahoo", "okay", "kay"). The match is fuzzy because Whisper
+base writes backchannels of unfamiliar voices in odd ways ("Mm-hmm" -> "Hmm" or "M M M", "Uh-huh" ->
+"Oh,", "Yeah, yeah" -> "YAHO YAHO", "Got it" -> "God it"): each word is compared in a *canonical*
+form (lower case, letters and digits only, every run of one letter written once: "Mmm-hmm" -> "mhm"), a list
+word of four letters or more also matches at one edit ("yeh" for "yeah"), and a phrase matches when
+each of its words does or when its words written together do ("Ice" for "I see").
+
+The probabilities of the words decide the rest (:func:`interrupting_words`): a word that is no
+backchannel counts only when the decoder was fairly sure of it (``min_probability``), since
+Whisper's guesses at a sound it does not know are unsure words ("Chair", "Xion"); while the caller
+is still speaking, the last word may be a cut-off piece of a longer one and needs more
+(``trailing_probability``); a last word that begins a backchannel phrase ("I" of "I see") does not
+count. Words Whisper writes for noise or breath ("you", "bye") never count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Optional
+
+from gateway.models.base import HeardWord
+
+# The word a probe needs to be sure of to count it, 0..1; the last word of speech still going on.
+MIN_PROBABILITY = 0.4
+TRAILING_PROBABILITY = 0.6
+
+# Sounds of listening, matched on the canonical form (lower case letters, runs written once).
+VOCABLES = re.compile(
+    r"^(?:"
+    r"[aoue]?h?m?h?m?"  # m, hm, mhm, um, uh, oh, ah, uhm (and "mm", "hmm", "mmhmm" once canonical)
+    r"|h?[aou]h?[aou]?h?"  # huh, aha, oho, ha, ho
+    r"|(?:[aou]h){1,3}|(?:h[aou]){1,3}h?"  # uhuh, ahah, haha
+    r"|y[ea][aeiou]?h?[aeiou]?h?"  # ya, yah, yea, yeah, yeh, yaho ("yahoo"), yehe
+    r"|y[eau]p"  # yep, yup, yap
+    r"|o?h?k[aeiy]*|m?k[ae]y?"  # ok, okay, kay, oke, okey, ohkay, mkay
+    r")$"
+)
+
+
+# Whisper's rendering of a sound with no words: "(coughs)", "[Music]", "*sigh*".
+_NON_SPEECH = re.compile(r"\([^)]*\)|\[[^\]]*\]|\*[^*]*\*")
+_SPLIT = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_RUNS = re.compile(r"(.)\1+")
+
+
+def split_words(text: str) -> list[str]:
+    """The words of ``text``, lower case, split at spaces, hyphens and punctuation ("that's" is one)."""
+    return _SPLIT.findall(_NON_SPEECH.sub(" ", text).lower())
+
+
+def canonical(word: str) -> str:
+    """Lower case, letters and digits only, each run of one letter written once: "Mmm-hmm" -> "mhm"."""
+    letters = "".join(ch for ch in word.lower() if ch.isalnum())
+    return _RUNS.sub(r"\1", letters)
+
+
+def edit_distance(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
+    """Levenshtein distance of two short sequences (letters of words, or words of texts)."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def _near(heard: str, listed: str) -> bool:
+    """``heard`` is ``listed`` or, for a listed word of 4 letters or more, one edit from it."""
+    return heard == listed or (len(listed) >= 4 and edit_distance(heard, listed) <= 1)
+
+
+@dataclass(frozen=True)
+class Backchannels:
+    """One language's list: ``words`` (single-word backchannels), ``phrases`` (of two or more
+    words), ``noise`` (what the STT writes for a breath or a noise). Written naturally; matched in
+    canonical form (the cached ``*_forms``)."""
+
+    words: tuple[str, ...]
+    phrases: tuple[str, ...] = ()
+    noise: tuple[str, ...] = ()
+
+    @cached_property
+    def word_forms(self) -> frozenset[str]:
+        return frozenset(canonical(word) for word in (*self.words, *self.noise))
+
+    @cached_property
+    def phrase_forms(self) -> tuple[tuple[str, ...], ...]:
+        """The phrases in canonical form, longest first."""
+        phrases = (tuple(canonical(word) for word in split_words(phrase)) for phrase in self.phrases)
+        return tuple(sorted(phrases, key=len, reverse=True))
+
+    @cached_property
+    def lead_forms(self) -> frozenset[str]:
+        """The first words of the phrases: a cut-off "I" may become "I see"."""
+        return frozenset(phrase[0] for phrase in self.phrase_forms)
+
+
+ENGLISH = Backchannels(
+    words=(
+        "yeah", "yes", "yep", "yup", "yea", "ya", "okay", "ok", "right", "sure", "alright", "cool", "nice",
+        "great", "good", "fine", "wow", "true", "exactly", "totally", "absolutely", "definitely", "indeed",
+        "gotcha", "perfect", "awesome", "interesting", "agreed", "correct", "certainly", "really", "lovely",
+        "uh-huh", "mm-hmm", "mhm", "aha",
+    ),
+    phrases=(
+        "i see", "got it", "all right", "of course", "makes sense", "that's right", "that's true",
+        "i know", "i understand", "go on", "sounds good", "fair enough", "oh my", "thank you",
+        "uh huh", "mm hmm", "oh okay", "oh yeah", "oh right", "oh i see",
+    ),
+    noise=("you", "bye", "thanks"),
+)  # fmt: skip
+LANGUAGES: dict[str, Backchannels] = {
+    "en": ENGLISH,
+    "es": Backchannels(
+        ("sí", "si", "vale", "claro", "ajá", "bueno", "exacto", "ya", "okay", "vale", "cierto", "perfecto"),
+        ("de acuerdo", "ya veo", "claro que sí", "está bien"),
+    ),
+    "fr": Backchannels(
+        ("oui", "ouais", "ok", "okay", "voilà", "exactement", "d'accord", "effectivement", "bon", "bien"),
+        ("ah bon", "bien sûr", "je vois", "c'est ça", "tout à fait"),
+    ),
+    "de": Backchannels(
+        ("ja", "genau", "okay", "stimmt", "richtig", "klar", "achso", "gut", "jawohl", "sicher", "eben"),
+        ("ach so", "alles klar", "ich verstehe", "na klar"),
+    ),
+    "ja": Backchannels(
+        ("はい", "うん", "ええ", "そう", "なるほど", "そうですね", "そうか", "へえ", "ふーん", "確かに")
+    ),
+}
+
+
+def _phrase_at(forms: list[str], start: int, table: Backchannels) -> int:
+    """How many words from ``start`` form a backchannel phrase (0: none)."""
+    for phrase in table.phrase_forms:  # longest first
+        heard = forms[start : start + len(phrase)]
+        joined = "".join(phrase)
+        if (
+            len(heard) == len(phrase)
+            and all(edit_distance(h, p) <= (0 if len(p) < 2 else 1) for h, p in zip(heard, phrase, strict=True))
+            and edit_distance("".join(heard), joined) <= len(joined) // 2
+        ):
+            return len(phrase)
+        if len(joined) >= 3 and _near(forms[start], joined):  # written as one word: "ice", "alright"
+            return 1
+    return 0
+
+
+def _is_backchannel_word(form: str, table: Backchannels) -> bool:
+    if form in table.word_forms or VOCABLES.match(form):
+        return True
+    return any(_near(form, listed) for listed in table.word_forms if len(listed) >= 4)
+
+
+def interrupting_words(
+    words: Sequence[HeardWord] | str,
+    language: str = "en",
+    *,
+    complete: bool = True,
+    min_probability: Optional[float] = None,
+    trailing_probability: Optional[float] = None,
+) -> list[str]:
+    """The words that ask for the turn, lower case, in order: those that are no backchannel, sound
+    or noise and that the decoder was sure of (``min_probability``; a plain text counts every word
+    as sure; None: :data:`MIN_PROBABILITY`, :data:`TRAILING_PROBABILITY`). ``complete`` False (the
+    caller is still speaking): the last word must be surer (``trailing_probability``). A last word
+    that begins a backchannel phrase ("I", "got") never counts. ``language``: an ISO 639-1 code;
+    one without a list uses English's (the sounds are the same)."""
+    if isinstance(words, str):
+        words = [HeardWord(word) for word in words.split()]
+    table = LANGUAGES.get(language.split("-")[0].lower(), ENGLISH)
+    sure = MIN_PROBABILITY if min_probability is None else min_probability
+    surer = TRAILING_PROBABILITY if trailing_probability is None else trailing_probability
+    pieces = [(piece, word.probability) for word in words for piece in split_words(word.text)]
+    forms = [canonical(piece) for piece, _ in pieces]
+    left: list[str] = []
+    index = 0
+    while index < len(pieces):
+        span = _phrase_at(forms, index, table) or _sound_at(forms, index, table)
+        if span:
+            index += span
+            continue
+        piece, probability = pieces[index]
+        form = forms[index]
+        last = index == len(pieces) - 1
+        if form and not _is_backchannel_word(form, table):
+            needed = surer if last and not complete else sure
+            if probability >= needed and not (last and form in table.lead_forms):
+                left.append(piece)
+        index += 1
+    return left
+
+
+def _sound_at(forms: list[str], start: int, table: Backchannels) -> int:
+    """2 or 3 when the words from ``start`` written together are one sound ("ye he" -> "yehe"); a
+    word that is a backchannel or begins a phrase on its own is never swallowed ("okay I see")."""
+    for size in (3, 2):
+        rest = forms[start + 1 : start + size]
+        if (
+            start + size <= len(forms)
+            and not any(form in table.lead_forms or _is_backchannel_word(form, table) for form in rest)
+            and VOCABLES.match(canonical("".join(forms[start : start + size])))
+        ):
+            return size
+    return 0

