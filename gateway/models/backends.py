@@ -83,7 +83,9 @@ def _silence(config: GatewayConfig) -> None:
 def _whisper(config: GatewayConfig) -> SpeechToText:
     from gateway.models.whisper import WhisperSpeechToText
 
-    return WhisperSpeechToText(config.stt_model, Path(config.model_cache_dir), threads=config.stt_threads)
+    return WhisperSpeechToText(
+        config.stt_model, Path(config.model_cache_dir), threads=config.stt_threads, caller_voice=config.stt_caller_voice
+    )
 
 
 def _openai_http_stt(config: GatewayConfig) -> SpeechToText:

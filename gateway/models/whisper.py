@@ -14,6 +14,12 @@ audio length, and a result that is repetitive (zlib compression ratio above 2.4,
 that repeats itself), hit the cap, or came out empty for clearly voiced audio is thrown
 away and the piece decoded again on the normal 30 s path. A turn longer than
 :data:`MAX_PIECE_S` is transcribed in pieces cut at its quietest points, and the texts joined.
+
+In noise, Whisper also writes down background talkers while the caller pauses: with
+``caller_voice`` (the default) it hears only the stretch from the caller's first to last voiced
+frame (:mod:`gateway.models.caller_voice`). ``min_word_probability`` (off by default; measured by
+``scripts/bench_noise.py``) also drops each word whose mean token probability, from the decoder's
+cross-attention alignment (faster-whisper's word timestamps), is below it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from gateway.models.base import HeardWord, ModelNotFoundError, ScoredTranscript
+from gateway.models.caller_voice import caller_voice_only
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +93,23 @@ class WhisperSpeechToText:
     :meth:`transcribe` at once (CTranslate2 queues the calls). The constructor runs one warm-up
     decode, so that the first caller's turn is as fast as the tenth.
 
+    ``caller_voice``: hear only the caller's voiced stretch of each turn (module docstring).
+    ``min_word_probability``: drop words less likely than this (0: keep every word).
+
     ``fallbacks`` counts trimmed decodes that were rejected and done again on the 30 s path.
     """
 
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, model: str, cache_dir: Path, threads: int = 0, trim: bool = True) -> None:
+    def __init__(
+        self,
+        model: str,
+        cache_dir: Path,
+        threads: int = 0,
+        trim: bool = True,
+        caller_voice: bool = True,
+        min_word_probability: float = 0.0,
+    ) -> None:
         from faster_whisper import WhisperModel
 
         if model == BUNDLED:
@@ -107,6 +125,8 @@ class WhisperSpeechToText:
             location = model
         self.name = model
         self.trim = trim
+        self.caller_voice = caller_voice
+        self.min_word_probability = min_word_probability
         self.fallbacks = 0
         self._model = WhisperModel(
             location, device="cpu", compute_type="int8", cpu_threads=threads or (os.cpu_count() or 1)
@@ -120,6 +140,8 @@ class WhisperSpeechToText:
         ``language`` an ISO 639-1 code (ValueError for one Whisper does not know). Audio longer
         than :data:`MAX_PIECE_S` is cut at its quietest points into pieces, each decoded alone."""
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if self.caller_voice:
+            samples = caller_voice_only(samples)
         texts = [self._transcribe_piece(piece, language) for piece in split_at_quiet_points(samples)]
         return " ".join(text for text in texts if text)
 
@@ -133,8 +155,15 @@ class WhisperSpeechToText:
             without_timestamps=True,
             vad_filter=False,  # the gateway's own VAD already cut the turn
             condition_on_previous_text=False,
+            word_timestamps=self.min_word_probability > 0,
         )
-        return "".join(segment.text for segment in segments).strip()
+        if self.min_word_probability <= 0:
+            return "".join(segment.text for segment in segments).strip()
+        return self._likely_words([(w.word, w.probability) for s in segments for w in s.words or []])
+
+    def _likely_words(self, words: list[tuple[str, float]]) -> str:
+        """The text of the (word, probability) pairs at or above :attr:`min_word_probability`."""
+        return "".join(word for word, probability in words if probability >= self.min_word_probability).strip()
 
     def warm_up(self) -> None:
         """Decode 3 s of low noise once (CTranslate2 sizes its buffers on the first call)."""
@@ -178,6 +207,7 @@ class WhisperSpeechToText:
 
         duration_s = piece.size / SAMPLE_RATE
         features = self._model.feature_extractor(piece)  # (80, frames), 100 frames per second
+        content_frames = features.shape[1]
         # Padded as the 30 s path pads (zeros in the log-mel domain), to TRIM_PADDING_S past the
         # turn and at least TRIM_MIN_WINDOW_S in all.
         frames = min(int(max(duration_s + TRIM_PADDING_S, TRIM_MIN_WINDOW_S) * 100), _MAX_FRAMES)
@@ -185,8 +215,9 @@ class WhisperSpeechToText:
         tokenizer = self._tokenizer(language)
         prompt = self._model.get_prompt(tokenizer, [], without_timestamps=True)
         budget = int(_TOKENS_BASE + _TOKENS_PER_S * duration_s)
+        encoder_output = self._model.encode(features)
         result = self._model.model.generate(
-            self._model.encode(features),
+            encoder_output,
             [prompt],
             beam_size=1,
             max_length=min(len(prompt) + budget, self._model.max_length),
@@ -197,7 +228,11 @@ class WhisperSpeechToText:
         sequence = result.sequences_ids[0]
         tokens = [t for t in sequence if t < tokenizer.eot]
         scored = _token_probabilities(sequence, result.logits[0], tokenizer.eot) if scores else []
-        return tokenizer.decode(tokens).strip(), len(sequence) >= budget, scored
+        hit_cap = len(sequence) >= budget
+        if self.min_word_probability <= 0 or not tokens:
+            return tokenizer.decode(tokens).strip(), hit_cap, scored
+        alignment = self._model.find_alignment(tokenizer, [tokens], encoder_output, content_frames)[0]
+        return self._likely_words([(w["word"], float(w["probability"])) for w in alignment]), hit_cap, scored
 
     def _tokenizer(self, language: str) -> Any:
         from faster_whisper.tokenizer import Tokenizer

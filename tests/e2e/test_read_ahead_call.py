@@ -7,6 +7,8 @@ the turn ends is let go and the turn reads its prompt itself (tests/pool/test_le
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.server.app import CONFIG
 from tests.helpers import app_idle, says, serve, wait_until
 from tests.transports.websocket.ws_client import EventClient
@@ -36,6 +38,7 @@ async def spoken_turn(url: str, samples) -> tuple[str, dict, list[str]]:
     return heard, done["response"], types
 
 
+@pytest.mark.slow  # tens of seconds of model turns
 async def test_a_turn_read_ahead_at_the_pause_reads_one_token_itself(models, speech, gateway_config):
     async with serve(gateway_config(max_response_tokens=24, llm_read_ahead=False), models) as (url, app):
         assert app[CONFIG].llm_read_ahead is False

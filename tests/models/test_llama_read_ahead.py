@@ -31,6 +31,7 @@ def conversation(question: str) -> list[ChatMessage]:
     return [SYSTEM, *HISTORY, ChatMessage("user", question)]
 
 
+@pytest.mark.slow  # tens of seconds of model turns
 def test_a_turn_whose_prompt_was_read_ahead_reads_one_token_and_answers_the_same(llm) -> None:
     messages = conversation("Which city on the Baltic coast has the oldest harbour?")
     llm.decoder.forget()
@@ -46,6 +47,7 @@ def test_a_turn_whose_prompt_was_read_ahead_reads_one_token_and_answers_the_same
     warm.cancel()
 
 
+@pytest.mark.slow  # tens of seconds of model turns
 def test_a_read_ahead_the_caller_talked_past_changes_nothing_said(llm) -> None:
     """The caller paused after "What should I pack", then went on: the turn's prompt differs from
     the one read ahead after its first words, and the answer is the one it gets without it."""
@@ -65,6 +67,7 @@ def test_a_read_ahead_the_caller_talked_past_changes_nothing_said(llm) -> None:
     warm.cancel()
 
 
+@pytest.mark.slow  # tens of seconds of model turns
 def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
     """A read-ahead (or instructions warm) still being read when the KV cache runs out of cells gave
     the turn in the same step an error (``llm_failed``); the background read now gives way. (It is
@@ -93,6 +96,7 @@ def test_a_full_kv_cache_drops_the_read_ahead_not_the_turn(llm) -> None:
         decoder.close()
 
 
+@pytest.mark.slow  # tens of seconds of model turns
 def test_a_read_ahead_is_not_read_beside_a_reply_being_generated(llm) -> None:
     """A read-ahead is for a turn that may not come; 16 prompt tokens beside a decode step make the
     step several times as long on one thread, and every caller hearing a reply waits for it. So it

