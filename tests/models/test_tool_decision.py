@@ -71,6 +71,7 @@ def test_the_model_decides_words_or_which_tool(models: ModelSet, question: str, 
     assert set(decision.scores) == {WORDS, "get_weather", "book_table"}
 
 
+@pytest.mark.slow  # a constrained call of ~25 tokens (~8 s on a busy 2-core box); the decision itself is tested above
 def test_a_booking_gets_the_booking_call_with_valid_arguments(models: ModelSet) -> None:
     result = models.llm.generate(
         [PLAIN, ChatMessage("user", "Book a table for two at Luigi's at 7 pm.")],
