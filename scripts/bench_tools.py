@@ -1,27 +1,34 @@
 #!/usr/bin/env python3
-"""Function calling of the real LLM engine: does it call a tool when it should, and only then?
+"""Function calling of the real LLM engine: does it call a tool when the question needs one, the
+right one, and only then?
 
-    .venv/bin/python scripts/bench_tools.py            # through a gateway call (WebRTC, loopback)
-    .venv/bin/python scripts/bench_tools.py --direct   # straight through the LanguageModel interface
-    .venv/bin/python scripts/bench_tools.py --url http://127.0.0.1:8080   # a running gateway
+    .venv/bin/python scripts/bench_tools.py                 # through gateway calls (WebRTC, loopback)
+    .venv/bin/python scripts/bench_tools.py --direct        # straight through the LanguageModel interface
+    .venv/bin/python scripts/bench_tools.py --decisions     # the call decision only (no reply generated)
+    .venv/bin/python scripts/bench_tools.py --calibrate     # the decision's threshold, on the tuning set
 
-Twenty-four prompts of a voice assistant with a small toolset (weather, timer, time, currency):
-half need a tool, half must be answered in words. By default a gateway is started in this process
-on the configured engine (``VG_*`` variables apply, e.g. ``VG_LLM_MODEL``), one Realtime call is
-placed with the toolset in ``session.tools``, and each prompt is one out-of-band text response
-(``conversation: "none"``, the prompt as its ``input``), so the prompts do not see each other.
-``--instructions`` replaces the session's (default: the gateway's own).
+Questions (``scripts/tool_questions.py``): ``BENCH``, 48 held-out questions offered 1 to 4 tools each
+(tool / no tool / which tool), run under each instruction style of ``--styles`` (default: plain
+"You are a helpful assistant." and an app's own instructions); ``PROBE``, 12 held-out questions under
+plain instructions with ``get_weather`` and ``book_table``; ``TUNING``, the questions (with tools and
+app instructions of their own) that the decision's prompt and threshold were tuned on
+(``--calibrate`` prints accuracy per threshold there). By default a gateway is started in this
+process on the configured engine (``VG_*`` variables apply), one Realtime call is placed per style
+with its instructions, and each question is one out-of-band text response (``conversation:
+"none"``, its own ``tools``, ``tool_choice: "auto"``), so the questions do not see each other.
 
-Prints one row per prompt and a summary: call decision right (the expected tool called, or none
-called; target >= 90%), arguments valid (JSON that validates against the tool's ``parameters``;
-target 100%), arguments right (the expected value in them), and the median latency (response.create
-sent -> response.done received; ``--direct``: the ``generate`` call), in seconds.
+Prints one row per question, then per style: decision accuracy (the expected tool called, or none;
+target >= 95 %), calls where none was wanted, calls missed, wrong tool, arguments valid against the
+tool's schema (target 100 %) and holding the expected value, replies in words that recite tool text
+(a tool's name, ``<tool_call>``, a JSON object, "parameters"; target 0), and median latency (request
+sent -> done; seconds; replies in words are cut at ``--max-tokens``). Then precision and recall per
+tool over all styles. ``--direct`` also times the decision step alone (what it adds to every turn
+with tools) and prints the machine's decode speed.
 
 Then "answer uses the tool output": six round trips (a question, the model's call, the tool's
-output as a ``function_call_output`` item) with outputs of different shapes (a flat object, a
-nested one, an array, a plain string, numbers with decimals), each answered as one out-of-band
-response whose ``input`` holds the three items; an answer counts when it holds every expected value
-(digits or the words a person says, e.g. "31" or "thirty-one"). Target 100%.
+output as a ``function_call_output`` item) with outputs of different shapes, each answered as one
+out-of-band response whose ``input`` holds the three items; an answer counts when it holds every
+expected value (digits or the words a person says). Target 100 %.
 """
 
 from __future__ import annotations
@@ -35,83 +42,23 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "name": "get_weather",
-        "description": "Get the current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "City name"}},
-            "required": ["city"],
-        },
-    },
-    {
-        "type": "function",
-        "name": "set_timer",
-        "description": "Start a countdown timer.",
-        "parameters": {
-            "type": "object",
-            "required": ["minutes"],
-            "properties": {"minutes": {"type": "integer", "description": "Length in minutes"}},
-        },
-    },
-    {
-        "type": "function",
-        "name": "get_time",
-        "description": "The current local time in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-    {
-        "type": "function",
-        "name": "convert_currency",
-        "description": "Convert an amount of money between currencies.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "amount": {"type": "number"},
-                "from_currency": {"type": "string", "description": "ISO code, e.g. USD"},
-                "to_currency": {"type": "string", "description": "ISO code, e.g. EUR"},
-            },
-            "required": ["amount", "from_currency", "to_currency"],
-        },
-    },
-]
+from tool_questions import BENCH, PROBE, PROBE_INSTRUCTIONS, STYLES, TOOLS, TUNING, TUNING_STYLES, Question
+
+OUTPUT_TOOLS = ("get_weather", "set_timer", "get_time", "convert_currency")
+RECITED = ("<tool", "</", '{"', "```", "parameters", "function")  # tool text a spoken reply must not hold
 
 
-@dataclass
-class Case:
-    prompt: str
-    tool: Optional[str] = None  # the tool it needs; None: answer in words
-    expect: str = ""  # a value the arguments must hold (lower-case, as text)
+def function_tools(names: tuple[str, ...]) -> list[Any]:
+    """``FunctionTool`` objects of the named tools of ``TOOLS``."""
+    from gateway.models.base import FunctionTool
+
+    return [FunctionTool(n, TOOLS[n]["description"], TOOLS[n]["parameters"]) for n in names]
 
 
-CASES = [
-    Case("What's the weather in Paris?", "get_weather", "paris"),
-    Case("Is it raining in London right now?", "get_weather", "london"),
-    Case("How hot is it in Tokyo today?", "get_weather", "tokyo"),
-    Case("Do I need an umbrella in Seattle today?", "get_weather", "seattle"),
-    Case("Set a timer for ten minutes.", "set_timer", "10"),
-    Case("Start a five minute timer for the pasta.", "set_timer", "5"),
-    Case("Please time twenty minutes for me.", "set_timer", "20"),
-    Case("What time is it in New York?", "get_time", "new york"),
-    Case("Can you tell me the current time in Sydney?", "get_time", "sydney"),
-    Case("What's the local time in Berlin?", "get_time", "berlin"),
-    Case("Convert 100 dollars to euros.", "convert_currency", "100"),
-    Case("How much is 50 British pounds in Japanese yen?", "convert_currency", "50"),
-    Case("What is the capital of France?"),
-    Case("Tell me a short joke."),
-    Case("How many legs does a spider have?"),
-    Case("Who wrote Romeo and Juliet?"),
-    Case("What's two plus two?"),
-    Case("Thanks, that's all for now."),
-    Case("Why is the sky blue?"),
-    Case("How do I boil an egg?"),
-    Case("What is the largest planet in our solar system?"),
-    Case("Hello, how are you?"),
-    Case("What language do people speak in Brazil?"),
-    Case("What does a thermometer measure?"),
-]
+def recites_tools(question: Question, text: str) -> bool:
+    """True when a reply in words holds tool text: a tool's name or call/schema syntax."""
+    said = text.lower()
+    return any(name in said for name in question.tools) or any(mark in said for mark in RECITED)
 
 
 @dataclass
@@ -193,6 +140,9 @@ class Outcome:
     arguments: str
     text: str
     seconds: float
+    decision_s: Optional[float] = None  # the decision step alone (--direct)
+    call_probability: Optional[float] = None
+    scores: Optional[dict[str, float]] = None  # the decision's option log-probabilities
 
 
 def arguments_valid(tool_name: str, arguments: str) -> bool:
@@ -202,7 +152,7 @@ def arguments_valid(tool_name: str, arguments: str) -> bool:
         value = json.loads(arguments)
     except ValueError:
         return False
-    schema = next(t["parameters"] for t in TOOLS if t["name"] == tool_name)
+    schema = TOOLS[tool_name]["parameters"]
     try:
         import jsonschema
     except ImportError:
@@ -219,45 +169,68 @@ def arguments_valid(tool_name: str, arguments: str) -> bool:
 
 
 # ---------------------------------------------------------------- engines
-def run_direct(instructions: Optional[str]) -> list[Outcome]:
-    """Each prompt through the configured LanguageModel (``VG_*`` config), no gateway."""
+def load_engine() -> Any:
+    """The configured LanguageModel (``VG_*`` config)."""
     from gateway.config import GatewayConfig
     from gateway.models.backends import load_backend
-    from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions
 
-    config = GatewayConfig.from_env()
-    llm = load_backend("llm", config)
-    tools = [FunctionTool(t["name"], t["description"], t["parameters"]) for t in TOOLS]
-    system = instructions if instructions is not None else config.instructions
+    return load_backend("llm", GatewayConfig.from_env())
+
+
+def system_of(instructions: Optional[str]) -> str:
+    """The session's instructions for a style (None: the gateway's configured ones)."""
+    from gateway.config import GatewayConfig
+
+    return instructions if instructions is not None else GatewayConfig.from_env().instructions
+
+
+def run_direct(llm: Any, questions: list[Question], instructions: Optional[str], max_tokens: int, decide_only: bool):
+    """Each question through ``llm`` (no gateway): the decision step timed alone (when the engine
+    has one), then the reply unless ``decide_only``."""
+    from gateway.models.base import ChatMessage, GenerationOptions
+
+    system = ChatMessage("system", system_of(instructions))
     outcomes = []
-    for case in CASES:
+    for q in questions:
+        messages = [system, ChatMessage("user", q.prompt)]
+        options = GenerationOptions(tools=function_tools(q.tools), tool_choice="auto")
+        decision, decision_s = None, None
+        if hasattr(llm, "decide_tool"):
+            started = time.monotonic()
+            decision = llm.decide_tool(messages, options)
+            decision_s = time.monotonic() - started
+        if decide_only:
+            assert decision is not None, "--decisions needs an engine with a decision step"
+            outcomes.append(
+                Outcome(
+                    decision.tool, "", "", decision_s or 0.0, decision_s, decision.call_probability, decision.scores
+                )
+            )
+            continue
         started = time.monotonic()
-        result = llm.generate(
-            [ChatMessage("system", system), ChatMessage("user", case.prompt)],
-            config.max_response_tokens,
-            lambda: False,
-            lambda piece: None,
-            GenerationOptions(tools=tools, tool_choice="auto"),
-        )
+        result = llm.generate(messages, max_tokens, lambda: False, lambda piece: None, options)
         call = result.tool_calls[0] if result.tool_calls else None
         outcomes.append(
             Outcome(
-                call.name if call else None, call.arguments if call else "", result.text, time.monotonic() - started
+                call.name if call else None,
+                call.arguments if call else "",
+                result.text,
+                time.monotonic() - started,
+                decision_s,
+                decision.call_probability if decision else None,
             )
         )
     return outcomes
 
 
-def run_direct_outputs(instructions: Optional[str]) -> list[Outcome]:
+def run_direct_outputs(llm: Any, instructions: Optional[str]) -> list[Outcome]:
     """Each tool output round trip through the configured LanguageModel, no gateway."""
     from gateway.config import GatewayConfig
-    from gateway.models.backends import load_backend
-    from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions
+    from gateway.models.base import ChatMessage, GenerationOptions
     from gateway.realtime.conversation import chat_messages
 
     config = GatewayConfig.from_env()
-    llm = load_backend("llm", config)
-    tools = [FunctionTool(t["name"], t["description"], t["parameters"]) for t in TOOLS]
+    tools = function_tools(OUTPUT_TOOLS)
     system = ChatMessage("system", instructions if instructions is not None else config.instructions)
     outcomes = []
     for case in OUTPUT_CASES:
@@ -274,30 +247,36 @@ def run_direct_outputs(instructions: Optional[str]) -> list[Outcome]:
     return outcomes
 
 
-async def run_gateway(url: Optional[str], instructions: Optional[str]) -> tuple[list[Outcome], list[Outcome]]:
-    """Each prompt, then each tool output round trip, as an out-of-band text response of one
-    Realtime call with the toolset."""
+async def run_gateway(
+    url: Optional[str], runs: list[tuple[list[Question], Optional[str]]], max_tokens: int
+) -> tuple[list[list[Outcome]], list[Outcome]]:
+    """Each (questions, instructions) run as one Realtime call, then the tool output round trips."""
     from gateway.client import RealtimeClient
     from gateway.config import GatewayConfig
     from gateway.server.runner import free_port, running_gateway
 
+    async def calls(base_url: str) -> tuple[list[list[Outcome]], list[Outcome]]:
+        results = [await _call(RealtimeClient(base_url), qs, instructions, max_tokens) for qs, instructions in runs]
+        return results, await _outputs(RealtimeClient(base_url))
+
     if url is not None:
-        return await _call(RealtimeClient(url), instructions)
+        return await calls(url)
     config = GatewayConfig.from_env(port=free_port(), pool_size=1)
     async with running_gateway(config) as (base_url, _app):
-        return await _call(RealtimeClient(base_url), instructions)
+        return await calls(base_url)
 
 
-async def _respond(client: Any, items: list[dict[str, Any]]) -> Outcome:
+async def _respond(client: Any, items: list[dict[str, Any]], extra: Optional[dict[str, Any]] = None) -> Outcome:
     """One out-of-band text response to ``items``: what it called or said, and how long it took."""
     mark = len(client.events)
     started = time.monotonic()
-    client.send({"type": "response.create", "response": {"conversation": "none", "input": items}})
+    response = {"conversation": "none", "input": items, **(extra or {})}
+    client.send({"type": "response.create", "response": response})
     done = (await client.wait_for("response.done", timeout=120, after=mark))["response"]
     seconds = time.monotonic() - started
     calls = [o for o in done["output"] if o["type"] == "function_call"]
     texts = [part.get("text", "") for o in done["output"] if o["type"] == "message" for part in o["content"]]
-    if done["status"] != "completed":
+    if done["status"] not in ("completed", "incomplete"):
         errors = [e["error"]["message"] for e in client.of_type("error", after=mark)]
         texts.append(f"[{done['status']}] {' '.join(errors)}")
     return Outcome(
@@ -305,63 +284,120 @@ async def _respond(client: Any, items: list[dict[str, Any]]) -> Outcome:
     )
 
 
-async def _call(client: Any, instructions: Optional[str]) -> tuple[list[Outcome], list[Outcome]]:
-    session: dict[str, Any] = {"type": "realtime", "tools": TOOLS, "tool_choice": "auto", "output_modalities": ["text"]}
+def _user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+async def _call(client: Any, questions: list[Question], instructions: Optional[str], max_tokens: int) -> list[Outcome]:
+    session: dict[str, Any] = {"type": "realtime", "output_modalities": ["text"]}
     if instructions is not None:
         session["instructions"] = instructions
     if await client.connect(session=session) != 201:
         raise RuntimeError(f"the gateway refused the call: {client.error_body}")
     try:
-        outcomes = []
-        for case in CASES:
-            item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": case.prompt}]}
-            outcomes.append(await _respond(client, [item]))
-        answers = [await _respond(client, output_items(case)) for case in OUTPUT_CASES]
+        return [
+            await _respond(
+                client,
+                [_user(q.prompt)],
+                {"tools": [TOOLS[n] for n in q.tools], "tool_choice": "auto", "max_output_tokens": max_tokens},
+            )
+            for q in questions
+        ]
     finally:
         await client.hangup()
-    return outcomes, answers
+
+
+async def _outputs(client: Any) -> list[Outcome]:
+    session = {"type": "realtime", "output_modalities": ["text"], "tools": [TOOLS[n] for n in OUTPUT_TOOLS]}
+    if await client.connect(session=session) != 201:
+        raise RuntimeError(f"the gateway refused the call: {client.error_body}")
+    try:
+        return [await _respond(client, output_items(case)) for case in OUTPUT_CASES]
+    finally:
+        await client.hangup()
 
 
 # ---------------------------------------------------------------- report
-def report(outcomes: list[Outcome]) -> dict[str, float]:
-    """Print the table and the summary; returns the summary's numbers."""
-    print(f"{'prompt':<48} {'expected':<17} {'got':<17} {'ok':<3} {'args':<5} {'s':>5}  arguments / reply")
-    right = valid = correct = calls = 0
-    for case, out in zip(CASES, outcomes, strict=True):
-        ok = out.called == case.tool
-        right += ok
-        args = ""
-        if out.called:
-            calls += 1
-            good = arguments_valid(out.called, out.arguments)
-            valid += good
-            args = "valid" if good else "BAD"
-            if ok and case.expect in out.arguments.lower():
-                correct += 1
+def rows(name: str, questions: list[Question], outcomes: list[Outcome]) -> None:
+    """One row per question."""
+    print(f"\n{name}\n{'question':<48} {'tools':<5} {'expected':<17} {'got':<17} {'ok':<3} {'p':>5} {'s':>5}  reply")
+    for q, out in zip(questions, outcomes, strict=True):
+        p = "" if out.call_probability is None else f"{out.call_probability:.2f}"
         shown = out.arguments if out.called else out.text
+        ok = "yes" if out.called == q.tool else "NO"
         print(
-            f"{case.prompt[:47]:<48} {case.tool or '-':<17} {out.called or '-':<17} {'yes' if ok else 'NO':<3} "
-            f"{args:<5} {out.seconds:5.2f}  {shown[:70]}"
+            f"{q.prompt[:47]:<48} {len(q.tools):<5} {q.tool or '-':<17} {out.called or '-':<17} {ok:<3} "
+            f"{p:>5} {out.seconds:5.2f}  {shown[:60]!r}"
         )
-    needing = [c for c in CASES if c.tool]
-    summary = {
-        "decision_right_pct": 100.0 * right / len(CASES),
-        "arguments_valid_pct": 100.0 * valid / calls if calls else 100.0,
-        "arguments_right_pct": 100.0 * correct / len(needing),
-        "median_s_tool": statistics.median(o.seconds for c, o in zip(CASES, outcomes, strict=True) if c.tool),
-        "median_s_words": statistics.median(o.seconds for c, o in zip(CASES, outcomes, strict=True) if not c.tool),
-        "median_s": statistics.median(o.seconds for o in outcomes),
+
+
+def summary(questions: list[Question], outcomes: list[Outcome]) -> dict[str, Any]:
+    """The numbers of one style's run."""
+    pairs = list(zip(questions, outcomes, strict=True))
+    calls = [(q, o) for q, o in pairs if o.called]
+    words = [(q, o) for q, o in pairs if not o.called]
+    return {
+        "n": len(pairs),
+        "right": sum(o.called == q.tool for q, o in pairs),
+        "false_calls": sum(q.tool is None for q, o in calls),
+        "missed": sum(q.tool is not None for q, o in words),
+        "wrong_tool": sum(q.tool is not None and o.called != q.tool for q, o in calls),
+        "calls": len(calls),
+        "right_calls": sum(o.called == q.tool for q, o in calls),
+        "valid": sum(arguments_valid(o.called, o.arguments) for q, o in calls),
+        "args_right": sum(q.expect in o.arguments.lower() for q, o in calls if o.called == q.tool),
+        "recited": sum(recites_tools(q, o.text) for q, o in words),
+        "words": len(words),
+        "s_tool": _median([o.seconds for q, o in calls]),
+        "s_words": _median([o.seconds for q, o in words]),
+        "decision_s": _median([o.decision_s for o in outcomes if o.decision_s is not None]),
     }
-    print()
-    print("| prompts | call decision right | arguments valid | arguments right | median s (tool / words / all) |")
-    print("|---|---|---|---|---|")
+
+
+def _median(values: list[float]) -> Optional[float]:
+    return statistics.median(values) if values else None
+
+
+def _s(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def style_table(results: dict[str, dict[str, Any]]) -> None:
+    """One row per instruction style (and the probe)."""
     print(
-        f"| {len(CASES)} ({len(needing)} need a tool) | {summary['decision_right_pct']:.0f}% "
-        f"({right}/{len(CASES)}) | {summary['arguments_valid_pct']:.0f}% ({valid}/{calls}) "
-        f"| {summary['arguments_right_pct']:.0f}% ({correct}/{len(needing)}) | {summary['median_s_tool']:.2f} / "
-        f"{summary['median_s_words']:.2f} / {summary['median_s']:.2f} |"
+        "\n| set / instructions | decision right | calls not wanted | calls missed | wrong tool | arguments valid "
+        "| arguments right | replies reciting tool text | decision step s | median s (call / words) |"
     )
-    return summary
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(
+            f"| {name} | {100 * r['right'] / r['n']:.1f}% ({r['right']}/{r['n']}) | {r['false_calls']} | {r['missed']} "
+            f"| {r['wrong_tool']} | {r['valid']}/{r['calls']} | {r['args_right']}/{r['right_calls']} "
+            f"| {r['recited']}/{r['words']} | {_s(r['decision_s'])} | {_s(r['s_tool'])} / {_s(r['s_words'])} |"
+        )
+
+
+def tool_table(pairs: list[tuple[Question, Outcome]]) -> None:
+    """Precision and recall per tool (and for answering in words) over ``pairs``."""
+    print("\n| tool | questions needing it | calls of it | precision | recall |\n|---|---|---|---|---|")
+    names = [*sorted({q.tool for q, _ in pairs if q.tool}), None]
+    for name in names:
+        needed = sum(q.tool == name for q, _ in pairs)
+        made = sum(o.called == name for _, o in pairs)
+        hit = sum(q.tool == name and o.called == name for q, o in pairs)
+        precision = f"{100 * hit / made:.0f}%" if made else "-"
+        recall = f"{100 * hit / needed:.0f}%" if needed else "-"
+        print(f"| {name or '(words)'} | {needed} | {made} | {precision} ({hit}/{made}) | {recall} ({hit}/{needed}) |")
+
+
+def calibrate(questions: list[Question], outcomes: list[Outcome]) -> None:
+    """Decision accuracy on the tuning set at each threshold (from the options' scores)."""
+    from gateway.models.tool_decision import decide
+
+    print("\n| threshold | decision right (tuning) |\n|---|---|")
+    for threshold in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
+        right = sum(decide(o.scores or {}, threshold).tool == q.tool for q, o in zip(questions, outcomes, strict=True))
+        print(f"| {threshold} | {100 * right / len(questions):.1f}% ({right}/{len(questions)}) |")
 
 
 def report_outputs(answers: list[Outcome]) -> float:
@@ -383,19 +419,64 @@ def report_outputs(answers: list[Outcome]) -> float:
     return pct
 
 
+def decode_line(llm: Any) -> None:
+    """The machine's llama.cpp decode speed, printed beside every latency table."""
+    import os
+
+    if hasattr(llm, "decoder"):
+        from bench_batch_decode import decode_speed
+
+        one, two = decode_speed(llm, 1), decode_speed(llm, 2)
+        print(f"machine: decode {one:.1f} tok/s on 1 thread, {two:.1f} on 2 ({llm.name}); ", end="")
+    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direct", action="store_true", help="call the LanguageModel directly, no gateway")
+    parser.add_argument("--decisions", action="store_true", help="the call decision only, no reply (implies --direct)")
+    parser.add_argument("--calibrate", action="store_true", help="accuracy per threshold on the tuning questions")
     parser.add_argument("--url", help="a running gateway to call instead of starting one")
-    parser.add_argument("--instructions", help="session instructions (default: the gateway's)")
+    parser.add_argument(
+        "--styles", default="plain,app", help=f"instruction styles of the bench set ({', '.join(STYLES)})"
+    )
+    parser.add_argument("--max-tokens", type=int, default=40, help="cut replies in words at this many tokens")
+    parser.add_argument("--no-outputs", action="store_true", help="skip the tool output round trips")
     args = parser.parse_args()
-    if args.direct:
-        outcomes, answers = run_direct(args.instructions), run_direct_outputs(args.instructions)
+    if args.calibrate:
+        llm = load_engine()
+        for style in args.styles.split(","):
+            outcomes = run_direct(llm, TUNING, TUNING_STYLES[style], 1, decide_only=True)
+            rows(f"tuning / {style}", TUNING, outcomes)
+            calibrate(TUNING, outcomes)
+        return 0
+    runs = {f"bench / {s}": (BENCH, STYLES[s]) for s in args.styles.split(",")}
+    runs["probe / plain"] = (PROBE, PROBE_INSTRUCTIONS)
+    answers: list[Outcome] = []
+    if args.direct or args.decisions:
+        llm = load_engine()
+        decode_line(llm)
+        results = [run_direct(llm, qs, ins, args.max_tokens, args.decisions) for qs, ins in runs.values()]
+        if not args.decisions and not args.no_outputs:
+            answers = run_direct_outputs(llm, STYLES["plain"])
     else:
-        outcomes, answers = asyncio.run(run_gateway(args.url, args.instructions))
-    summary = report(outcomes)
-    used = report_outputs(answers)
-    return 0 if summary["decision_right_pct"] >= 90 and summary["arguments_valid_pct"] == 100 and used == 100 else 1
+        results, answers = asyncio.run(run_gateway(args.url, list(runs.values()), args.max_tokens))
+    numbers = {}
+    for (name, (questions, _)), outcomes in zip(runs.items(), results, strict=True):
+        rows(name, questions, outcomes)
+        numbers[name] = summary(questions, outcomes)
+    style_table(numbers)
+    tool_table(
+        [
+            pair
+            for (name, (qs, _)), outs in zip(runs.items(), results, strict=True)
+            if name.startswith("bench")
+            for pair in zip(qs, outs, strict=True)
+        ]
+    )
+    used = report_outputs(answers) if answers else 100.0
+    good = all(r["right"] >= 0.95 * r["n"] for r in numbers.values()) and numbers["probe / plain"]["right"] >= 11
+    return 0 if good and used == 100 else 1
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import json
 import secrets
 from typing import Any, Optional
 
-from gateway.models.base import TOOL_CHOICES, ChatMessage, FunctionTool, ToolCall
+from gateway.models.base import TOOL_CHOICES, ChatMessage, FunctionTool
 
 CALL_OPENERS = ("<tool_call>", "```", "{")  # a reply starting so is a call
 # The user-side line after a tool output that ends the prompt (see :func:`cue_answer`).
@@ -181,23 +181,3 @@ def cue_answer(messages: list[ChatMessage]) -> list[ChatMessage]:
     if messages and messages[-1].role == "tool":
         return [*messages, ChatMessage("user", ANSWER_CUE)]
     return messages
-
-
-def answered_already(messages: list[ChatMessage], call: ToolCall) -> bool:
-    """True when ``messages`` hold a call of the same function with the same arguments (compared
-    as JSON values) whose output (a ``tool`` message) came back already."""
-    try:
-        wanted = json.loads(call.arguments)
-    except ValueError:
-        return False
-    answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    for message in messages:
-        for earlier in message.tool_calls:
-            if earlier.name != call.name or earlier.call_id not in answered:
-                continue
-            try:
-                if json.loads(earlier.arguments) == wanted:
-                    return True
-            except ValueError:
-                continue
-    return False

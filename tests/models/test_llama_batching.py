@@ -21,6 +21,7 @@ from gateway.config import GatewayConfig
 from gateway.models.base import ChatMessage, FunctionTool, Generation, GenerationOptions, ModelSet
 from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 from gateway.models.llama_cpp.state_cache import common_prefix
+from gateway.models.tool_decision import decision_messages
 
 SYSTEM = ChatMessage("system", GatewayConfig().instructions)
 
@@ -145,13 +146,21 @@ def test_prepared_instructions_and_tools_are_read_before_the_first_turn(llm: Lla
     )
     options = GenerationOptions(tools=[weather])
     system = ChatMessage("system", "You are a weather line. Call get_weather for any weather question. " * 3)
-    prefix = llm.chat.prefix_tokens([system], options)
-    assert len(prefix) > 100, "the tools' schema is part of the prefix"
-    llm.prepare([system], options)
+    # Under "auto" a reply in words is read after the instructions alone, the call decision after
+    # the tools' listing: both are read ahead.
+    prefix = llm.chat.prefix_tokens([system], GenerationOptions())
+    listing = llm.chat.prefix_tokens(decision_messages([system], [weather]), GenerationOptions())
+    assert len(prefix) > 40 and "get_weather" in llm._llm.detokenize(listing).decode()
+    warm = llm.prepare([system], options)
+    deadline = time.monotonic() + 120
+    while warm is not None and not warm.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = [list(llm.decoder.held(seq)) for seq in range(len(llm.decoder._seqs))]
+    assert any(common_prefix(np.asarray(h), np.asarray(listing)) >= len(listing) - 1 for h in held), "tools read"
     first = llm.generate(**plain([system, ChatMessage("user", "Hello there!")], 8, options=options))
     assert first.cached_tokens >= len(prefix) - 1, (first, len(prefix))
     other = llm.generate(**plain([system, ChatMessage("user", "Good morning!")], 8, options=options))
-    assert other.cached_tokens >= len(prefix) - 1, "a second session with the same tools shares the prefix"
+    assert other.cached_tokens >= len(prefix) - 1, "a second session with the same instructions shares the prefix"
 
 
 def pending_warms(llm: LlamaCppLanguageModel) -> int:

@@ -107,21 +107,6 @@ def test_call_helpers() -> None:
     assert len(call_schema(TOOLS)["oneOf"]) == 2
 
 
-def test_a_call_whose_output_came_back_is_recognised_as_answered() -> None:
-    from gateway.models.base import ChatMessage, ToolCall
-    from gateway.models.tool_calls import answered_already
-
-    asked = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
-    history = [
-        ChatMessage("user", "Weather in Paris?"),
-        ChatMessage("assistant", "", tool_calls=[asked]),
-        ChatMessage("tool", "Sunny, 21 degrees.", tool_call_id="call_1"),
-    ]
-    assert answered_already(history, ToolCall("call_2", "get_weather", '{ "city":"Paris" }'))
-    assert not answered_already(history, ToolCall("call_2", "get_weather", '{"city": "Rome"}'))
-    assert not answered_already(history[:2], ToolCall("call_2", "get_weather", '{"city": "Paris"}')), "no output yet"
-
-
 def test_a_prompt_ending_in_a_tool_output_asks_for_the_answer(models: ModelSet) -> None:
     from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
     from gateway.models.tool_calls import ANSWER_CUE

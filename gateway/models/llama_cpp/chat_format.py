@@ -39,7 +39,7 @@ _GRAMMARS_KEPT = 32  # grammars of recent tool sets, built once each
 class ChatFormat:
     """The chat template and vocabulary of ``model`` (a ``llama_cpp.Llama``), for prompts of at most
     ``n_ctx`` tokens. Finding the call openers takes ~1 s for a 151k vocabulary: done once, here,
-    for templates with tools, else at the first :meth:`call_probability`."""
+    for templates with tools, else at the first :meth:`openers`."""
 
     def __init__(self, model: Any, n_ctx: int) -> None:
         import llama_cpp
@@ -130,14 +130,6 @@ class ChatFormat:
                 self._grammars.pop(next(iter(self._grammars)))  # the oldest tool set
             self._grammars[key] = grammar
         return self._grammars[key]
-
-    def call_probability(self, logits: np.ndarray) -> float:
-        """Probability, from ``logits`` of one position, that the next token opens a tool call
-        (``<tool_call>``, or a piece starting with a code fence or ``{``)."""
-        openers = self.openers()
-        shifted = logits.astype(np.float64) - float(logits.max())
-        weights = np.exp(shifted)
-        return float(weights[openers].sum() / weights.sum())
 
     def openers(self) -> np.ndarray:
         """The tokens that open a tool call (indices into the vocabulary)."""

@@ -101,15 +101,21 @@ class SequenceLease:
         return self._decoder.held(self.seq_id)
 
     def evaluate(
-        self, tokens: list[int], should_stop: Callable[[], bool], due: Optional[float] = None
+        self,
+        tokens: list[int],
+        should_stop: Callable[[], bool],
+        due: Optional[float] = None,
+        reuse_others: bool = False,
     ) -> tuple[Optional[np.ndarray], int]:
         """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
         (n_vocab,); how many tokens were reused rather than read). ``due``: when the logits are
         needed (monotonic s; None: now), the order the decoder serves evaluations in (a reply far
         ahead of its playout waits). Logits are None when ``should_stop`` became True first (the
-        read stops at the next step). Raises LanguageModelError when llama.cpp fails the step."""
+        read stops at the next step). Raises LanguageModelError when llama.cpp fails the step.
+        The turn's first evaluation, or one with ``reuse_others`` (a new prompt after another one),
+        may copy a prefix from other sequences."""
         decoder = self._decoder
-        evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first)
+        evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first or reuse_others)
         evaluation.due = time.monotonic() if due is None else due
         self._first = False
         decoder.submit(evaluation)

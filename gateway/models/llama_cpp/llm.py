@@ -21,11 +21,14 @@ One generation, on its leased KV sequence:
 3. Tokens are chosen one at a time in the caller's thread (greedy at temperature 0, else sampled
    with the request's seed); ``should_stop`` and the budget are checked after every token and
    while waiting for a step, so a cancel stops the turn within one token.
-4. With tools (``tool_choice`` not "none"): when the model gives ``CALL_THRESHOLD`` of probability
-   to opening a call (``<tool_call>``, a code fence or ``{``) as its first token, or its reply
-   starts so (or as code: ``get_weather(``), a bare call object is generated after the prompt under
-   a grammar of the tools' JSON schemas (``LlamaGrammar.from_json_schema``, ``grammar_sampler``);
-   "required" or a tool name go to it at once. Call text is never streamed.
+4. With tools, "auto" or "required" first decide whether to call and which tool
+   (:mod:`gateway.models.tool_decision`): a prompt of its own (the tools' names and descriptions,
+   the caller's last message) is read on the turn's sequence and each option (``none``, each name)
+   scored by its log-probability (``option_scores``); a tool named by ``tool_choice`` is called
+   without deciding. A call is generated as a bare call object after the prompt listing only that
+   tool, under the grammar of its JSON schema (``LlamaGrammar.from_json_schema``,
+   ``grammar_sampler``); call text is never streamed. A reply in words (and the reply to a tool
+   output under "auto") is read from a prompt that lists no tools, so it cannot recite them.
 
 Threads, per step (``threads``, :class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` (2) for a
 lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
@@ -43,6 +46,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -54,6 +58,7 @@ from gateway.models.base import (
     GenerationOptions,
     LanguageModelError,
     ModelNotFoundError,
+    PromptWarm,
     ToolCall,
 )
 from gateway.models.compute.core_use import LlamaThreads
@@ -63,10 +68,10 @@ from gateway.models.llama_cpp.chat_format import ChatFormat
 from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 from gateway.models.llama_cpp.grammar_sampler import GrammarSampler, sample_token
 from gateway.models.llama_cpp.holds import SequenceLease, Warm
+from gateway.models.llama_cpp.option_scores import score_options
 from gateway.models.llama_cpp.state_cache import LlamaStateCache
 from gateway.models.tool_calls import (
     allowed_tools,
-    answered_already,
     call_schema,
     check_tool_choice,
     classify_start,
@@ -74,14 +79,12 @@ from gateway.models.tool_calls import (
     new_call_id,
     parse_call,
 )
+from gateway.models.tool_decision import CALL_THRESHOLD, Decision, decide, decision_messages, option_names
 
 log = logging.getLogger(__name__)
 
 _INSTALL_HINT = "scripts/setup.sh builds and installs llama-cpp-python (or pip install llama-cpp-python)"
 _CALL_TOKENS = 256  # a constrained call may use at least this many tokens, whatever max_tokens says
-# With tools and tool_choice "auto": a call is made when the model gives at least this probability
-# to opening one (``<tool_call>``, a code fence or ``{``) as its first token.
-CALL_THRESHOLD = 0.35
 
 
 def resolve_gguf(model: str, cache_dir: Path) -> Path:
@@ -103,6 +106,7 @@ class LlamaCppLanguageModel:
 
     Raises ModelNotFoundError at construction when llama-cpp-python or the weights are missing.
     ``temperature``/``top_p``/``budget_s`` are the defaults for requests that do not set them.
+    ``call_threshold``: the share of probability the tools must hold for "auto" to call one (0..1).
     """
 
     def __init__(
@@ -118,6 +122,7 @@ class LlamaCppLanguageModel:
         prefill_chunk: int = 32,
         sequences: int = 4,
         kv_cells: int = 0,
+        call_threshold: float = CALL_THRESHOLD,
     ) -> None:
         try:
             from llama_cpp import Llama
@@ -144,21 +149,31 @@ class LlamaCppLanguageModel:
         )
         self._defaults = GenerationOptions(temperature=temperature, top_p=top_p, budget_s=budget_s)
         self.chat = ChatFormat(self._llm, n_ctx)
+        self.call_threshold = call_threshold
 
     # ----- reading ahead -----
 
-    def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> Optional[Warm]:
-        """Read a session's instructions and tools (the system message of ``messages``, the tools
-        of ``options``) into the KV cache in the background, so its first turn does not have to;
-        sessions with the same ones share those cells. Returns at once: the session's hold on the
-        reading (``cancel()`` it when the session ends or its instructions change), or None when
-        nothing is read."""
+    def prepare(self, messages: list[ChatMessage], options: Optional[GenerationOptions] = None) -> Optional[PromptWarm]:
+        """Read a session's instructions and tools into the KV cache in the background, so its first
+        turn does not have to; sessions with the same ones share those cells. That is the head of
+        the prompt its replies are read after (the system message with the tools ``options`` lets
+        a reply list: none under "auto"), and with tools to decide among ("auto", "required") the
+        head of the call decision's prompt (the tools' listing) too. Returns at once: the session's
+        hold on the reading (``cancel()`` it when the session ends or its instructions change), or
+        None when nothing is read."""
         options = options or GenerationOptions()
         try:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
             return None
-        return self.decoder.warm(self.chat.prefix_tokens(messages, options))
+        deciding = bool(options.tools) and options.tool_choice in ("auto", "required")
+        heads = (
+            [] if options.tool_choice == "required" else [self.chat.prefix_tokens(messages, _reply_options(options))]
+        )
+        if deciding:
+            heads.append(self.chat.prefix_tokens(decision_messages(messages, options.tools), GenerationOptions()))
+        warms = [warm for warm in (self.decoder.warm(head) for head in heads) if warm is not None]
+        return _Warms(warms) if len(warms) > 1 else (warms[0] if warms else None)
 
     def read_ahead(
         self, messages: list[ChatMessage], max_tokens: int, options: Optional[GenerationOptions] = None
@@ -166,7 +181,8 @@ class LlamaCppLanguageModel:
         """Read the whole prompt of a reply to ``messages`` (a caller's words transcribed at a pause,
         before the turn is known to be over) in the background, in steps where no turn reads or decodes: a
         :meth:`generate` with the same arguments then reads only what differs. Nothing is generated,
-        so nothing of a transcript that did not stand can be said. Returns the hold (``cancel()`` it
+        so nothing of a transcript that did not stand can be said. Under "auto" with tools that is the
+        prompt of a reply in words (the call decision's own prompt is short). Returns the hold (``cancel()`` it
         when the turn went otherwise), or None when nothing is read (bad ``tool_choice``, no free
         prefix sequence)."""
         options = options or GenerationOptions()
@@ -174,8 +190,28 @@ class LlamaCppLanguageModel:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError:
             return None
-        prompt = self.chat.prompt_tokens(messages, max(1, max_tokens), options)
+        prompt = self.chat.prompt_tokens(messages, max(1, max_tokens), _reply_options(options))
         return self.decoder.warm(prompt, limit=self.n_ctx, speculative=True)
+
+    def decide_tool(self, messages: list[ChatMessage], options: GenerationOptions) -> Optional[Decision]:
+        """The call decision a :meth:`generate` with these arguments makes first ("auto" or
+        "required" with tools), without generating; None for other choices. Raises
+        LanguageModelError for a bad ``tool_choice``."""
+        try:
+            check_tool_choice(options.tools, options.tool_choice)
+        except ValueError as exc:
+            raise LanguageModelError(str(exc)) from None
+        if not options.tools or options.tool_choice not in ("auto", "required"):
+            return None
+        with self.queue.turn(lambda: False) as turn:
+            assert turn is not None  # never stopped
+            lease = self.decoder.lease()
+            try:
+                return _Run(self, turn, lease, options, lambda: False, 1).decide(
+                    messages, options.tools, options.tool_choice
+                )
+            finally:
+                lease.release()
 
     # ----- generation -----
 
@@ -205,6 +241,31 @@ class LlamaCppLanguageModel:
                 lease.release()
             result.queue_wait_s = turn.waited_s
             return result
+
+
+def _reply_options(options: GenerationOptions) -> GenerationOptions:
+    """``options`` for the prompt a reply in words is read after: under "auto" it lists no tools."""
+    return replace(options, tool_choice="none") if options.tool_choice == "auto" else options
+
+
+class _Warms:
+    """One session's hold on several background warms (:class:`~gateway.models.base.PromptWarm`)."""
+
+    def __init__(self, warms: list[Warm]) -> None:
+        self._warms = warms
+
+    def cancel(self) -> None:
+        for warm in self._warms:
+            warm.cancel()
+
+    @property
+    def done(self) -> bool:
+        return all(warm.done for warm in self._warms)
+
+
+def _after_output(messages: list[ChatMessage]) -> bool:
+    """True when the last message is a tool output (its answer is said in words)."""
+    return bool(messages) and messages[-1].role == "tool"
 
 
 class _Run:
@@ -254,46 +315,61 @@ class _Run:
     def evaluate(self, tokens: list[int]) -> Optional[np.ndarray]:
         return self.evaluate_kept(tokens)[0]
 
-    def evaluate_kept(self, tokens: list[int]) -> tuple[Optional[np.ndarray], int]:
-        """The lease's evaluation of ``tokens``, due when the request's pace says (None: now)."""
+    def evaluate_kept(self, tokens: list[int], reuse_others: bool = False) -> tuple[Optional[np.ndarray], int]:
+        """The lease's evaluation of ``tokens``, due when the request's pace says (None: now);
+        ``reuse_others``: a new prompt may copy a prefix from other sequences."""
         due = self.pace() if self.pace is not None else None
         started = time.monotonic()
-        result = self.lease.evaluate(tokens, self.interrupted, due)
+        result = self.lease.evaluate(tokens, self.interrupted, due, reuse_others=reuse_others)
         if due is not None and due > started:
             self.paced_s += min(time.monotonic(), due) - started
         return result
 
     def execute(self, messages: list[ChatMessage], on_text: Callable[[str], None]) -> Generation:
-        prompt = self.chat.prompt_tokens(messages, self.max_tokens, self.options)
         tools = allowed_tools(self.options.tools, self.options.tool_choice)
-        logits, self.cached = self.evaluate_kept(prompt)
+        choice = self.options.tool_choice
+        if tools and choice in ("auto", "required") and not (choice == "auto" and _after_output(messages)):
+            decision = self.decide(messages, tools, choice)
+            if decision is None:
+                return Generation("", 0, self.stop_reason() or "cancelled")
+            self.call_probability = decision.call_probability
+            tools = [t for t in tools if t.name == decision.tool]
+        elif choice == "auto":
+            tools = []  # the reply to a tool output is said in words
+        # A reply in words is read from a prompt that lists no tools: none can be recited.
+        prompt_options = replace(self.options, tool_choice=tools[0].name if tools else "none")
+        prompt = self.chat.prompt_tokens(messages, self.max_tokens, prompt_options)
+        logits, self.cached = self.evaluate_kept(prompt, reuse_others=True)
         if logits is None:
             return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
-        if tools and self.options.tool_choice != "auto":
+        if tools:
             return self.call(prompt, logits, "", 0, tools)
-        result = self.decode(prompt, logits, tools, on_text)
-        if result.tool_calls and all(answered_already(messages, call) for call in result.tool_calls):
-            # Small models ask again for what the last tool output already told them (a loop no
-            # client can break): answer in words from that output instead.
-            log.info("tool call %s repeats an answered call: answering in words", result.tool_calls[0].name)
-            logits = self.evaluate(prompt)
-            if logits is None:
-                return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
-            result = self.decode(prompt, logits, [], on_text, words_only=True)
+        names = allowed_tools(self.options.tools, choice)
+        result = self.decode(prompt, logits, names, on_text)
         result.prompt_tokens, result.cached_tokens = len(prompt), self.cached
         return result
 
-    def decode(
-        self,
-        prompt: list[int],
-        logits: np.ndarray,
-        tools: list,
-        on_text: Callable[[str], None],
-        words_only: bool = False,
-    ) -> Generation:
-        """Stream a reply after ``prompt`` (``logits``: those of its last token); with ``tools``,
-        switch to :meth:`call` when one opens. ``words_only``: the first token may not open a call
-        (the prompt still lists the tools)."""
+    def decide(self, messages: list[ChatMessage], tools: list, choice: str) -> Optional[Decision]:
+        """Whether to call and which tool (:mod:`gateway.models.tool_decision`), scored on this
+        turn's sequence before its prompt is read; None when stopped."""
+        prompt = self.chat.tokenize(self.chat.render(decision_messages(messages, tools), GenerationOptions()))
+        first = self.evaluate(prompt)
+        if first is None:
+            return None
+        tokenize = self.llm.tokenize
+        replies = {name: tokenize(name.encode(), add_bos=False, special=False) for name in option_names(tools, choice)}
+        scores = score_options(self.evaluate, prompt, first, replies)
+        if scores is None:
+            return None
+        decision = decide(scores, self.engine.call_threshold)
+        log.debug("tool decision %s (call probability %.3f)", decision.tool, decision.call_probability)
+        return decision
+
+    def decode(self, prompt: list[int], logits: np.ndarray, tools: list, on_text: Callable[[str], None]) -> Generation:
+        """Stream a reply in words after ``prompt`` (``logits``: those of its last token). With
+        ``tools`` (the prompt lists none of them), the first token may not open a call, and a reply
+        that still starts as one (``<tool_call>``, a fence, ``{``, ``name(``) is made the call it
+        is (:meth:`call`) rather than said."""
         chat = self.chat
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         deciding = bool(tools)  # hold text back until it is clear whether a call opens
@@ -302,16 +378,9 @@ class _Run:
         accepted: list[int] = []  # tokens of the text reply
         finish = "stop"
         while True:
-            if words_only and not accepted:
+            if tools and not accepted:
                 logits = logits.copy()
                 logits[chat.openers()] = -np.inf
-            if deciding and not accepted:
-                # The model's own odds of opening a call at the first position decide, not the
-                # one token sampled there (greedy argmax flips on near ties).
-                self.call_probability = chat.call_probability(logits)
-                log.debug("tool call probability %.3f", self.call_probability)
-                if self.call_probability >= CALL_THRESHOLD:
-                    return self.call(prompt, logits, text, 0, tools)
             token = sample_token(logits, self.temperature, self.rng, top_p=self.top_p)
             if chat.is_eog(token):
                 break

@@ -1,0 +1,270 @@
+"""Question sets for the function-calling benchmarks (``scripts/bench_tools.py``): tools, instruction
+styles, and three sets of typed questions kept apart.
+
+- ``TUNING``: what the call decision (its prompt and threshold) was tuned on. Tools and wording of
+  their own: no weather, no table booking, no question of the other sets.
+- ``BENCH``: 48 held-out questions (tool / no tool / which tool; 1 to 4 tools each), run under
+  every instruction style of ``STYLES``; never tuned on.
+- ``PROBE``: 12 held-out questions of the kind an app reported (plain instructions, ``get_weather``
+  and ``book_table``): 4 weather, 2 bookings, 6 to answer in words; never tuned on.
+
+A question's ``tool`` is the function it needs (None: answer in words) and ``expect`` a value its
+arguments must hold (lower-case text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+def _tool(name: str, description: str, properties: dict[str, Any], required: Optional[list[str]] = None) -> dict:
+    return {
+        "type": "function",
+        "name": name,
+        "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required or list(properties)},
+    }
+
+
+_S = {"type": "string"}
+TOOLS: dict[str, dict[str, Any]] = {
+    t["name"]: t
+    for t in [
+        _tool(
+            "get_weather",
+            "Get the current weather for a city.",
+            {"city": {"type": "string", "description": "City name"}},
+        ),
+        _tool(
+            "book_table",
+            "Book a table at a restaurant.",
+            {"restaurant": _S, "time": {"type": "string", "description": "e.g. 19:00"}, "people": {"type": "integer"}},
+        ),
+        _tool(
+            "set_timer",
+            "Start a countdown timer.",
+            {"minutes": {"type": "integer", "description": "Length in minutes"}},
+        ),
+        _tool("get_time", "The current local time in a city.", {"city": _S}),
+        _tool(
+            "convert_currency",
+            "Convert an amount of money between currencies.",
+            {
+                "amount": {"type": "number"},
+                "from_currency": {"type": "string", "description": "ISO code, e.g. USD"},
+                "to_currency": {"type": "string", "description": "ISO code, e.g. EUR"},
+            },
+        ),
+        _tool("send_message", "Send a text message to a contact.", {"contact": _S, "text": _S}),
+        # Tuning only:
+        _tool("play_music", "Play a song, an artist or a genre on the speaker.", {"query": _S}),
+        _tool("turn_on_lights", "Switch on the lights in a room of the house.", {"room": _S}),
+        _tool("get_stock_price", "The latest share price of a listed company.", {"symbol": _S}),
+        _tool("order_taxi", "Order a taxi to a destination.", {"destination": _S, "pickup_time": _S}, ["destination"]),
+        _tool("check_flight", "The status of a flight by its number.", {"flight_number": _S}),
+        _tool("add_to_shopping_list", "Add an item to the shopping list.", {"item": _S}),
+        _tool("translate_text", "Translate a phrase into another language.", {"text": _S, "language": _S}),
+    ]
+}
+
+# Instruction styles: an app's plain line, an app's own (naming what its tools are for), none at all,
+# and the gateway's default (None: the session keeps the configured instructions).
+STYLES: dict[str, Optional[str]] = {
+    "plain": "You are a helpful assistant.",
+    "app": (
+        "You are Robin, the voice assistant of the Harbour Hotel. Greet guests warmly and keep answers short. "
+        "You can check the weather, reserve tables at the hotel's restaurants, set timers, tell the time in other "
+        "cities, convert money and send messages for guests."
+    ),
+    "none": "",
+    "gateway": None,
+}
+# Tuning styles: the same kinds with other words where a kind has words of its own.
+TUNING_STYLES: dict[str, Optional[str]] = {
+    "plain": "You are a helpful assistant.",
+    "app": (
+        "You are Juno, the in-car assistant of Velo Motors. Speak briefly and clearly; the driver is on the road. "
+        "Use your functions for music, the cabin lights, taxis, flights, stocks and the shopping list."
+    ),
+    "none": "",
+    "gateway": None,
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    prompt: str
+    tools: tuple[str, ...]  # names in TOOLS offered with it
+    tool: Optional[str] = None  # the one it needs; None: answer in words
+    expect: str = ""  # a value the arguments must hold (lower-case)
+
+
+def _group(tools: tuple[str, ...], rows: list[tuple[str, Optional[str], str]]) -> list[Question]:
+    return [Question(prompt, tools, tool, expect) for prompt, tool, expect in rows]
+
+
+W = ("get_weather",)
+WB = ("get_weather", "book_table")
+TTC = ("set_timer", "get_time", "convert_currency")
+WBTS = ("get_weather", "book_table", "set_timer", "send_message")
+WTTC = ("get_weather", "get_time", "set_timer", "convert_currency")
+
+BENCH: list[Question] = [
+    *_group(
+        W,
+        [
+            ("What's the forecast for Chicago tomorrow?", "get_weather", "chicago"),
+            ("Will I need a coat in Oslo today?", "get_weather", "oslo"),
+            ("Is it sunny in Madrid right now?", "get_weather", "madrid"),
+            ("Who painted the Mona Lisa?", None, ""),
+            ("At what temperature does water boil?", None, ""),
+            ("Tell me something fun about penguins.", None, ""),
+        ],
+    ),
+    *_group(
+        WB,
+        [
+            ("Can you get me a table for three at Nando's at six thirty?", "book_table", "nando"),
+            ("I'd like to reserve dinner for two at Chez Paul tomorrow at 8.", "book_table", "chez paul"),
+            ("Please book the Golden Dragon for six people at noon.", "book_table", "golden dragon"),
+            ("How windy is it in Dublin?", "get_weather", "dublin"),
+            ("What's the temperature in Cairo?", "get_weather", "cairo"),
+            ("What's a good name for a goldfish?", None, ""),
+            ("How many days are in a leap year?", None, ""),
+            ("Can you recommend a good book?", None, ""),
+            ("How do you say thank you in Spanish?", None, ""),
+        ],
+    ),
+    *_group(
+        TTC,
+        [
+            ("Set a fifteen minute timer for the oven.", "set_timer", "15"),
+            ("Count down three minutes for my tea.", "set_timer", "3"),
+            ("What time is it in Tokyo right now?", "get_time", "tokyo"),
+            ("What hour is it over in Los Angeles?", "get_time", "los angeles"),
+            ("How many euros would I get for 200 dollars?", "convert_currency", "200"),
+            ("Change 75 pounds into Swiss francs.", "convert_currency", "75"),
+            ("How many minutes are in a day?", None, ""),
+            ("What currency does Japan use?", None, ""),
+            ("Who invented the clock?", None, ""),
+            ("What's the square root of 81?", None, ""),
+        ],
+    ),
+    *_group(
+        WBTS,
+        [
+            ("Text Maria that I'm running ten minutes late.", "send_message", "maria"),
+            ("Send a message to Tom saying dinner is ready.", "send_message", "tom"),
+            ("Is it going to snow in Denver tonight?", "get_weather", "denver"),
+            ("Book a table for four at Olive Garden at seven.", "book_table", "olive garden"),
+            ("Start a timer for half an hour.", "set_timer", "30"),
+            ("What is the tallest mountain in the world?", None, ""),
+            ("How do I write a polite note declining an invitation?", None, ""),
+            ("Why do leaves change color in autumn?", None, ""),
+            ("What should I cook for dinner tonight?", None, ""),
+            ("Thanks, that's all.", None, ""),
+            ("Good morning!", None, ""),
+        ],
+    ),
+    *_group(
+        WTTC,
+        [
+            ("Is it raining in Vancouver?", "get_weather", "vancouver"),
+            ("Do I need sunglasses in Lisbon today?", "get_weather", "lisbon"),
+            ("Tell me the time in Rome.", "get_time", "rome"),
+            ("What's 30 dollars in Canadian dollars?", "convert_currency", "30"),
+            ("Put a timer on for eight minutes.", "set_timer", "8"),
+            ("How hot is the sun?", None, ""),
+            ("What's the capital of Australia?", None, ""),
+            ("Can you explain what inflation is?", None, ""),
+            ("How long should bread dough rise?", None, ""),
+            ("Tell me a riddle.", None, ""),
+            ("What year did the Second World War end?", None, ""),
+            ("What are clouds made of?", None, ""),
+        ],
+    ),
+]
+
+PROBE_INSTRUCTIONS = "You are a helpful assistant."
+PROBE: list[Question] = _group(
+    WB,
+    [
+        ("What's the weather like in Amsterdam today?", "get_weather", "amsterdam"),
+        ("Is it cold in Stockholm right now?", "get_weather", "stockholm"),
+        ("Will it rain in Prague this afternoon?", "get_weather", "prague"),
+        ("How warm is it in Athens?", "get_weather", "athens"),
+        ("Could you book us a table for five at Mario's at half past seven?", "book_table", "mario"),
+        ("Reserve a table for two tomorrow at nine at the Blue Lotus.", "book_table", "blue lotus"),
+        ("Why do cats purr?", None, ""),
+        ("How many moons does Mars have?", None, ""),
+        ("Tell me a funny story about a dog.", None, ""),
+        ("What is the capital of Norway?", None, ""),
+        ("How do I make a cup of tea?", None, ""),
+        ("What color is a flamingo, and why?", None, ""),
+    ],
+)
+
+MUSIC_LIGHTS = ("play_music", "turn_on_lights")
+STOCK_TAXI_FLIGHT = ("get_stock_price", "order_taxi", "check_flight")
+HOME4 = ("play_music", "add_to_shopping_list", "translate_text", "turn_on_lights")
+TUNING: list[Question] = [
+    *_group(
+        ("play_music",),
+        [
+            ("Put on some jazz.", "play_music", "jazz"),
+            ("I want to hear Bohemian Rhapsody.", "play_music", "bohemian"),
+            ("Who composed the Four Seasons?", None, ""),
+            ("What is a guitar made of?", None, ""),
+            ("How far away is the moon?", None, ""),
+        ],
+    ),
+    *_group(
+        MUSIC_LIGHTS,
+        [
+            ("Play something by Taylor Swift.", "play_music", "taylor swift"),
+            ("Turn the kitchen lights on.", "turn_on_lights", "kitchen"),
+            ("It's dark in the bedroom, can you light it up?", "turn_on_lights", "bedroom"),
+            ("Why is music relaxing?", None, ""),
+            ("How does a light bulb work?", None, ""),
+            ("What's the biggest animal on earth?", None, ""),
+            ("Can you tell me a bedtime story?", None, ""),
+        ],
+    ),
+    *_group(
+        STOCK_TAXI_FLIGHT,
+        [
+            ("How is Apple stock doing today?", "get_stock_price", "aapl"),
+            ("What's Tesla trading at?", "get_stock_price", "tsla"),
+            ("Get me a cab to the airport.", "order_taxi", "airport"),
+            ("I need a taxi to 5 Main Street at 6 pm.", "order_taxi", "main street"),
+            ("Is flight BA 117 on time?", "check_flight", "ba"),
+            ("Has UA 930 landed yet?", "check_flight", "930"),
+            ("What is a stock market?", None, ""),
+            ("How do airplanes stay in the air?", None, ""),
+            ("Who was the first person on the moon?", None, ""),
+            ("How should I invest my savings?", None, ""),
+            ("What's the fastest car in the world?", None, ""),
+            ("How are you today?", None, ""),
+        ],
+    ),
+    *_group(
+        HOME4,
+        [
+            ("Add milk to my shopping list.", "add_to_shopping_list", "milk"),
+            ("We're out of eggs, put them on the list.", "add_to_shopping_list", "egg"),
+            ("How do you say good night in French?", "translate_text", "french"),
+            ("Translate 'where is the station' into German.", "translate_text", "german"),
+            ("Play the latest Adele album.", "play_music", "adele"),
+            ("Switch on the lights in the living room.", "turn_on_lights", "living room"),
+            ("What does bonjour mean?", None, ""),
+            ("How many languages are spoken in India?", None, ""),
+            ("What's a healthy breakfast?", None, ""),
+            ("Why do we dream?", None, ""),
+            ("What is photosynthesis?", None, ""),
+            ("Give me a fun fact.", None, ""),
+            ("Okay, thank you so much.", None, ""),
+            ("Hi there!", None, ""),
+        ],
+    ),
+]
