@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import HeardWord, ScoredTranscript, SpeechToText
-from gateway.models.compute.core_use import CORE_USE
-from gateway.models.compute.deadline import SPEECH_MODELS
+from gateway.models.compute.deadline import speech_model_call
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
 from gateway.pipeline.messages import Message, TurnsDropped, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -80,9 +79,10 @@ class SttStage(Stage):
     (``ctx.barge_in_heard``), for the VAD stage to decide the barge-in; any other one's text goes
     to the session as :class:`TranscriptDrafted` (the LLM may read the reply's prompt ahead).
     A :class:`TurnsDropped` (turns the full inbox dropped, in their place) reports each turn as
-    :class:`TranscriptionFailed`, so the session's items stay in commit order. Transcriptions run
-    in slots of the shared speech models (``SPEECH_MODELS``, by deadline): a finished turn's is due
-    when the turn ended, a probe's at once, a pause's draft :data:`SPECULATION_DUE_S` later.
+    :class:`TranscriptionFailed`, so the session's items stay in commit order. Transcriptions by an
+    engine that computes here run in slots of the shared speech models (``SPEECH_MODELS``, by
+    deadline): a finished turn's is due when the turn ended, a probe's at once, a pause's draft
+    :data:`SPECULATION_DUE_S` later.
     """
 
     name = "stt"
@@ -134,14 +134,14 @@ class SttStage(Stage):
         if not message.probe or scoring is None:
             text = self._transcribe(message, due)
             return ScoredTranscript(text, tuple(HeardWord(word) for word in text.split()) if message.probe else ())
-        with SPEECH_MODELS.slot(due), CORE_USE.heavy():
+        with speech_model_call(self._stt, due):
             heard: ScoredTranscript = scoring(message.audio, language=self.ctx.settings.language)
         return heard
 
     def _transcribe(self, message: Utterance, due: float) -> str:
         """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken
         at ``due`` (monotonic s)."""
-        with SPEECH_MODELS.slot(due), CORE_USE.heavy():
+        with speech_model_call(self._stt, due):
             return self._stt.transcribe(message.audio, language=self.ctx.settings.language)
 
     def _take_kept(self, number: int) -> Optional[str]:

@@ -8,8 +8,7 @@ from typing import Optional
 from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
-from gateway.models.compute.core_use import CORE_USE
-from gateway.models.compute.deadline import SPEECH_MODELS
+from gateway.models.compute.deadline import each_speech_item
 from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
 from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
 from gateway.pipeline.queues import StageQueue
@@ -25,8 +24,8 @@ class TtsStage(Stage):
     is full, which is the back-pressure that keeps queued reply audio short. The generation id is
     checked per synthesized sentence and per written piece. Each chunk is spoken with the ``voice``
     and ``speed`` of its ``settings`` (the call's ``audio.output`` settings when the response started).
-    Every sentence is synthesized in a slot of the shared speech models (``SPEECH_MODELS``, by
-    deadline): a reply's first one is due when its turn was asked, a later one
+    Every sentence of an engine that computes here is synthesized in a slot of the shared speech
+    models (``SPEECH_MODELS``, by deadline): a reply's first one is due when its turn was asked, a later one
     :data:`SYNTHESIS_LEAD_S` before the audio already queued runs out (so it waits while that is
     seconds away and a first clause of another call wants the core).
     """
@@ -78,7 +77,7 @@ class TtsStage(Stage):
                 return latency.response_requested or time.monotonic()
             return time.monotonic() + self.ctx.playout.buffered_ms / 1000 - SYNTHESIS_LEAD_S
 
-        for audio in CORE_USE.each_heavy(SPEECH_MODELS.each(sentences, due, stale)):
+        for audio in each_speech_item(self._tts, sentences, due, stale):
             if stale():
                 return
             samples = self._resampler.resample_array(audio, self._tts.sample_rate)

@@ -35,6 +35,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
+from gateway.models.compute.core_use import CORE_USE
+
 T = TypeVar("T")
 
 NO_DEADLINE = math.inf
@@ -159,3 +161,30 @@ class DeadlineGate:
 # LLM's step thread leaves them: on 2 cores, one; a first clause's synthesis or a turn's transcript
 # goes before a later sentence that is seconds ahead of its playout.
 SPEECH_MODELS = DeadlineGate(slots=max(1, (os.cpu_count() or 2) - 1))
+
+
+def computes_here(engine: object) -> bool:
+    """Whether ``engine`` computes in this process (False for an engine that sends its work to a
+    server, ``computes_here = False``: its calls wait on the network, not on this box's cores)."""
+    return bool(getattr(engine, "computes_here", True))
+
+
+@contextmanager
+def speech_model_call(engine: object, due: float) -> Iterator[None]:
+    """Around one call of speech model ``engine``: a slot of :data:`SPEECH_MODELS` taken at ``due``
+    (monotonic s) and the core counted busy, when the engine computes here; nothing otherwise."""
+    if not computes_here(engine):
+        yield
+        return
+    with SPEECH_MODELS.slot(due), CORE_USE.heavy():
+        yield
+
+
+def each_speech_item(
+    engine: object, items: Iterable[T], due: Callable[[], float], should_stop: Callable[[], bool]
+) -> Iterator[T]:
+    """``items`` of speech model ``engine`` (e.g. a TTS generator, one sentence each), each made in a
+    slot (:meth:`DeadlineGate.each`) with the core counted busy, when the engine computes here."""
+    if not computes_here(engine):
+        return iter(items)
+    return CORE_USE.each_heavy(SPEECH_MODELS.each(items, due, should_stop))

@@ -49,6 +49,7 @@ class OpenAIHttpSpeechToText:
     """
 
     sample_rate = SAMPLE_RATE
+    computes_here = False  # the server computes: calls take no slot of this box's speech models
 
     def __init__(
         self,

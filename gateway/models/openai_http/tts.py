@@ -128,6 +128,8 @@ class OpenAIHttpTextToSpeech:
     Raises ValueError for another ``response_format``.
     """
 
+    computes_here = False  # the server computes: calls take no slot of this box's speech models
+
     def __init__(
         self,
         model: str,

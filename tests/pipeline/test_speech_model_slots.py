@@ -1,0 +1,80 @@
+"""The shared speech models' slots (``SPEECH_MODELS``, by deadline) are for engines that compute in
+this process: an STT or TTS engine behind an HTTP server (``computes_here = False``) waits on the
+network, so its calls take no slot and never queue behind this box's local speech work."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from gateway.models.compute.deadline import SPEECH_MODELS
+from gateway.pipeline.events import TranscriptionCompleted
+from gateway.pipeline.messages import TextChunk, Utterance
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stt import SttStage
+from gateway.pipeline.tts import TtsStage
+from tests.doubles import ContextDouble, SttDouble, TextToSpeechDouble, TtsContextDouble
+
+
+@contextmanager
+def every_slot_taken() -> Iterator[None]:
+    """Every slot of SPEECH_MODELS held by another thread (local speech work of other calls)."""
+    release = threading.Event()
+    taken = threading.Barrier(SPEECH_MODELS.slots + 1)
+
+    def hold() -> None:
+        with SPEECH_MODELS.slot(time.monotonic()):
+            taken.wait(timeout=10)
+            release.wait(timeout=60)
+
+    holders = [threading.Thread(target=hold, daemon=True) for _ in range(SPEECH_MODELS.slots)]
+    for holder in holders:
+        holder.start()
+    taken.wait(timeout=10)
+    try:
+        yield
+    finally:
+        release.set()
+        for holder in holders:
+            holder.join(timeout=10)
+
+
+def in_thread(work: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_server_engine_is_not_held_behind_local_speech_work_and_a_local_one_is() -> None:
+    turn = np.zeros(16000, np.float32)
+    remote_stt, local_stt = SttDouble(), SttDouble()
+    remote_stt.computes_here = False  # type: ignore[attr-defined]
+    remote_tts, local_tts = TextToSpeechDouble(), TextToSpeechDouble()
+    remote_tts.computes_here = False  # type: ignore[attr-defined]
+    contexts = {name: ContextDouble() for name in ("remote", "local")}
+    stt = {name: SttStage(contexts[name], StageQueue(), None, model) for name, model in
+           (("remote", remote_stt), ("local", local_stt))}  # fmt: skip
+    tts = {name: TtsStage(TtsContextDouble(), StageQueue(), None, model) for name, model in  # type: ignore[arg-type]
+           (("remote", remote_tts), ("local", local_tts))}  # fmt: skip
+    with every_slot_taken():
+        remote = [
+            in_thread(lambda: stt["remote"].handle(Utterance("rtc_a", audio=turn))),
+            in_thread(lambda: tts["remote"].handle(TextChunk("rtc_a", generation=1, text="Hello."))),
+        ]
+        local = [
+            in_thread(lambda: stt["local"].handle(Utterance("rtc_b", audio=turn))),
+            in_thread(lambda: tts["local"].handle(TextChunk("rtc_b", generation=1, text="Hello."))),
+        ]
+        for thread in remote:
+            thread.join(timeout=10)
+        assert not any(thread.is_alive() for thread in remote), "a server's call waited for a local slot"
+        assert contexts["remote"].of(TranscriptionCompleted) and remote_tts.calls
+        assert all(thread.is_alive() for thread in local), "local speech work must wait for its slot"
+        assert not contexts["local"].of(TranscriptionCompleted) and not local_tts.calls
+    for thread in local:
+        thread.join(timeout=10)
+    assert contexts["local"].of(TranscriptionCompleted) and local_tts.calls
