@@ -133,8 +133,8 @@ class PlayoutBuffer:
                 if entry.offset >= entry.samples.size:
                     self._heard.setdefault(entry.generation, []).extend(entry.words)
                     self._pop()
+            self._count_starving(need)
             self._cond.notify_all()
-        self._count_starving(samples - need if out else 0, need)
         if not out:
             return None, events
         frame = np.concatenate(out)
@@ -142,23 +142,19 @@ class PlayoutBuffer:
             frame = np.concatenate([frame, np.zeros(samples - frame.size, np.int16)])
         return frame, events
 
-    def _count_starving(self, read: int, missing: int) -> None:
-        """After a frame read ``read`` samples: whether the response that plays ran dry (a frame,
-        or its end, without audio while it is neither paused nor at its end marker)."""
-        with self._cond:
-            playing = self._playing
-            starving = (
-                missing > 0
-                and playing is not None
-                and not self._paused
-                and not self._entries
-                and self._is_current(playing)
-            )
-            if starving and not self._starving:
-                self.underruns += 1
-            if starving:
-                self.underrun_samples += missing
-            self._starving = starving
+    def _count_starving(self, missing: int) -> None:
+        """After a frame read with ``missing`` samples short (the lock held): whether the response
+        that plays ran dry (a frame, or its end, without audio while it is neither paused nor at its
+        end marker)."""
+        playing = self._playing
+        starving = (
+            missing > 0 and playing is not None and not self._paused and not self._entries and self._is_current(playing)
+        )
+        if starving and not self._starving:
+            self.underruns += 1
+        if starving:
+            self.underrun_samples += missing
+        self._starving = starving
 
     def pause(self) -> bool:
         """Hold playback where it is (barge-in being decided): reads return silence, the queued
