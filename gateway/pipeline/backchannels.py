@@ -36,6 +36,7 @@ TRAILING_PROBABILITY = 0.6
 VOCABLES = re.compile(
     r"^(?:"
     r"[aoue]?h?m?h?m?"  # m, hm, mhm, um, uh, oh, ah, uhm (and "mm", "hmm", "mmhmm" once canonical)
+    r"|m?(?:hm){2,3}"  # mhmhm, hmhm: the sound repeated ("M.M.H.M.H.M" once its dots are gone)
     r"|h?[aou]h?[aou]?h?"  # huh, aha, oho, ha, ho
     r"|(?:[aou]h){1,3}|(?:h[aou]){1,3}h?"  # uhuh, ahah, haha
     r"|y[ea][aeiou]?h?[aeiou]?h?"  # ya, yah, yea, yeah, yeh, yaho ("yahoo"), yehe

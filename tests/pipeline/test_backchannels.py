@@ -15,6 +15,7 @@ from gateway.pipeline.backchannels import canonical, interrupting_words
     [
         "Hmm.",  # "Mm-hmm."
         "M-M-H-M",  # "Mm-hmm."
+        "MMHMHM",  # "Mm-hmm." heard as "M.M.H.M.H.M" (a word once its dots are gone)
         "Oh,",  # "Uh-huh."
         "YAHO YAHO",  # "Yeah, yeah."
         "Yeah, yeah, yeah.",
