@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.call_ids import INSTANCE_PATTERN
+from gateway.config_sources import add_flags, values_from_env, values_from_flags
 
-ENV_PREFIX = "VG_"
 _INSTANCE_RE = re.compile(INSTANCE_PATTERN)
 
 
@@ -400,30 +400,19 @@ class GatewayConfig:
 
         Raises ValueError naming the variable when a value does not parse.
         """
-        environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            key = ENV_PREFIX + f.name.upper()
-            if key in environ:
-                values[f.name] = _parse(f, environ[key], key)
+        values = values_from_env(cls, os.environ if environ is None else environ)
         values.update(overrides)
         return cls(**values)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Add one ``--flag`` per field; defaults stay None so the environment can fill them."""
-        for f in dataclasses.fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            help_text = f"{f.metadata.get('help', '')} [env {ENV_PREFIX}{f.name.upper()}]"
-            parser.add_argument(flag, dest=f.name, default=None, type=_type_of(f), help=help_text)
+        add_flags(cls, parser)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> GatewayConfig:
         """Flags given on the command line win over ``VG_*`` variables."""
-        given = {
-            f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name, None) is not None
-        }
-        return cls.from_env(environ, **given)
+        return cls.from_env(environ, **values_from_flags(cls, args))
 
     def __post_init__(self) -> None:
         """Raises ValueError for a ``log_format``, ``thinking_cue``, ``instance_id`` or ``talking_capacity``
@@ -488,24 +477,3 @@ def config_default(name: str) -> Any:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(GatewayConfig)}
-
-
-def _type_of(f: dataclasses.Field) -> Any:
-    kind = {"int": int, "float": float, "str": str, "bool": _parse_bool}.get(str(f.type), str)
-    return kind
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"not a boolean: {text!r}")
-
-
-def _parse(f: dataclasses.Field, raw: str, key: str) -> Any:
-    try:
-        return _type_of(f)(raw)
-    except ValueError as exc:
-        raise ValueError(f"{key}={raw!r}: {exc}") from None

@@ -1,0 +1,70 @@
+"""Where a setting's value comes from: ``VG_*`` environment variables and ``--flags``.
+
+The settings are the fields of one dataclass (:class:`gateway.config.GatewayConfig`); this module
+reads them by field, so it knows no setting by name. A flag is the field name with ``-`` for ``_``
+(``--pool-size``), a variable the field name upper-cased behind ``VG_`` (``VG_POOL_SIZE``). A field
+typed ``int``, ``float`` or ``bool`` is parsed as such (a bool takes 1/true/yes/on or 0/false/no/off);
+any other field is taken as text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+ENV_PREFIX = "VG_"
+
+
+def values_from_env(settings: type, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The fields of the dataclass ``settings`` that ``environ`` sets, parsed.
+
+    Raises ValueError naming the variable when a value does not parse.
+    """
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        key = env_name(f.name)
+        if key in environ:
+            values[f.name] = _parse(f, environ[key], key)
+    return values
+
+
+def add_flags(settings: type, parser: argparse.ArgumentParser) -> None:
+    """Add one ``--flag`` per field of ``settings``; defaults stay None so the environment can fill them."""
+    for f in dataclasses.fields(settings):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata.get('help', '')} [env {env_name(f.name)}]"
+        parser.add_argument(flag, dest=f.name, default=None, type=_type_of(f), help=help_text)
+
+
+def values_from_flags(settings: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of ``settings`` given on the command line (flags left out are not in it)."""
+    return {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(settings) if getattr(args, f.name, None) is not None
+    }
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable of a setting: ``pool_size`` → ``VG_POOL_SIZE``."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def _type_of(f: dataclasses.Field) -> Any:
+    return {"int": int, "float": float, "str": str, "bool": _parse_bool}.get(str(f.type), str)
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _parse(f: dataclasses.Field, raw: str, key: str) -> Any:
+    try:
+        return _type_of(f)(raw)
+    except ValueError as exc:
+        raise ValueError(f"{key}={raw!r}: {exc}") from None
