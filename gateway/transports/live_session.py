@@ -92,11 +92,14 @@ class LiveSession:
         else:
             self.realtime.on_pipeline_event(event)
 
-    def inbox(self) -> Callable[[str | bytes], None]:
+    def inbox(self, refuse_bytes: Optional[Callable[[bytes], None]] = None) -> Callable[[str | bytes], None]:
         """A receiver of client messages for one inbound channel (a data channel, a WebSocket, a
         sideband), with its own client-event rate (``ClientEventRate``): beyond it, messages are
         dropped unparsed and the client gets one ``rate_limit_exceeded`` error per flood. Messages
-        that arrive once the session is ending are dropped (the unit may serve the next caller)."""
+        that arrive once the session is ending are dropped (the unit may serve the next caller).
+        ``refuse_bytes``: a channel that carries no binary messages (a WebSocket's binary frames)
+        answers each one within the rate with it instead of parsing it, so a flood of them costs
+        one error as a flood of events does."""
         rate = ClientEventRate()
 
         def receive(message: str | bytes) -> None:
@@ -104,7 +107,10 @@ class LiveSession:
                 return
             verdict = rate.admit()
             if verdict is RateVerdict.ACCEPT:
-                self.realtime.handle_client_message(message)
+                if refuse_bytes is not None and isinstance(message, bytes):
+                    refuse_bytes(message)
+                else:
+                    self.realtime.handle_client_message(message)
             elif verdict is RateVerdict.REFUSE_AND_TELL:
                 log.warning("%s: client event flood, dropping events", self.id)
                 self.realtime.send_error(rate.message(), code=RATE_LIMIT_CODE, error_type=RATE_LIMIT_TYPE)

@@ -92,7 +92,8 @@ class WebSocketTransport:
             session.realtime.start()
             session.spawn(self.pacer.run())
             session.spawn(session.watch())
-            await socket.receive(session.inbox(), self._on_binary)
+            inbox = session.inbox(refuse_bytes=self._on_binary)
+            await socket.receive(inbox, inbox)
         finally:
             await session.hangup(EndReason.WEBSOCKET_CLOSED)
         await session.ended.wait()

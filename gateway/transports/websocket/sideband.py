@@ -26,7 +26,7 @@ async def serve_sideband(door: Door, host: LiveSession, ws: web.WebSocketRespons
     """Attach the prepared ``ws`` to the live session ``host`` until either ends or the door
     closes (shutdown): server events of the call out, client events in through the door's rate
     (a flood gets one ``rate_limit_exceeded``, as on the data channel; a binary frame gets an
-    ``error``, on this socket only)."""
+    ``error``, on this socket only, and counts in that rate)."""
     socket = EventSocket(ws)
     stop = door.closing_signal()
 
@@ -40,7 +40,8 @@ async def serve_sideband(door: Door, host: LiveSession, ws: web.WebSocketRespons
         )
 
     host.event_listeners.append(socket.send)
-    receiving = asyncio.ensure_future(socket.receive(host.inbox(), on_binary))
+    inbox = host.inbox(refuse_bytes=on_binary)
+    receiving = asyncio.ensure_future(socket.receive(inbox, inbox))
     ended = asyncio.ensure_future(host.ended.wait())
     stopped = asyncio.ensure_future(stop.wait())
     try:
