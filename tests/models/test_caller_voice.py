@@ -123,7 +123,8 @@ def test_a_looping_decode_is_decoded_again_with_a_repetition_penalty(
     # ("He does not rise. He does not rise. ..."). Before, every such decode went to the 30 s
     # window (a decode of 30 s of audio, with faster-whisper's temperature fallbacks; over the
     # rejected turns of scripts/bench_noise.py it invented more words than the retry:
-    # docs/BENCHMARKS.md); now a trimmed retry with a repetition penalty hears the caller.
+    # docs/BENCHMARKS.md); now a trimmed retry with a repetition penalty hears the caller (and the
+    # babble's phrase once: "does not rise. Please set it for 10 minutes"), with no 30 s decode.
     text = "Please set a timer for ten minutes."
     turn = office_turn(speak(tts, text), babble, snr_db=3.0, seed=37)
     retries, fallbacks = stt.retries, stt.fallbacks
