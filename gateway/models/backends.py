@@ -84,7 +84,11 @@ def _whisper(config: GatewayConfig) -> SpeechToText:
     from gateway.models.whisper import WhisperSpeechToText
 
     return WhisperSpeechToText(
-        config.stt_model, Path(config.model_cache_dir), threads=config.stt_threads, caller_voice=config.stt_caller_voice
+        config.stt_model,
+        Path(config.model_cache_dir),
+        threads=config.stt_threads,
+        caller_voice=config.stt_caller_voice,
+        min_word_probability=config.stt_min_word_probability,
     )
 
 

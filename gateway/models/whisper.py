@@ -12,14 +12,18 @@ decoder can loop (a phrase repeated until the token cap), so the trimmed path is
 is at least :data:`TRIM_MIN_WINDOW_S`, the decode is capped at a token budget proportional to the
 audio length, and a result that is repetitive (zlib compression ratio above 2.4, or a phrase
 that repeats itself), hit the cap, or came out empty for clearly voiced audio is thrown
-away and the piece decoded again on the normal 30 s path. A turn longer than
+away and the piece decoded again, first trimmed with a repetition penalty
+(:data:`RETRY_REPETITION_PENALTY`: a looping decode is one that keeps choosing tokens it already
+chose), and when that is rejected too, on the normal 30 s path. A turn longer than
 :data:`MAX_PIECE_S` is transcribed in pieces cut at its quietest points, and the texts joined.
 
 In noise, Whisper also writes down background talkers while the caller pauses: with
 ``caller_voice`` (the default) it hears only the stretch from the caller's first to last voiced
-frame (:mod:`gateway.models.caller_voice`). ``min_word_probability`` (off by default; measured by
-``scripts/bench_noise.py``) also drops each word whose mean token probability, from the decoder's
-cross-attention alignment (faster-whisper's word timestamps), is below it.
+frame (:mod:`gateway.models.caller_voice`). ``min_word_probability`` (default
+:data:`MIN_WORD_PROBABILITY`) also drops each word whose mean token probability, from the
+decoder's cross-attention alignment (faster-whisper's word timestamps), is below it: at 0 dB
+office noise most invented words are unsure ones (trimmed decodes only, not the 30 s fallback).
+Both measured by ``scripts/bench_noise.py`` (``docs/BENCHMARKS.md``, office noise).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import shutil
 import threading
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,6 +55,8 @@ TRIM_MIN_WINDOW_S = 8.0  # a shorter turn is padded to this (short turns mishear
 MAX_PIECE_S = 28.0  # longest piece decoded at once: piece + padding fits Whisper's 30 s
 MAX_COMPRESSION_RATIO = 2.4  # faster-whisper's own threshold for "too repetitive"
 _MAX_FRAMES = 3000  # Whisper's encoder input: 30 s of 10 ms frames
+MIN_WORD_PROBABILITY = 0.2  # words less likely than this are dropped (most invented words in noise)
+RETRY_REPETITION_PENALTY = 1.3  # the trimmed retry of a rejected (looping) decode; 1.0: go straight to 30 s
 _TOKENS_BASE = 12  # token budget of a trimmed decode: base + per second of audio
 _TOKENS_PER_S = 8
 _WORD = re.compile(r"[\w']+")
@@ -95,8 +101,11 @@ class WhisperSpeechToText:
 
     ``caller_voice``: hear only the caller's voiced stretch of each turn (module docstring).
     ``min_word_probability``: drop words less likely than this (0: keep every word).
+    ``retry_repetition_penalty``: the repetition penalty of the trimmed retry of a rejected decode
+    (1.0: no retry, a rejected decode goes to the 30 s path at once).
 
-    ``fallbacks`` counts trimmed decodes that were rejected and done again on the 30 s path.
+    ``retries`` counts rejected trimmed decodes that were decoded again with the penalty;
+    ``fallbacks`` those that (the retry rejected too) were done again on the 30 s path.
     """
 
     sample_rate = SAMPLE_RATE
@@ -108,7 +117,8 @@ class WhisperSpeechToText:
         threads: int = 0,
         trim: bool = True,
         caller_voice: bool = True,
-        min_word_probability: float = 0.0,
+        min_word_probability: float = MIN_WORD_PROBABILITY,
+        retry_repetition_penalty: float = RETRY_REPETITION_PENALTY,
     ) -> None:
         from faster_whisper import WhisperModel
 
@@ -127,6 +137,8 @@ class WhisperSpeechToText:
         self.trim = trim
         self.caller_voice = caller_voice
         self.min_word_probability = min_word_probability
+        self.retry_repetition_penalty = retry_repetition_penalty
+        self.retries = 0
         self.fallbacks = 0
         self._model = WhisperModel(
             location, device="cpu", compute_type="int8", cpu_threads=threads or (os.cpu_count() or 1)
@@ -147,7 +159,10 @@ class WhisperSpeechToText:
 
     def transcribe_full_window(self, audio: np.ndarray, language: str = "en") -> str:
         """The same turn on faster-whisper's normal path (every 30 s window padded to 30 s), with the
-        gateway's settings; the reference the trimmed path is checked against (and falls back to)."""
+        gateway's settings; the reference the trimmed path is checked against (and falls back to).
+        No word filter here: faster-whisper's word timestamps restart the window at the last word's
+        end, two or three 30 s encodes where one does (the filter applies to the trimmed decodes,
+        which are nearly all turns)."""
         segments, _info = self._model.transcribe(
             np.asarray(audio, dtype=np.float32),
             language=language,
@@ -155,11 +170,8 @@ class WhisperSpeechToText:
             without_timestamps=True,
             vad_filter=False,  # the gateway's own VAD already cut the turn
             condition_on_previous_text=False,
-            word_timestamps=self.min_word_probability > 0,
         )
-        if self.min_word_probability <= 0:
-            return "".join(segment.text for segment in segments).strip()
-        return self._likely_words([(w.word, w.probability) for s in segments for w in s.words or []])
+        return "".join(segment.text for segment in segments).strip()
 
     def _likely_words(self, words: list[tuple[str, float]]) -> str:
         """The text of the (word, probability) pairs at or above :attr:`min_word_probability`."""
@@ -176,11 +188,21 @@ class WhisperSpeechToText:
             return ""
         if not self.trim:
             return self.transcribe_full_window(piece, language)
-        text, hit_cap, _ = self._decode_trimmed(piece, language)
-        reason = _rejection(text, hit_cap, piece)
+        decoded = self._decode_trimmed(piece, language)
+        reason = _rejection(decoded.text, decoded.hit_cap, piece)
+        if reason is not None and self.retry_repetition_penalty != 1.0:
+            log.info(
+                "trimmed Whisper decode rejected (%s: %r); decoding it with a repetition penalty",
+                reason,
+                decoded.text[:80],
+            )
+            with self._lock:
+                self.retries += 1
+            decoded = self._decode_trimmed(piece, language, repetition_penalty=self.retry_repetition_penalty)
+            reason = _rejection(decoded.text, decoded.hit_cap, piece)
         if reason is None:
-            return text
-        log.info("trimmed Whisper decode rejected (%s: %r); decoding the 30 s window", reason, text[:80])
+            return decoded.likely
+        log.info("trimmed Whisper decode rejected (%s: %r); decoding the 30 s window", reason, decoded.text[:80])
         with self._lock:
             self.fallbacks += 1
         return self.transcribe_full_window(piece, language)
@@ -192,17 +214,19 @@ class WhisperSpeechToText:
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)[-int(MAX_PIECE_S * SAMPLE_RATE) :]
         if samples.size == 0:
             return ScoredTranscript("")
-        text, hit_cap, scored = self._decode_trimmed(samples, language, scores=True)
+        decoded = self._decode_trimmed(samples, language, scores=True)
         tokenizer = self._tokenizer(language)
         return ScoredTranscript(
-            text, words_of(scored, tokenizer.decode), trusted=_rejection(text, hit_cap, samples) is None
+            decoded.text,
+            words_of(decoded.scored, tokenizer.decode),
+            trusted=_rejection(decoded.text, decoded.hit_cap, samples) is None,
         )
 
     def _decode_trimmed(
-        self, piece: np.ndarray, language: str, scores: bool = False
-    ) -> tuple[str, bool, list[tuple[int, float]]]:
-        """Greedy decode of ``piece`` + padding; returns (text, whether it stopped at the token cap,
-        and with ``scores`` each text token with its probability)."""
+        self, piece: np.ndarray, language: str, scores: bool = False, repetition_penalty: float = 1.0
+    ) -> Decoded:
+        """Greedy decode of ``piece`` + padding (``repetition_penalty`` > 1 discourages tokens
+        already chosen); with ``scores`` each text token also comes with its probability."""
         from faster_whisper.transcribe import get_suppressed_tokens
 
         duration_s = piece.size / SAMPLE_RATE
@@ -223,16 +247,19 @@ class WhisperSpeechToText:
             max_length=min(len(prompt) + budget, self._model.max_length),
             suppress_blank=True,
             suppress_tokens=list(get_suppressed_tokens(tokenizer, [-1]) or []),
+            repetition_penalty=repetition_penalty,
             return_logits_vocab=scores,
         )[0]
         sequence = result.sequences_ids[0]
         tokens = [t for t in sequence if t < tokenizer.eot]
         scored = _token_probabilities(sequence, result.logits[0], tokenizer.eot) if scores else []
         hit_cap = len(sequence) >= budget
-        if self.min_word_probability <= 0 or not tokens:
-            return tokenizer.decode(tokens).strip(), hit_cap, scored
+        text = tokenizer.decode(tokens).strip()
+        if self.min_word_probability <= 0 or not tokens or scores:
+            return Decoded(text, hit_cap, scored, text)
         alignment = self._model.find_alignment(tokenizer, [tokens], encoder_output, content_frames)[0]
-        return self._likely_words([(w["word"], float(w["probability"])) for w in alignment]), hit_cap, scored
+        likely = self._likely_words([(w["word"], float(w["probability"])) for w in alignment])
+        return Decoded(text, hit_cap, scored, likely)
 
     def _tokenizer(self, language: str) -> Any:
         from faster_whisper.tokenizer import Tokenizer
@@ -249,6 +276,18 @@ class WhisperSpeechToText:
                 )
                 self._tokenizers[language] = tokenizer
             return tokenizer
+
+
+class Decoded(NamedTuple):
+    """One trimmed decode: ``text`` as decoded (what the loop and cap checks judge), ``hit_cap``
+    (it stopped at the token budget), ``scored`` (each text token with its probability, when asked
+    for) and ``likely``, the text without the words under ``min_word_probability`` (the text when
+    the filter is off, or for a scored probe decode)."""
+
+    text: str
+    hit_cap: bool
+    scored: list[tuple[int, float]]
+    likely: str
 
 
 def _token_probabilities(sequence: list[int], logits: list[Any], eot: int) -> list[tuple[int, float]]:

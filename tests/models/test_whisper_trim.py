@@ -14,6 +14,7 @@ from gateway.models.whisper import (
     MAX_PIECE_S,
     TRIM_MIN_WINDOW_S,
     TRIM_PADDING_S,
+    Decoded,
     WhisperSpeechToText,
     clearly_voiced,
     compression_ratio,
@@ -129,7 +130,7 @@ def test_repetitive_output_falls_back_to_the_full_window(
 ) -> None:
     audio = as_turn(speak(tts, "Ten of clubs."))
     looping = "ten of clubs ten of clubs ten of clubs ten of"
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: (looping, False, []))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, **_: Decoded(looping, False, [], looping))
     before = stt.fallbacks
     text = stt.transcribe(audio)
     assert stt.fallbacks == before + 1
@@ -141,7 +142,9 @@ def test_decode_cut_at_the_token_cap_falls_back(
     stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     audio = as_turn(speak(tts, "Yes."))
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: ("yes yes yes", True, []))
+    monkeypatch.setattr(
+        stt, "_decode_trimmed", lambda piece, language, **_: Decoded("yes yes yes", True, [], "yes yes yes")
+    )
     before = stt.fallbacks
     stt.transcribe(audio)
     assert stt.fallbacks == before + 1
@@ -151,7 +154,7 @@ def test_empty_decode_of_voiced_audio_falls_back_but_silence_is_empty(
     stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     voiced = as_turn(speak(tts, QUESTION))
-    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, scores=False: ("", False, []))
+    monkeypatch.setattr(stt, "_decode_trimmed", lambda piece, language, **_: Decoded("", False, [], ""))
     before = stt.fallbacks
     heard = stt.transcribe(voiced)
     assert overlap(QUESTION, heard) >= 0.8, heard  # the 30 s window heard it (a word may go)
