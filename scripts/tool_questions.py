@@ -2,7 +2,8 @@
 styles, and three sets of typed questions kept apart.
 
 - ``TUNING``: what the call decision (its prompt and threshold) was tuned on. Tools and wording of
-  their own: no weather, no table booking, no question of the other sets.
+  their own: no weather, no table booking, no question of the other sets. 38 questions, grown by
+  ``TUNING_HARD`` (16: knowledge on a tool's subject, live data or an action asked indirectly).
 - ``BENCH``: 48 held-out questions (tool / no tool / which tool; 1 to 4 tools each), run under
   every instruction style of ``STYLES``; never tuned on.
 - ``PROBE``: 12 held-out questions of the kind an app reported (plain instructions, ``get_weather``
@@ -369,3 +370,34 @@ FRESH: list[Question] = [
         ],
     ),
 ]
+# Grown 2026-12-04 (second round, before tuning on them): knowledge questions on a tool's subject,
+# live data or an action asked indirectly. TUNING's own tools; no question of the other sets.
+TUNING_HARD: list[Question] = [
+    *_group(
+        STOCK_TAXI_FLIGHT,
+        [
+            ("Should I sell my Nvidia shares at today's price?", "get_stock_price", "nvda"),
+            ("Will my flight LH 400 leave on time today?", "check_flight", "400"),
+            ("I'll need a ride to the train station in twenty minutes.", "order_taxi", "station"),
+            ("Who founded Tesla?", None, ""),
+            ("How long is a flight from London to New York?", None, ""),
+            ("How much should I tip a taxi driver?", None, ""),
+            ("What does a stock split mean?", None, ""),
+        ],
+    ),
+    *_group(
+        HOME4,
+        [
+            ("I'm in the mood for something classical.", "play_music", "classical"),
+            ("I can't see a thing in the hallway.", "turn_on_lights", "hallway"),
+            ("Remember that we need coffee.", "add_to_shopping_list", "coffee"),
+            ("What's thank you in Japanese?", "translate_text", "japanese"),
+            ("Who sang Hey Jude?", None, ""),
+            ("Why do LED bulbs last longer?", None, ""),
+            ("What language do they speak in Brazil?", None, ""),
+            ("What goes into pancake batter?", None, ""),
+            ("How many strings does a violin have?", None, ""),
+        ],
+    ),
+]
+TUNING.extend(TUNING_HARD)
