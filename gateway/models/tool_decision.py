@@ -14,10 +14,10 @@ tools, so no tool syntax or schema text can be recited.
 After a tool's output (``function_call_output``) the same step decides again, on the caller's
 request and the calls made for it so far with their outputs (:func:`chain_since_request`): another
 call (a chained call: the output names what the next one needs) or the answer in words. A chain is
-bounded: at most :data:`MAX_CHAIN_CALLS` calls answer one request, and a call identical to one the
-chain already made (same name and arguments, :func:`repeats`) is answered in words instead
-(Qwen2.5-Coder-1.5B, asked again after ``get_weather(Paris)``'s output, wrote the call once more
-with a unit added).
+bounded: at most :data:`MAX_CHAIN_CALLS` calls answer one request, and a call that repeats one the
+chain already made (same name, the earlier arguments unchanged: :func:`repeats`) is answered in
+words instead (Qwen2.5-Coder-1.5B, asked again after ``get_weather(Paris)``'s output, wrote the
+call once more with a unit added).
 
 ``tool_choice`` keeps OpenAI's meaning (Realtime ``session.tool_choice``, Chat Completions
 ``tool_choice``): "auto" decides as above, "required" picks the likeliest tool (no ``none``), a

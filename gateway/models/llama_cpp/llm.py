@@ -342,12 +342,14 @@ class _Run:
                 return Generation("", 0, self.stop_reason() or "cancelled")
             self.call_probability = decision.call_probability
             tools = [t for t in tools if t.name == decision.tool]
+        may_call = len(chain) < MAX_CHAIN_CALLS
         if tools:
             called = self.make_call(messages, tools)
             if choice != "auto" or not called.tool_calls or not repeats(called.tool_calls[0], chain):
                 return called
             log.debug("tool call %s repeats the chain's: answered in words", called.tool_calls[0].name)
-        return self.words(messages, on_text)
+            may_call = False
+        return self.words(messages, on_text, may_call)
 
     def make_call(self, messages: list[ChatMessage], tools: list) -> Generation:
         """The call of ``tools[0]`` (chosen): its arguments under its schema grammar, after the
@@ -358,14 +360,15 @@ class _Run:
             return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
         return self.call(prompt, logits, "", 0, tools)
 
-    def words(self, messages: list[ChatMessage], on_text: Callable[[str], None]) -> Generation:
-        """A reply in words, read from a prompt that lists no tools: none can be recited."""
+    def words(self, messages: list[ChatMessage], on_text: Callable[[str], None], may_call: bool) -> Generation:
+        """A reply in words, read from a prompt that lists no tools: none can be recited. A reply
+        that opens a call anyway becomes one only when ``may_call`` (not past the chain's bound)."""
         choice = self.options.tool_choice
         prompt = self.chat.prompt_tokens(messages, self.max_tokens, replace(self.options, tool_choice="none"))
         logits, self.cached = self.evaluate_kept(prompt, reuse_others=True)
         if logits is None:
             return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
-        names = allowed_tools(self.options.tools, choice)
+        names = allowed_tools(self.options.tools, choice) if may_call else []
         result = self.decode(prompt, logits, names, on_text)
         result.prompt_tokens, result.cached_tokens = len(prompt), self.cached
         return result
