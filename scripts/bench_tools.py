@@ -6,16 +6,19 @@ right one, and only then?
     .venv/bin/python scripts/bench_tools.py --direct        # straight through the LanguageModel interface
     .venv/bin/python scripts/bench_tools.py --decisions     # the call decision only (no reply generated)
     .venv/bin/python scripts/bench_tools.py --calibrate     # the decision's threshold, on the tuning set
+    .venv/bin/python scripts/bench_tools.py --fresh         # also the frozen FRESH set (measure it rarely)
 
 Questions (``scripts/tool_questions.py``): ``BENCH``, 48 held-out questions offered 1 to 4 tools each
 (tool / no tool / which tool), run under each instruction style of ``--styles`` (default: plain
 "You are a helpful assistant." and an app's own instructions); ``PROBE``, 12 held-out questions under
 plain instructions with ``get_weather`` and ``book_table``; ``TUNING``, the questions (with tools and
 app instructions of their own) that the decision's prompt and threshold were tuned on
-(``--calibrate`` prints accuracy per threshold there). By default a gateway is started in this
-process on the configured engine (``VG_*`` variables apply), one Realtime call is placed per style
-with its instructions, and each question is one out-of-band text response (``conversation:
-"none"``, its own ``tools``, ``tool_choice: "auto"``), so the questions do not see each other.
+(``--calibrate`` prints accuracy per threshold there); ``FRESH`` (``--fresh``), 41 held-out
+questions with tools and instructions of their own, frozen before the last round of tuning. By
+default a gateway is started in this process on the configured engine (``VG_*`` variables apply),
+one Realtime call is placed per style with its instructions, and each question is one out-of-band
+text response (``conversation: "none"``, its own ``tools``, ``tool_choice: "auto"``), so the
+questions do not see each other.
 
 Prints one row per question, then per style: decision accuracy (the expected tool called, or none;
 target >= 95 %), calls where none was wanted, calls missed, wrong tool, arguments valid against the
@@ -42,7 +45,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from tool_questions import BENCH, PROBE, PROBE_INSTRUCTIONS, STYLES, TOOLS, TUNING, TUNING_STYLES, Question
+from tool_questions import (
+    BENCH,
+    FRESH,
+    FRESH_STYLES,
+    PROBE,
+    PROBE_INSTRUCTIONS,
+    STYLES,
+    TOOLS,
+    TUNING,
+    TUNING_STYLES,
+    Question,
+)
 
 OUTPUT_TOOLS = ("get_weather", "set_timer", "get_time", "convert_currency")
 RECITED = ("<tool", "</", '{"', "```", "parameters", "function")  # tool text a spoken reply must not hold
@@ -351,6 +365,7 @@ def summary(questions: list[Question], outcomes: list[Outcome]) -> dict[str, Any
         "s_tool": _median([o.seconds for q, o in calls]),
         "s_words": _median([o.seconds for q, o in words]),
         "decision_s": _median([o.decision_s for o in outcomes if o.decision_s is not None]),
+        "generated": any(o.text or o.arguments for o in outcomes),  # False: --decisions, nothing to check
     }
 
 
@@ -370,6 +385,8 @@ def style_table(results: dict[str, dict[str, Any]]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
+        if not r["generated"]:
+            r = {**r, "valid": "-", "calls": "-", "args_right": "-", "right_calls": "-", "recited": "-", "words": "-"}
         print(
             f"| {name} | {100 * r['right'] / r['n']:.1f}% ({r['right']}/{r['n']}) | {r['false_calls']} | {r['missed']} "
             f"| {r['wrong_tool']} | {r['valid']}/{r['calls']} | {r['args_right']}/{r['right_calls']} "
@@ -442,6 +459,7 @@ def main() -> int:
     )
     parser.add_argument("--max-tokens", type=int, default=40, help="cut replies in words at this many tokens")
     parser.add_argument("--no-outputs", action="store_true", help="skip the tool output round trips")
+    parser.add_argument("--fresh", action="store_true", help="also the frozen FRESH set (plain and app)")
     args = parser.parse_args()
     if args.calibrate:
         llm = load_engine()
@@ -452,6 +470,8 @@ def main() -> int:
         return 0
     runs = {f"bench / {s}": (BENCH, STYLES[s]) for s in args.styles.split(",")}
     runs["probe / plain"] = (PROBE, PROBE_INSTRUCTIONS)
+    if args.fresh:
+        runs.update({f"fresh / {s}": (FRESH, FRESH_STYLES[s]) for s in ("plain", "app")})
     answers: list[Outcome] = []
     if args.direct or args.decisions:
         llm = load_engine()
@@ -466,14 +486,16 @@ def main() -> int:
         rows(name, questions, outcomes)
         numbers[name] = summary(questions, outcomes)
     style_table(numbers)
-    tool_table(
-        [
+    for kind in ("bench", "fresh"):
+        pairs = [
             pair
             for (name, (qs, _)), outs in zip(runs.items(), results, strict=True)
-            if name.startswith("bench")
+            if name.startswith(kind)
             for pair in zip(qs, outs, strict=True)
         ]
-    )
+        if pairs:
+            print(f"\n{kind}, all styles:", end="")
+            tool_table(pairs)
     used = report_outputs(answers) if answers else 100.0
     good = all(r["right"] >= 0.95 * r["n"] for r in numbers.values()) and numbers["probe / plain"]["right"] >= 11
     return 0 if good and used == 100 else 1

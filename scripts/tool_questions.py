@@ -2,11 +2,15 @@
 styles, and three sets of typed questions kept apart.
 
 - ``TUNING``: what the call decision (its prompt and threshold) was tuned on. Tools and wording of
-  their own: no weather, no table booking, no question of the other sets.
+  their own: no weather, no table booking, no question of the other sets. 38 questions, grown by
+  ``TUNING_HARD`` (16: knowledge on a tool's subject, live data or an action asked indirectly).
 - ``BENCH``: 48 held-out questions (tool / no tool / which tool; 1 to 4 tools each), run under
   every instruction style of ``STYLES``; never tuned on.
 - ``PROBE``: 12 held-out questions of the kind an app reported (plain instructions, ``get_weather``
   and ``book_table``): 4 weather, 2 bookings, 6 to answer in words; never tuned on.
+- ``FRESH``: 41 held-out questions (17 need a tool) written (2026-12-04) before the second round of tuning, with
+  tools and app instructions (``FRESH_STYLES``) of their own; frozen: measured once per design
+  kept, at the end (see docs/BENCHMARKS.md for how many times it was looked at).
 
 A question's ``tool`` is the function it needs (None: answer in words) and ``expect`` a value its
 arguments must hold (lower-case text).
@@ -65,6 +69,26 @@ TOOLS: dict[str, dict[str, Any]] = {
         _tool("check_flight", "The status of a flight by its number.", {"flight_number": _S}),
         _tool("add_to_shopping_list", "Add an item to the shopping list.", {"item": _S}),
         _tool("translate_text", "Translate a phrase into another language.", {"text": _S, "language": _S}),
+        # Fresh only:
+        _tool(
+            "create_reminder",
+            "Create a reminder that alerts the user at a given time.",
+            {"text": _S, "time": {"type": "string", "description": "e.g. 08:30 or tomorrow 9am"}},
+        ),
+        _tool("get_news", "Get the latest news headlines on a topic.", {"topic": _S}),
+        _tool("track_parcel", "Look up where a parcel is by its tracking number.", {"tracking_number": _S}),
+        _tool(
+            "set_thermostat",
+            "Set the home heating to a temperature.",
+            {"degrees_c": {"type": "number", "description": "Target temperature in Celsius"}},
+        ),
+        _tool("lock_door", "Lock one of the doors of the house.", {"door": _S}),
+        _tool(
+            "find_train",
+            "The next train departures between two stations.",
+            {"from_station": _S, "to_station": _S},
+        ),
+        _tool("call_contact", "Start a phone call to someone in the contacts.", {"contact": _S}),
     ]
 }
 
@@ -76,6 +100,16 @@ STYLES: dict[str, Optional[str]] = {
         "You are Robin, the voice assistant of the Harbour Hotel. Greet guests warmly and keep answers short. "
         "You can check the weather, reserve tables at the hotel's restaurants, set timers, tell the time in other "
         "cities, convert money and send messages for guests."
+    ),
+    "none": "",
+    "gateway": None,
+}
+# Fresh styles: the same kinds, words of their own.
+FRESH_STYLES: dict[str, Optional[str]] = {
+    "plain": "You are a friendly assistant. Keep it short.",
+    "app": (
+        "You are Pip, the home assistant of the Alvarez family. Be warm and brief. You can set reminders, read "
+        "the news, track parcels, change the heating, lock doors, find trains and phone people for the family."
     ),
     "none": "",
     "gateway": None,
@@ -268,3 +302,102 @@ TUNING: list[Question] = [
         ],
     ),
 ]
+
+REMINDER = ("create_reminder",)
+NEWS_PARCEL = ("get_news", "track_parcel")
+HOUSE = ("set_thermostat", "lock_door", "create_reminder")
+ERRANDS = ("find_train", "call_contact", "get_news", "track_parcel")
+FRESH: list[Question] = [
+    *_group(
+        REMINDER,
+        [
+            ("Remind me to water the plants at six tonight.", "create_reminder", "plants"),
+            ("Don't let me forget the dentist tomorrow at nine.", "create_reminder", "dentist"),
+            ("How do I remember people's names better?", None, ""),
+            ("What rhymes with orange?", None, ""),
+            ("How long do elephants live?", None, ""),
+        ],
+    ),
+    *_group(
+        NEWS_PARCEL,
+        [
+            ("What's happening in the news about the election?", "get_news", "election"),
+            ("Any headlines on football today?", "get_news", "football"),
+            ("Where is my package 1Z999AA10123456784?", "track_parcel", "1z999aa10123456784"),
+            ("Can you check on parcel number JD0002245?", "track_parcel", "jd0002245"),
+            ("Who owns the New York Times?", None, ""),
+            ("How does a postal code work?", None, ""),
+            ("What's the plural of cactus?", None, ""),
+            ("Hey, how's it going?", None, ""),
+            ("Write me a short poem about rain.", None, ""),
+        ],
+    ),
+    *_group(
+        HOUSE,
+        [
+            ("Make it 21 degrees in here.", "set_thermostat", "21"),
+            ("Turn the heating down to eighteen.", "set_thermostat", "18"),
+            ("Lock the front door.", "lock_door", "front"),
+            ("Did I leave the garage unlocked? Lock it please.", "lock_door", "garage"),
+            ("Set a reminder to call grandma on Sunday at noon.", "create_reminder", "grandma"),
+            ("What temperature is best for sleeping?", None, ""),
+            ("Who invented the lock and key?", None, ""),
+            ("How do I bleed a radiator?", None, ""),
+            ("Is it cheaper to leave the heating on all day?", None, ""),
+            ("What's the difference between a deadbolt and a latch?", None, ""),
+            ("Goodnight, see you tomorrow.", None, ""),
+        ],
+    ),
+    *_group(
+        ERRANDS,
+        [
+            ("When's the next train from Leeds to York?", "find_train", "leeds"),
+            ("I need to get from Brighton to London Victoria, what trains are there?", "find_train", "brighton"),
+            ("Call my sister Ana.", "call_contact", "ana"),
+            ("Ring Dr. Patel for me.", "call_contact", "patel"),
+            ("What's new in science today?", "get_news", "science"),
+            ("Track parcel AB123456789GB.", "track_parcel", "ab123456789gb"),
+            ("How fast can a high speed train go?", None, ""),
+            ("Who invented the telephone?", None, ""),
+            ("What is a news anchor?", None, ""),
+            ("How many stations does the London Underground have?", None, ""),
+            ("What's seven times eight?", None, ""),
+            ("Can you suggest a name for my new puppy?", None, ""),
+            ("Why is the ocean salty?", None, ""),
+            ("Thanks, you've been a big help.", None, ""),
+            ("Tell me a joke about trains.", None, ""),
+            ("How do I say sorry to a friend?", None, ""),
+        ],
+    ),
+]
+# Grown 2026-12-04 (second round, before tuning on them): knowledge questions on a tool's subject,
+# live data or an action asked indirectly. TUNING's own tools; no question of the other sets.
+TUNING_HARD: list[Question] = [
+    *_group(
+        STOCK_TAXI_FLIGHT,
+        [
+            ("Should I sell my Nvidia shares at today's price?", "get_stock_price", "nvda"),
+            ("Will my flight LH 400 leave on time today?", "check_flight", "400"),
+            ("I'll need a ride to the train station in twenty minutes.", "order_taxi", "station"),
+            ("Who founded Tesla?", None, ""),
+            ("How long is a flight from London to New York?", None, ""),
+            ("How much should I tip a taxi driver?", None, ""),
+            ("What does a stock split mean?", None, ""),
+        ],
+    ),
+    *_group(
+        HOME4,
+        [
+            ("I'm in the mood for something classical.", "play_music", "classical"),
+            ("I can't see a thing in the hallway.", "turn_on_lights", "hallway"),
+            ("Remember that we need coffee.", "add_to_shopping_list", "coffee"),
+            ("What's thank you in Japanese?", "translate_text", "japanese"),
+            ("Who sang Hey Jude?", None, ""),
+            ("Why do LED bulbs last longer?", None, ""),
+            ("What language do they speak in Brazil?", None, ""),
+            ("What goes into pancake batter?", None, ""),
+            ("How many strings does a violin have?", None, ""),
+        ],
+    ),
+]
+TUNING.extend(TUNING_HARD)

@@ -11,8 +11,17 @@ import json
 import jsonschema
 import pytest
 
-from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet
-from gateway.models.tool_decision import WORDS, decide, decision_messages, option_names
+from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, ToolCall
+from gateway.models.tool_decision import (
+    MAX_CHAIN_CALLS,
+    WORDS,
+    Decision,
+    chain_since_request,
+    decide,
+    decision_messages,
+    option_names,
+    repeats,
+)
 
 PLAIN = ChatMessage("system", "You are a helpful assistant.")
 WEATHER = FunctionTool(
@@ -111,3 +120,95 @@ def test_none_and_named_choices_make_no_decision(models: ModelSet) -> None:
     messages = [PLAIN, ChatMessage("user", "What's the weather in Rome?")]
     for choice in ("none", "book_table"):
         assert models.llm.decide_tool(messages, GenerationOptions(tools=TOOLS, tool_choice=choice)) is None  # type: ignore[attr-defined]
+
+
+# ----- chained calls: after a tool output "auto" decides again -----
+CONTACT = FunctionTool(
+    "find_contact",
+    "Look up a contact's details: phone number and home city.",
+    {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+)
+ANA_CALL = ToolCall("call_ana", "find_contact", '{"name": "Ana"}')
+ANA = '{"name": "Ana", "relation": "sister", "city": "Porto", "phone": "+351 912 345 678"}'
+SISTER = [
+    PLAIN,
+    ChatMessage("user", "What's the weather like where my sister Ana lives?"),
+    ChatMessage("assistant", "", tool_calls=[ANA_CALL]),
+    ChatMessage("tool", ANA, tool_call_id="call_ana"),
+]
+PARIS_CALL = ToolCall("call_paris", "get_weather", '{"city": "Paris"}')
+PARIS = [
+    PLAIN,
+    ChatMessage("user", "What's the weather in Paris right now?"),
+    ChatMessage("assistant", "", tool_calls=[PARIS_CALL]),
+    ChatMessage("tool", '{"city": "Paris", "temperature_c": 18, "sky": "light rain"}', tool_call_id="call_paris"),
+]
+
+
+def test_the_decision_after_an_output_sees_the_request_and_the_calls_made_for_it() -> None:
+    earlier = [ChatMessage("user", "Hi"), ChatMessage("assistant", "", tool_calls=[PARIS_CALL])]
+    assert chain_since_request([*earlier, *SISTER[1:]]) == [(ANA_CALL, ANA)], "only calls since the last request"
+    system, user = decision_messages(SISTER, [CONTACT, WEATHER])
+    assert system.content == decision_messages(SISTER[:2], [CONTACT, WEATHER])[0].content, "one system turn"
+    assert user.content.startswith("What's the weather like where my sister Ana lives?")
+    assert 'find_contact({"name": "Ana"}) returned: {"name": "Ana"' in user.content and "Porto" in user.content
+    assert repeats(ToolCall("call_x", "find_contact", '{"name":"Ana"}'), chain_since_request(SISTER))
+    assert repeats(ToolCall("call_x", "find_contact", '{"name": "Ana", "field": "city"}'), chain_since_request(SISTER))
+    assert not repeats(ToolCall("call_x", "find_contact", '{"name": "Bo"}'), chain_since_request(SISTER))
+    assert not repeats(ToolCall("call_x", "get_weather", '{"name": "Ana"}'), chain_since_request(SISTER))
+
+
+def test_an_output_that_names_what_the_request_still_needs_gets_a_second_call(models: ModelSet) -> None:
+    """Failed before: the reply to a tool output under "auto" was always words."""
+    options = GenerationOptions(tools=[CONTACT, WEATHER], tool_choice="auto")
+    decision = models.llm.decide_tool(SISTER, options)  # type: ignore[attr-defined]
+    assert decision.tool == "get_weather", decision
+
+
+def test_an_output_that_answers_the_request_gets_words(models: ModelSet) -> None:
+    options = GenerationOptions(tools=[CONTACT, WEATHER], tool_choice="auto")
+    decision = models.llm.decide_tool(PARIS, options)  # type: ignore[attr-defined]
+    assert decision.tool is None, decision
+
+
+@pytest.mark.slow  # a decision, a constrained call (~10 tokens) and a reply in words
+def test_a_chained_call_takes_its_arguments_from_the_output_and_a_repeat_is_answered(models: ModelSet) -> None:
+    options = GenerationOptions(tools=[CONTACT, WEATHER], tool_choice="auto")
+    second = models.llm.generate(SISTER, 60, lambda: False, lambda piece: None, options)
+    assert [c.name for c in second.tool_calls] == ["get_weather"], second
+    assert json.loads(second.tool_calls[0].arguments)["city"].lower() == "porto", second
+    pieces: list[str] = []
+    chain = [*SISTER, ChatMessage("assistant", "", tool_calls=second.tool_calls)]
+    chain.append(
+        ChatMessage("tool", '{"temperature_c": 22, "sky": "sunny"}', tool_call_id=second.tool_calls[0].call_id)
+    )
+    answer = models.llm.generate(chain, 40, lambda: False, pieces.append, options)
+    assert not answer.tool_calls and "22" in answer.text, answer
+    assert not any(mark in answer.text.lower() for mark in TOOL_TEXT), answer.text
+
+
+@pytest.mark.slow  # a constrained call and a reply in words
+def test_a_call_repeating_the_chain_is_answered_in_words(models: ModelSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision is forced to call ``get_weather`` again after its Paris output; the real model
+    then writes the same call, which the chain already made: the caller gets words instead."""
+    import gateway.models.llama_cpp.llm as engine_module
+
+    monkeypatch.setattr(engine_module, "decide", lambda scores, threshold: Decision("get_weather", 1.0, scores))
+    pieces: list[str] = []
+    result = models.llm.generate(PARIS, 40, lambda: False, pieces.append, GenerationOptions(tools=TOOLS))
+    assert not result.tool_calls and "18" in result.text and "".join(pieces) == result.text, result
+
+
+def test_a_chain_stops_calling_after_its_bound(models: ModelSet) -> None:
+    calls = [ToolCall(f"call_{i}", "get_weather", json.dumps({"city": c})) for i, c in enumerate(CITIES)]
+    messages = [PLAIN, ChatMessage("user", "What's the weather in " + ", ".join(CITIES) + " and Oslo?")]
+    for call in calls:
+        messages += [
+            ChatMessage("assistant", "", tool_calls=[call]),
+            ChatMessage("tool", "{}", tool_call_id=call.call_id),
+        ]
+    result = models.llm.generate(messages, 8, lambda: False, lambda piece: None, GenerationOptions(tools=TOOLS))
+    assert not result.tool_calls and result.text.strip(), result
+
+
+CITIES = ["Rome", "Madrid", "Berlin", "Vienna"][:MAX_CHAIN_CALLS]

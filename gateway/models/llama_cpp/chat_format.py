@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gateway.models.base import ChatMessage, GenerationOptions, LanguageModelError
+from gateway.models.base import TOOL_CHOICES, ChatMessage, GenerationOptions, LanguageModelError
 from gateway.models.llama_cpp.prompt_fit import fit_messages
 from gateway.models.llama_cpp.state_cache import common_prefix
 from gateway.models.tool_calls import (
@@ -70,9 +70,12 @@ class ChatFormat:
     # ----- prompt -----
 
     def render(self, messages: list[ChatMessage], options: GenerationOptions) -> str:
-        """The prompt text for ``messages`` (and the tools ``options`` allows) in the model's template."""
+        """The prompt text for ``messages`` (and the tools ``options`` allows) in the model's template;
+        a tool output at the end is followed by the cue to answer it (``cue_answer``) unless
+        ``options`` name the function whose call follows (a chained call)."""
         tools = allowed_tools(options.tools, options.tool_choice)
-        messages = cue_answer(messages)
+        if options.tool_choice in TOOL_CHOICES:  # a named function: a call follows, not words
+            messages = cue_answer(messages)
         if tools and not self._template_tools:
             messages = flatten_for_plain_template(messages)
             if messages and messages[0].role == "system":

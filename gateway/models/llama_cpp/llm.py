@@ -25,10 +25,11 @@ One generation, on its leased KV sequence:
    (:mod:`gateway.models.tool_decision`): a prompt of its own (the tools' names and descriptions,
    the caller's last message) is read on the turn's sequence and each option (``none``, each name)
    scored by its log-probability (``option_scores``); a tool named by ``tool_choice`` is called
-   without deciding. A call is generated as a bare call object after the prompt listing only that
-   tool, under the grammar of its JSON schema (``LlamaGrammar.from_json_schema``,
-   ``grammar_sampler``); call text is never streamed. A reply in words (and the reply to a tool
-   output under "auto") is read from a prompt that lists no tools, so it cannot recite them.
+   without deciding. After a tool output "auto" decides again (a chained call or the answer;
+   bounded, see ``tool_decision``). A call is generated as a bare call object after the prompt
+   listing only that tool, under the grammar of its JSON schema (``LlamaGrammar.from_json_schema``,
+   ``grammar_sampler``); call text is never streamed. A reply in words is read from a prompt that
+   lists no tools, so it cannot recite them.
 
 Threads, per step (``threads``, :class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` (2) for a
 lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
@@ -79,7 +80,16 @@ from gateway.models.tool_calls import (
     new_call_id,
     parse_call,
 )
-from gateway.models.tool_decision import CALL_THRESHOLD, Decision, decide, decision_messages, option_names
+from gateway.models.tool_decision import (
+    CALL_THRESHOLD,
+    MAX_CHAIN_CALLS,
+    Decision,
+    chain_since_request,
+    decide,
+    decision_messages,
+    option_names,
+    repeats,
+)
 
 log = logging.getLogger(__name__)
 
@@ -263,11 +273,6 @@ class _Warms:
         return all(warm.done for warm in self._warms)
 
 
-def _after_output(messages: list[ChatMessage]) -> bool:
-    """True when the last message is a tool output (its answer is said in words)."""
-    return bool(messages) and messages[-1].role == "tool"
-
-
 class _Run:
     """One generation on its leased KV sequence: prompt, decode, maybe a constrained call."""
 
@@ -328,23 +333,42 @@ class _Run:
     def execute(self, messages: list[ChatMessage], on_text: Callable[[str], None]) -> Generation:
         tools = allowed_tools(self.options.tools, self.options.tool_choice)
         choice = self.options.tool_choice
-        if tools and choice in ("auto", "required") and not (choice == "auto" and _after_output(messages)):
+        chain = chain_since_request(messages)
+        if choice == "auto" and len(chain) >= MAX_CHAIN_CALLS:
+            tools = []  # the chain is long enough: its outputs are answered in words
+        if tools and choice in ("auto", "required"):
             decision = self.decide(messages, tools, choice)
             if decision is None:
                 return Generation("", 0, self.stop_reason() or "cancelled")
             self.call_probability = decision.call_probability
             tools = [t for t in tools if t.name == decision.tool]
-        elif choice == "auto":
-            tools = []  # the reply to a tool output is said in words
-        # A reply in words is read from a prompt that lists no tools: none can be recited.
-        prompt_options = replace(self.options, tool_choice=tools[0].name if tools else "none")
-        prompt = self.chat.prompt_tokens(messages, self.max_tokens, prompt_options)
+        may_call = len(chain) < MAX_CHAIN_CALLS
+        if tools:
+            called = self.make_call(messages, tools)
+            if choice != "auto" or not called.tool_calls or not repeats(called.tool_calls[0], chain):
+                return called
+            log.debug("tool call %s repeats the chain's: answered in words", called.tool_calls[0].name)
+            may_call = False
+        return self.words(messages, on_text, may_call)
+
+    def make_call(self, messages: list[ChatMessage], tools: list) -> Generation:
+        """The call of ``tools[0]`` (chosen): its arguments under its schema grammar, after the
+        prompt that lists only it."""
+        prompt = self.chat.prompt_tokens(messages, self.max_tokens, replace(self.options, tool_choice=tools[0].name))
         logits, self.cached = self.evaluate_kept(prompt, reuse_others=True)
         if logits is None:
             return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
-        if tools:
-            return self.call(prompt, logits, "", 0, tools)
-        names = allowed_tools(self.options.tools, choice)
+        return self.call(prompt, logits, "", 0, tools)
+
+    def words(self, messages: list[ChatMessage], on_text: Callable[[str], None], may_call: bool) -> Generation:
+        """A reply in words, read from a prompt that lists no tools: none can be recited. A reply
+        that opens a call anyway becomes one only when ``may_call`` (not past the chain's bound)."""
+        choice = self.options.tool_choice
+        prompt = self.chat.prompt_tokens(messages, self.max_tokens, replace(self.options, tool_choice="none"))
+        logits, self.cached = self.evaluate_kept(prompt, reuse_others=True)
+        if logits is None:
+            return Generation("", 0, self.stop_reason() or "cancelled", prompt_tokens=len(prompt))
+        names = allowed_tools(self.options.tools, choice) if may_call else []
         result = self.decode(prompt, logits, names, on_text)
         result.prompt_tokens, result.cached_tokens = len(prompt), self.cached
         return result
