@@ -270,6 +270,7 @@ class Verdict(enum.Enum):
     """:func:`judge`'s answer."""
 
     BACKCHANNEL = "backchannel"  # listening: the answer goes on
+    SHAPED = "shaped"  # words off the list, of a backchannel's shape: the answer goes on once the turn ended
     TURN = "turn"  # asks for the turn: the answer stops
     UNDECIDED = "undecided"  # not yet: the caller is still speaking
 
@@ -288,13 +289,13 @@ def judge(
     ``voiced_ms`` the voiced speech so far (its onset to its last voiced chunk, ms); ``question``
     the transcript has a "?". While the caller speaks: TURN on a cue word (:data:`CUE_SURE`, or
     unsure past :data:`UNSURE_CUE_MS`), or on sure words off the list that no backchannel has
-    (:data:`SURE_WORDS` different ones, or any past :data:`SHAPE_MAX_MS`); else
-    UNDECIDED (hear more). Once the speech is over: TURN on a cue word (unsure ones past
-    :data:`UNSURE_CUE_MS`), a question, or words off the list unlike a
-    backchannel's shape (more different ones than :data:`SHAPE_MAX_WORDS` above Whisper's noise
-    guesses, :data:`NOISE_PROBABILITY`, or past :data:`SHAPE_MAX_MS`), however unsure; else
-    BACKCHANNEL. Words are counted whole ("O-I-C" is one) and a word repeated ("Hoyas Hoyas")
-    once: repeating is a backchannel's shape."""
+    (:data:`SURE_WORDS` different ones, or any past :data:`SHAPE_MAX_MS`); else UNDECIDED (hear
+    more). Once the speech is over: TURN on a cue word (unsure ones past :data:`UNSURE_CUE_MS`), a
+    question, or words off the list unlike a backchannel's shape (more different ones than
+    :data:`SHAPE_MAX_WORDS` above Whisper's noise guesses, :data:`NOISE_PROBABILITY`, or past
+    :data:`SHAPE_MAX_MS`), however unsure; else SHAPED (words off the list of a backchannel's
+    shape) or BACKCHANNEL (none off the list). Words are counted whole ("O-I-C" is one) and a
+    word repeated ("Hoyas Hoyas") once: repeating is a backchannel's shape."""
     table = _table(language)
     off = _off_list(words, table)
 
@@ -318,7 +319,7 @@ def judge(
         return Verdict.TURN, cues
     if heard and (question or len({h.word for h in heard}) > SHAPE_MAX_WORDS or voiced_ms > SHAPE_MAX_MS):
         return Verdict.TURN, [h.piece for h in heard]
-    return Verdict.BACKCHANNEL, []
+    return (Verdict.SHAPED if heard else Verdict.BACKCHANNEL), []
 
 
 def _sound_at(forms: list[str], start: int, table: Backchannels) -> int:

@@ -15,10 +15,11 @@ known:
 - words that ask for the turn (``gateway.pipeline.backchannels.judge``: a cue word such as "wait"
   or "what" the decoder is sure of, or two different sure words off the backchannel list), at
   least ``min_interruption_words`` of them -> **interrupt**, at once, even mid-speech;
-- the speech over (a pause, or the end of the turn): its words all backchannels, sounds or noise,
-  or few short words off the list with no cue and no question (a backchannel Whisper spelled as
-  other words) -> **resume**; anything else -> **interrupt**, unsure words included (an unsure
-  "Wait" under the assistant's echo is still no backchannel);
+- the speech over (a pause, or the end of the turn): its words all backchannels, sounds or noise
+  -> **resume**; few short words off the list with no cue and no question (a backchannel Whisper
+  spelled as other words) -> **resume** once the turn ended (at a pause the caller may go on:
+  "Hold on, what about tomorrow?" paused after an unsure "Hold on"); anything else -> **interrupt**,
+  unsure words included (an unsure "Wait" under the assistant's echo is still no backchannel);
 - a probe whose decode Whisper does not trust (it looped, hit its token cap, or heard nothing in
   clearly voiced audio: ``ScoredTranscript.trusted``) decides nothing: the next probe, the length
   or the timeout does;
@@ -99,6 +100,7 @@ class _Held:
     voiced_after_probe: bool = False
     probed_this_pause: bool = False
     settled: bool = False  # the last answer, covering all the speech, was decided
+    shaped: bool = False  # it was words of a backchannel's shape at a pause: the turn's end decides
     ended: bool = False  # the VAD ended the turn (its commit is held)
 
 
@@ -197,7 +199,7 @@ class BargeInDecider:
         held = self._held
         assert held is not None
         timeout = held.rules.false_interruption_timeout_ms * (3 if held.in_flight else 1)
-        if held.paused and self._ms(position - held.start) >= timeout:
+        if held.paused and not (held.shaped and not held.ended) and self._ms(position - held.start) >= timeout:
             held.paused = False  # no decision in time: a false interruption, the reply goes on
             return Action.RESUME
         return Action.NONE
@@ -210,6 +212,7 @@ class BargeInDecider:
             held.answered = False
             held.voiced_after_probe = False
             held.settled = False
+            held.shaped = False
 
     def turn_ended(self) -> Action:
         """The VAD ended the held turn (its commit waits). A turn never probed, or with speech after
@@ -251,6 +254,10 @@ class BargeInDecider:
         return self._next_probe(held, self._position)
 
     def _interrupts(self, held: _Held, complete: bool) -> bool:
+        return self._judge(held, complete) is Verdict.TURN
+
+    def _judge(self, held: _Held, complete: bool) -> Verdict:
+        """The word test's verdict (``backchannels.judge``); TURN only with ``min_interruption_words``."""
         verdict, words = judge(
             held.words,
             held.rules.language,
@@ -258,15 +265,21 @@ class BargeInDecider:
             voiced_ms=self._ms(held.voiced_end - held.start),
             question="?" in held.transcript,
         )
-        return verdict is Verdict.TURN and len(words) >= held.rules.min_interruption_words
+        if verdict is Verdict.TURN and len(words) < held.rules.min_interruption_words:
+            return Verdict.SHAPED
+        return verdict
 
     def _decide(self) -> Action:
         """The last answer covers all the speech: interrupt, or resume (drop it once ended)."""
         held = self._held
         assert held is not None
         held.settled = True
-        if self._interrupts(held, complete=True):
+        verdict = self._judge(held, complete=True)
+        if verdict is Verdict.TURN:
             return Action.INTERRUPT
+        if verdict is Verdict.SHAPED and not held.ended and held.paused:
+            held.shaped = True  # resumed once the turn ends (turn_ended decides again)
+            return Action.NONE
         was_paused, held.paused = held.paused, False
         if held.ended:
             return Action.RESUME  # the stage drops the held turn

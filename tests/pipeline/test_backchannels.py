@@ -90,7 +90,8 @@ def test_canonical_form_writes_each_run_of_a_letter_once() -> None:
 def test_few_short_words_off_the_list_are_a_backchannel_by_their_shape(
     heard: list[HeardWord], voiced_ms: float
 ) -> None:
-    assert judge(heard, voiced_ms=voiced_ms) == (Verdict.BACKCHANNEL, [])
+    shaped = any(word.probability >= 0.2 for word in heard)  # else all noise guesses: nothing off the list
+    assert judge(heard, voiced_ms=voiced_ms) == (Verdict.SHAPED if shaped else Verdict.BACKCHANNEL, [])
 
 
 @pytest.mark.parametrize(

@@ -180,7 +180,8 @@ def test_few_short_words_off_the_list_are_a_backchannel_but_a_cue_or_a_question_
     # Backchannels Whisper spells as other words it is fairly sure of ("Oh, I see" -> "Always").
     decider = BargeInDecider(RATE)
     ended_turn(decider)
-    assert decider.heard(1, "Always.", (HeardWord("Always", 0.7),)) is Action.RESUME
+    assert decider.heard(1, "Always.", (HeardWord("Always", 0.7),)) is Action.NONE  # at a pause: wait
+    assert decider.turn_ended() is Action.RESUME
     for heard in ("Paris?", "Stop please.", "Go forward ten meters.", "Hold on."):
         decider = BargeInDecider(RATE)
         ended_turn(decider)
@@ -201,3 +202,26 @@ def test_a_looping_probe_under_the_reply_interrupts_nothing_and_the_timeout_resu
     assert not chain.ctx.of(SpeechStarted)
     [decided] = chain.ctx.of(BargeInDecided)
     assert decided.decision == "resumed" and not chain.ctx.paused
+
+
+def test_words_of_a_backchannels_shape_at_a_pause_resume_only_once_the_turn_ended() -> None:
+    # "Hold on, what about tomorrow?": at the comma Whisper heard "Hold on" with "Hold" unsure (a
+    # backchannel's shape). Before, the answer resumed there, and the caller went on talking over it.
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules())
+    chunks(decider, 0, [True] * 14 + [False] * 3)
+    decider.probe_sent(1, 512 * 17)
+    assert decider.heard(1, "Hold on,", (HeardWord("Hold", 0.45), HeardWord("on", 0.9))) is Action.NONE
+    assert decider.paused and Action.RESUME not in chunks(decider, 512 * 17, [False] * 30)
+    assert decider.turn_ended() is Action.RESUME  # nothing more was said: a backchannel after all
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules())
+    assert decider.heard(0, "") is Action.NONE
+    decider.begin(0, BargeInRules())
+    chunks(decider, 0, [True] * 14 + [False] * 3)
+    decider.probe_sent(1, 512 * 17)
+    assert decider.heard(1, "Hold on,", (HeardWord("Hold", 0.45), HeardWord("on", 0.9))) is Action.NONE
+    chunks(decider, 512 * 17, [True] * 10 + [False] * 3)
+    decider.probe_sent(2, 512 * 30)
+    heard = (HeardWord("Hold", 0.45), HeardWord("on", 0.9), HeardWord("what", 0.9), HeardWord("about", 0.8))
+    assert decider.heard(2, "Hold on, what about", heard) is Action.INTERRUPT
