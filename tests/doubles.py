@@ -19,6 +19,7 @@ from gateway.models.base import (
     FunctionTool,
     Generation,
     GenerationOptions,
+    HeardWord,
     LanguageModel,
     ScoredTranscript,
     SpeechToText,
@@ -346,6 +347,15 @@ class ScriptedSttDouble:
         return self.text
 
 
+class UntrustedSttDouble(ScriptedSttDouble):
+    """A word-scoring engine whose quick decode of any audio is ``text``, every word sure, and marked
+    untrusted (as Whisper marks a decode that looped); its full transcript is ``text`` too."""
+
+    def transcribe_words(self, audio: np.ndarray, language: str = "en") -> ScoredTranscript:
+        self.calls.append(audio.size)
+        return ScoredTranscript(self.text, tuple(HeardWord(word) for word in self.text.split()), trusted=False)
+
+
 class SttDouble:
     """Names the voiced segments of the audio it is given, in order: two segments -> "one two"."""
 
@@ -394,7 +404,11 @@ class ContextDouble:
         self.paused = False
 
     def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
-        self.heard.append(BargeInHeard(call_id, speculation=speculation, transcript=heard.text, words=heard.words))
+        self.heard.append(
+            BargeInHeard(
+                call_id, speculation=speculation, transcript=heard.text, words=heard.words, trusted=heard.trusted
+            )
+        )
 
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
         return self.echo

@@ -16,10 +16,22 @@ Whisper's guesses at a sound it does not know are unsure words ("Chair", "Xion")
 is still speaking, the last word may be a cut-off piece of a longer one and needs more
 (``trailing_probability``); a last word that begins a backchannel phrase ("I" of "I see") does not
 count. Words Whisper writes for noise or breath ("you", "bye") never count.
+
+Beyond the list, :func:`judge` decides by the *shape* of what was heard, for the backchannels Whisper
+writes as other words it may be sure of ("Always" for "Oh, I see", "I made" for "Mhm, right"):
+words off the list are a backchannel still when they are few (:data:`SHAPE_MAX_WORDS` different
+words above Whisper's noise guesses), the voiced speech short (:data:`SHAPE_MAX_MS`), with no
+question mark and no *cue*: a word that asks for the turn in any sentence (negation, stop, a
+question word or auxiliary, an apology or "but", a number; ``Backchannels.cues``, English only). A
+cue counts even when unsure once the speech is long enough ("Wait" at p 0.35 under the assistant's
+echo): unsure words that are neither a backchannel nor of its shape never keep the answer going.
+The shape rule was designed on the corpus's tuning, held-out and first fresh sets
+(``scripts/bargein_corpus.py``) and judged once on its second fresh set (``docs/BENCHMARKS.md``).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -31,6 +43,18 @@ from gateway.models.base import HeardWord
 # The word a probe needs to be sure of to count it, 0..1; the last word of speech still going on.
 MIN_PROBABILITY = 0.4
 TRAILING_PROBABILITY = 0.6
+# A cue word counts from CUE_SURE; from NOISE_PROBABILITY (Whisper's guesses at a noise are below
+# it) once UNSURE_CUE_MS of speech were voiced, as long as it is not the last word of speech still
+# going on (a one-syllable backchannel is short: "Right." heard as "Wait" at 0.39, 490 ms).
+CUE_SURE = 0.5
+NOISE_PROBABILITY = 0.2
+UNSURE_CUE_MS = 600
+# The shape of a backchannel off the list: at most this many words off it, this much voiced speech (ms).
+SHAPE_MAX_WORDS = 2
+SHAPE_MAX_MS = 1300
+# Different sure words off the list that interrupt speech still going on (a backchannel Whisper
+# misspells is mostly one sure word: "Always", "Yasuo").
+SURE_WORDS = 2
 
 # Sounds of listening, matched on the canonical form (lower case letters, runs written once).
 VOCABLES = re.compile(
@@ -88,6 +112,12 @@ class Backchannels:
     words: tuple[str, ...]
     phrases: tuple[str, ...] = ()
     noise: tuple[str, ...] = ()
+    cues: tuple[str, ...] = ()
+
+    @cached_property
+    def cue_forms(self) -> frozenset[str]:
+        """Words that ask for the turn in any sentence, canonical (:func:`judge`)."""
+        return frozenset(canonical(word) for word in self.cues)
 
     @cached_property
     def word_forms(self) -> frozenset[str]:
@@ -118,6 +148,13 @@ ENGLISH = Backchannels(
         "uh huh", "mm hmm", "oh okay", "oh yeah", "oh right", "oh i see",
     ),
     noise=("you", "bye", "thanks"),
+    cues=(
+        "no", "not", "never", "nope", "nothing", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't",
+        "can't", "cannot", "won't", "wouldn't", "shouldn't", "stop", "wait", "hold", "hang", "pause", "enough",
+        "quiet", "shut", "what", "who", "whom", "whose", "where", "when", "why", "how", "which", "can", "could",
+        "would", "will", "should", "shall", "may", "might", "do", "does", "did", "is", "are", "was", "sorry",
+        "excuse", "pardon", "actually", "but", "however", "hey", "listen", "instead",
+    ),
 )  # fmt: skip
 LANGUAGES: dict[str, Backchannels] = {
     "en": ENGLISH,
@@ -161,6 +198,43 @@ def _is_backchannel_word(form: str, table: Backchannels) -> bool:
     return any(_near(form, listed) for listed in table.word_forms if len(listed) >= 4)
 
 
+def _table(language: str) -> Backchannels:
+    return LANGUAGES.get(language.split("-")[0].lower(), ENGLISH)
+
+
+@dataclass(frozen=True)
+class _Heard:
+    """One piece of a word off the list: its text, canonical form, probability, whether it is the
+    last piece heard, and its whole word's canonical form."""
+
+    piece: str
+    form: str
+    probability: float
+    last: bool
+    word: str  # the canonical form of the whole word it is a piece of ("oic" for "O-I-C")
+
+
+def _off_list(words: Sequence[HeardWord] | str, table: Backchannels) -> list[_Heard]:
+    """The pieces of ``words`` that are no backchannel word, phrase, sound or noise, in order."""
+    if isinstance(words, str):
+        words = [HeardWord(word) for word in words.split()]
+    pieces = [(piece, word.probability, canonical(word.text)) for word in words for piece in split_words(word.text)]
+    forms = [canonical(piece[0]) for piece in pieces]
+    left: list[_Heard] = []
+    index = 0
+    while index < len(pieces):
+        span = _phrase_at(forms, index, table) or _sound_at(forms, index, table)
+        if span:
+            index += span
+            continue
+        form = forms[index]
+        if form and not _is_backchannel_word(form, table):
+            piece, probability, whole = pieces[index]
+            left.append(_Heard(piece, form, probability, index == len(pieces) - 1, whole))
+        index += 1
+    return left
+
+
 def interrupting_words(
     words: Sequence[HeardWord] | str,
     language: str = "en",
@@ -175,29 +249,77 @@ def interrupting_words(
     caller is still speaking): the last word must be surer (``trailing_probability``). A last word
     that begins a backchannel phrase ("I", "got") never counts. ``language``: an ISO 639-1 code;
     one without a list uses English's (the sounds are the same)."""
-    if isinstance(words, str):
-        words = [HeardWord(word) for word in words.split()]
-    table = LANGUAGES.get(language.split("-")[0].lower(), ENGLISH)
+    table = _table(language)
     sure = MIN_PROBABILITY if min_probability is None else min_probability
     surer = TRAILING_PROBABILITY if trailing_probability is None else trailing_probability
-    pieces = [(piece, word.probability) for word in words for piece in split_words(word.text)]
-    forms = [canonical(piece) for piece, _ in pieces]
-    left: list[str] = []
-    index = 0
-    while index < len(pieces):
-        span = _phrase_at(forms, index, table) or _sound_at(forms, index, table)
-        if span:
-            index += span
-            continue
-        piece, probability = pieces[index]
-        form = forms[index]
-        last = index == len(pieces) - 1
-        if form and not _is_backchannel_word(form, table):
-            needed = surer if last and not complete else sure
-            if probability >= needed and not (last and form in table.lead_forms):
-                left.append(piece)
-        index += 1
-    return left
+    return [
+        heard.piece
+        for heard in _off_list(words, table)
+        if heard.probability >= (surer if heard.last and not complete else sure)
+        and not (heard.last and heard.form in table.lead_forms)
+    ]
+
+
+def _is_cue(heard: _Heard, table: Backchannels) -> bool:
+    """The piece (or its stem before an apostrophe: "where's") is a cue word, or a number."""
+    stem = canonical(heard.piece.split("'")[0])
+    return heard.form in table.cue_forms or stem in table.cue_forms or any(ch.isdigit() for ch in heard.form)
+
+
+class Verdict(enum.Enum):
+    """:func:`judge`'s answer."""
+
+    BACKCHANNEL = "backchannel"  # listening: the answer goes on
+    SHAPED = "shaped"  # words off the list, of a backchannel's shape: the answer goes on once the turn ended
+    TURN = "turn"  # asks for the turn: the answer stops
+    UNDECIDED = "undecided"  # not yet: the caller is still speaking
+
+
+def judge(
+    words: Sequence[HeardWord] | str,
+    language: str = "en",
+    *,
+    complete: bool = True,
+    voiced_ms: float = 0.0,
+    question: bool = False,
+) -> tuple[Verdict, list[str]]:
+    """Backchannel or turn, and the words that ask for the turn (lower case, in order).
+
+    ``words`` as for :func:`interrupting_words`; ``complete`` False while the caller still speaks;
+    ``voiced_ms`` the voiced speech so far (its onset to its last voiced chunk, ms); ``question``
+    the transcript has a "?". While the caller speaks: TURN on a cue word (:data:`CUE_SURE`, or
+    unsure past :data:`UNSURE_CUE_MS`), or on sure words off the list that no backchannel has
+    (:data:`SURE_WORDS` different ones, or any past :data:`SHAPE_MAX_MS`); else UNDECIDED (hear
+    more). Once the speech is over: TURN on a cue word (unsure ones past :data:`UNSURE_CUE_MS`), a
+    question, or words off the list unlike a backchannel's shape (more different ones than
+    :data:`SHAPE_MAX_WORDS` above Whisper's noise guesses, :data:`NOISE_PROBABILITY`, or past
+    :data:`SHAPE_MAX_MS`), however unsure; else SHAPED (words off the list of a backchannel's
+    shape) or BACKCHANNEL (none off the list). Words are counted whole ("O-I-C" is one) and a
+    word repeated ("Hoyas Hoyas") once: repeating is a backchannel's shape."""
+    table = _table(language)
+    off = _off_list(words, table)
+
+    def needed(heard: _Heard) -> float:
+        return TRAILING_PROBABILITY if heard.last and not complete else MIN_PROBABILITY
+
+    def counts(heard: _Heard) -> bool:
+        return _is_cue(heard, table) and (
+            heard.probability >= CUE_SURE
+            or (voiced_ms >= UNSURE_CUE_MS and heard.probability >= NOISE_PROBABILITY and (complete or not heard.last))
+        )
+
+    cues = [h.piece for h in off if counts(h)]
+    if not complete:
+        sure = [h for h in off if h.probability >= needed(h) and not (h.last and h.form in table.lead_forms)]
+        if cues or len({h.word for h in sure}) >= SURE_WORDS or (sure and voiced_ms > SHAPE_MAX_MS):
+            return Verdict.TURN, cues or [h.piece for h in sure]
+        return Verdict.UNDECIDED, []
+    heard = [h for h in off if h.probability >= NOISE_PROBABILITY]
+    if cues:
+        return Verdict.TURN, cues
+    if heard and (question or len({h.word for h in heard}) > SHAPE_MAX_WORDS or voiced_ms > SHAPE_MAX_MS):
+        return Verdict.TURN, [h.piece for h in heard]
+    return (Verdict.SHAPED if heard else Verdict.BACKCHANNEL), []
 
 
 def _sound_at(forms: list[str], start: int, table: Backchannels) -> int:

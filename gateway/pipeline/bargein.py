@@ -12,15 +12,22 @@ known:
   answer is back and :data:`PROBE_EVERY_MS` more was said, and once more at its first pause of
   :data:`PROBE_PAUSE_MS` or at the end of the turn); each answer comes with its words'
   probabilities;
-- words that ask for the turn (``gateway.pipeline.backchannels``: no backchannel, sound or noise,
-  and the decoder sure of them), at least ``min_interruption_words`` of them -> **interrupt**, at
-  once, even mid-speech;
-- the speech over (a pause, or the end of the turn) and its words all backchannels, sounds or
-  unsure guesses -> **resume**;
+- words that ask for the turn (``gateway.pipeline.backchannels.judge``: a cue word such as "wait"
+  or "what" the decoder is sure of, or two different sure words off the backchannel list), at
+  least ``min_interruption_words`` of them -> **interrupt**, at once, even mid-speech;
+- the speech over (a pause, or the end of the turn): its words all backchannels, sounds or noise
+  -> **resume**; few short words off the list with no cue and no question (a backchannel Whisper
+  spelled as other words) -> **resume** once the turn ended (at a pause the caller may go on:
+  "Hold on, what about tomorrow?" paused after an unsure "Hold on"); anything else -> **interrupt**,
+  unsure words included (an unsure "Wait" under the assistant's echo is still no backchannel);
+- a probe whose decode Whisper does not trust (it looped, hit its token cap, or heard nothing in
+  clearly voiced audio: ``ScoredTranscript.trusted``) decides nothing: the next probe, the length
+  or the timeout does;
 - the speech goes on for ``max_backchannel_ms`` -> **interrupt** whatever its words (no
   backchannel is that long: natural ones last 0.5-1 s);
 - no decision ``false_interruption_timeout_ms`` after the speech began, in a pause -> **resume**
-  (a late answer with words can still interrupt, as long as the turn is held).
+  (three times that while a probe's answer is awaited: it decides; a late answer with words can still
+  interrupt, as long as the turn is held).
 
 Interrupt: the held turn is reported as it happened (``speech_started`` with its true
 ``audio_start_ms``, then the usual cancel and truncation to what was heard). Resume: playback goes
@@ -40,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gateway.models.base import HeardWord
-from gateway.pipeline.backchannels import interrupting_words
+from gateway.pipeline.backchannels import Verdict, judge
 
 # Speech heard before the first probe, ms (from its onset), and speech between two probes while it
 # goes on (each also waits for the last answer: one probe at a time).
@@ -89,9 +96,11 @@ class _Held:
     answered: bool = False  # the last probe's words are known
     transcript: str = ""
     words: tuple[HeardWord, ...] = field(default_factory=tuple)
+    voiced_end: int = 0  # end of the last voiced chunk
     voiced_after_probe: bool = False
     probed_this_pause: bool = False
     settled: bool = False  # the last answer, covering all the speech, was decided
+    shaped: bool = False  # it was words of a backchannel's shape at a pause: the turn's end decides
     ended: bool = False  # the VAD ended the turn (its commit is held)
 
 
@@ -166,6 +175,7 @@ class BargeInDecider:
 
     def _voiced(self, held: _Held, position: int) -> Action:
         held.probed_this_pause = False
+        held.voiced_end = position
         if held.probe and position > held.probe_cut:
             held.voiced_after_probe = True
             held.settled = False
@@ -188,7 +198,8 @@ class BargeInDecider:
     def _timeout(self, position: int) -> Action:
         held = self._held
         assert held is not None
-        if held.paused and self._ms(position - held.start) >= held.rules.false_interruption_timeout_ms:
+        timeout = held.rules.false_interruption_timeout_ms * (3 if held.in_flight else 1)
+        if held.paused and not (held.shaped and not held.ended) and self._ms(position - held.start) >= timeout:
             held.paused = False  # no decision in time: a false interruption, the reply goes on
             return Action.RESUME
         return Action.NONE
@@ -201,6 +212,7 @@ class BargeInDecider:
             held.answered = False
             held.voiced_after_probe = False
             held.settled = False
+            held.shaped = False
 
     def turn_ended(self) -> Action:
         """The VAD ended the held turn (its commit waits). A turn never probed, or with speech after
@@ -214,17 +226,22 @@ class BargeInDecider:
             return Action.NONE  # heard() decides, or asks for the whole turn
         if held.probe == 0 or held.voiced_after_probe:
             return Action.PROBE
+        if not held.answered:
+            return Action.NONE  # the last answer was not trusted: the timeout decides
         return self._decide()
 
-    def heard(self, number: int, transcript: str, words: tuple[HeardWord, ...] = ()) -> Action:
+    def heard(self, number: int, transcript: str, words: tuple[HeardWord, ...] = (), trusted: bool = True) -> Action:
         """Probe ``number``'s answer (its words with their probabilities; none given: the words of
-        ``transcript``, each sure); an older probe's is ignored."""
+        ``transcript``, each sure); an older probe's is ignored. An answer not ``trusted`` decides
+        nothing: the speech goes on to the next probe, the length rule or the timeout."""
         held = self._held
         if held is None or number != held.probe:
             return Action.NONE
         held.in_flight = False
-        held.answered = True
         held.transcript = transcript
+        if not trusted:
+            return self._next_probe(held, self._position) if not held.ended else Action.NONE
+        held.answered = True
         held.words = words or tuple(HeardWord(word) for word in transcript.split())
         complete = not held.voiced_after_probe and (held.ended or self._ms(self._silence) >= PROBE_PAUSE_MS)
         if complete:
@@ -237,16 +254,32 @@ class BargeInDecider:
         return self._next_probe(held, self._position)
 
     def _interrupts(self, held: _Held, complete: bool) -> bool:
-        words = interrupting_words(held.words, held.rules.language, complete=complete)
-        return len(words) >= held.rules.min_interruption_words
+        return self._judge(held, complete) is Verdict.TURN
+
+    def _judge(self, held: _Held, complete: bool) -> Verdict:
+        """The word test's verdict (``backchannels.judge``); TURN only with ``min_interruption_words``."""
+        verdict, words = judge(
+            held.words,
+            held.rules.language,
+            complete=complete,
+            voiced_ms=self._ms(held.voiced_end - held.start),
+            question="?" in held.transcript,
+        )
+        if verdict is Verdict.TURN and len(words) < held.rules.min_interruption_words:
+            return Verdict.SHAPED
+        return verdict
 
     def _decide(self) -> Action:
         """The last answer covers all the speech: interrupt, or resume (drop it once ended)."""
         held = self._held
         assert held is not None
         held.settled = True
-        if self._interrupts(held, complete=True):
+        verdict = self._judge(held, complete=True)
+        if verdict is Verdict.TURN:
             return Action.INTERRUPT
+        if verdict is Verdict.SHAPED and not held.ended and held.paused:
+            held.shaped = True  # resumed once the turn ends (turn_ended decides again)
+            return Action.NONE
         was_paused, held.paused = held.paused, False
         if held.ended:
             return Action.RESUME  # the stage drops the held turn

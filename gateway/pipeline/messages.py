@@ -119,11 +119,13 @@ class TurnsDropped(Message):
 @dataclass
 class BargeInHeard(Message):
     """What barge-in probe ``speculation`` heard (STT -> the unit -> the VAD stage): its text and
-    its words with the decoder's probability of each."""
+    its words with the decoder's probability of each; ``trusted`` False when the decode looks wrong
+    (``ScoredTranscript.trusted``: it decides nothing)."""
 
     speculation: int = 0
     transcript: str = ""
     words: tuple[HeardWord, ...] = ()
+    trusted: bool = True
 
 
 @dataclass

@@ -126,7 +126,7 @@ class VadStage(Stage):
             if self._barge.held:
                 self._drop_held()
         elif isinstance(message, BargeInHeard):
-            self._act(self._barge.heard(message.speculation, message.transcript, message.words))
+            self._act(self._barge.heard(message.speculation, message.transcript, message.words, message.trusted))
 
     def _on_audio(self, message: AudioIn) -> None:
         samples = message.samples

@@ -155,7 +155,11 @@ class PipelineUnit(UnitLifecycle):
 
     def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
         """What a barge-in probe heard, handed to the VAD stage (thread-safe)."""
-        self.chain.vad_in.put(BargeInHeard(call_id, speculation=speculation, transcript=heard.text, words=heard.words))
+        self.chain.vad_in.put(
+            BargeInHeard(
+                call_id, speculation=speculation, transcript=heard.text, words=heard.words, trusted=heard.trusted
+            )
+        )
 
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
         """How much of the caller ``audio`` is the reply's own echo (see EchoReference.echo_share)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.models.base import HeardWord
-from gateway.pipeline.backchannels import canonical, interrupting_words
+from gateway.pipeline.backchannels import SHAPE_MAX_MS, Verdict, canonical, interrupting_words, judge
 
 
 @pytest.mark.parametrize(
@@ -74,3 +74,48 @@ def test_other_languages_have_their_own_list_and_share_the_sounds() -> None:
 def test_canonical_form_writes_each_run_of_a_letter_once() -> None:
     assert canonical("Mmm-hmm") == "mhm"
     assert canonical("YAHOO!") == "yaho"
+
+
+@pytest.mark.parametrize(
+    ("heard", "voiced_ms"),
+    [
+        ([HeardWord("Always", 0.7)], 700),  # "Oh, I see." as Whisper base wrote it in an unknown voice
+        ([HeardWord("Yasuo", 0.6)], 500),  # "Yes."
+        ([HeardWord("Hoyas", 0.4), HeardWord("Hoyas", 0.9), HeardWord("Hoyas", 0.9)], 700),  # repeated: once
+        ([HeardWord("O-I-C", 0.6)], 800),  # one word spelled out
+        ([HeardWord("Wait", 0.39)], 450),  # "Right.": an unsure cue in speech this short
+        ([HeardWord("Chair", 0.1), HeardWord("Xion", 0.1), HeardWord("ma", 0.1)], 600),  # noise guesses
+    ],
+)
+def test_few_short_words_off_the_list_are_a_backchannel_by_their_shape(
+    heard: list[HeardWord], voiced_ms: float
+) -> None:
+    shaped = any(word.probability >= 0.2 for word in heard)  # else all noise guesses: nothing off the list
+    assert judge(heard, voiced_ms=voiced_ms) == (Verdict.SHAPED if shaped else Verdict.BACKCHANNEL, [])
+
+
+@pytest.mark.parametrize(
+    ("heard", "voiced_ms", "question"),
+    [
+        ([HeardWord("Wait", 0.35), HeardWord("stop", 0.3)], 800, False),  # unsure, under the echo
+        ([HeardWord("Where's", 0.39), HeardWord("the", 0.9)], 830, False),  # a cue with its contraction
+        ([HeardWord("x", 0.6)], 900, True),  # "Excuse me?"
+        ([HeardWord("Tell", 0.9), HeardWord("me", 0.9), HeardWord("more", 0.3)], 900, False),  # three words
+        ([HeardWord("10", 0.4), HeardWord("of", 0.7)], 700, False),  # a number
+        ([HeardWord("Always", 0.7)], SHAPE_MAX_MS + 100, False),  # too long for a backchannel
+    ],
+)
+def test_cues_questions_and_more_words_than_a_backchannel_has_ask_for_the_turn(
+    heard: list[HeardWord], voiced_ms: float, question: bool
+) -> None:
+    verdict, words = judge(heard, voiced_ms=voiced_ms, question=question)
+    assert verdict is Verdict.TURN and words
+
+
+def test_while_the_caller_speaks_a_sure_cue_or_two_sure_words_decide_else_hear_more() -> None:
+    assert judge([HeardWord("Stop", 0.7)], complete=False, voiced_ms=300)[0] is Verdict.TURN
+    assert judge([HeardWord("Go", 0.6), HeardWord("forward", 0.8)], complete=False, voiced_ms=500)[0] is Verdict.TURN
+    # One sure word off the list may be a misspelled backchannel; an unsure cue may be "Right".
+    assert judge([HeardWord("Always", 0.8)], complete=False, voiced_ms=500)[0] is Verdict.UNDECIDED
+    assert judge([HeardWord("What", 0.45)], complete=False, voiced_ms=300)[0] is Verdict.UNDECIDED
+    assert judge([HeardWord("Okay", 0.9)], complete=False, voiced_ms=300)[0] is Verdict.UNDECIDED

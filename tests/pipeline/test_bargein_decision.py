@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from gateway.pipeline.bargein import PROBE_PAUSE_MS, Action, BargeInDecider, BargeInRules, interrupting_words
+from gateway.models.base import HeardWord
+from gateway.pipeline.backchannels import SHAPE_MAX_MS, interrupting_words
+from gateway.pipeline.bargein import PROBE_PAUSE_MS, Action, BargeInDecider, BargeInRules
 from gateway.pipeline.events import BargeInDecided, InputCommitted, SpeechStarted, TranscriptionCompleted
 from gateway.pipeline.turn import TurnDetection
-from tests.doubles import RATE, Chain, ScriptedSttDouble
+from tests.doubles import RATE, Chain, ScriptedSttDouble, UntrustedSttDouble
 
 
 def tone(seconds: float) -> np.ndarray:
@@ -141,3 +143,85 @@ def test_speech_again_after_a_resume_pauses_the_reply_again() -> None:
     assert decider.heard(1, "Okay") is Action.RESUME
     assert chunks(decider, 512 * 8, [True])[0] is Action.REPAUSE
     assert decider.heard(1, "Okay") is Action.NONE  # an old probe's answer
+
+
+def ended_turn(decider: BargeInDecider, voiced_chunks: int = 20) -> None:
+    """A held turn of ``voiced_chunks`` 32 ms chunks, paused, probed whole as probe 1."""
+    decider.begin(0, BargeInRules())
+    chunks(decider, 0, [True] * voiced_chunks + [False] * 3)
+    decider.probe_sent(1, 512 * (voiced_chunks + 3))
+
+
+def test_unsure_words_that_are_no_backchannel_never_resume_the_answer() -> None:
+    # "Wait, stop." said over the assistant's echo: Whisper heard "Wait" at p 0.35 and "stop" at
+    # 0.3. Before, unsure words counted as nothing and the answer resumed: a real interruption
+    # ignored.
+    decider = BargeInDecider(RATE)
+    ended_turn(decider)
+    assert decider.heard(1, "Wait, stop.", (HeardWord("Wait", 0.35), HeardWord("stop", 0.3))) is Action.INTERRUPT
+
+
+def test_a_probe_whisper_does_not_trust_decides_nothing() -> None:
+    # "Mhm, right." decoded as a loop ("Image Image Image ..."), marked untrusted by the STT: its
+    # sure words used to interrupt; now the next probe, the length or the timeout decides.
+    decider = BargeInDecider(RATE)
+    ended_turn(decider)
+    loop = tuple(HeardWord("Image", 0.8) for _ in range(8))
+    assert decider.heard(1, " ".join(w.text for w in loop), loop, trusted=False) is Action.NONE
+    assert decider.turn_ended() is Action.NONE
+    position, actions = 512 * 23, []
+    for _ in range(20):
+        position += 512
+        actions.append(decider.on_chunk(position, False, 0))
+    assert Action.INTERRUPT not in actions and Action.RESUME in actions  # the 1 s timeout
+
+
+def test_few_short_words_off_the_list_are_a_backchannel_but_a_cue_or_a_question_is_not() -> None:
+    # Backchannels Whisper spells as other words it is fairly sure of ("Oh, I see" -> "Always").
+    decider = BargeInDecider(RATE)
+    ended_turn(decider)
+    assert decider.heard(1, "Always.", (HeardWord("Always", 0.7),)) is Action.NONE  # at a pause: wait
+    assert decider.turn_ended() is Action.RESUME
+    for heard in ("Paris?", "Stop please.", "Go forward ten meters.", "Hold on."):
+        decider = BargeInDecider(RATE)
+        ended_turn(decider)
+        assert decider.heard(1, heard) is Action.INTERRUPT, heard
+    decider = BargeInDecider(RATE)
+    ended_turn(decider, voiced_chunks=SHAPE_MAX_MS // 32 + 2)  # longer than a backchannel
+    assert decider.heard(1, "Always.", (HeardWord("Always", 0.7),)) is Action.INTERRUPT
+
+
+def test_a_looping_probe_under_the_reply_interrupts_nothing_and_the_timeout_resumes() -> None:
+    # The decode looped ("Image Image ..." for "Mhm, right."): the STT marks it untrusted and the
+    # VAD stage gets that mark. Before, its sure words interrupted the answer.
+    chain = Chain(TurnDetection(detector="silence"), None, stt=UntrustedSttDouble("Image " * 8))
+    chain.ctx.playing = True
+    chain.play(quiet(0.3))
+    chain.play(tone(0.5))
+    chain.play(quiet(1.5))
+    assert not chain.ctx.of(SpeechStarted)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "resumed" and not chain.ctx.paused
+
+
+def test_words_of_a_backchannels_shape_at_a_pause_resume_only_once_the_turn_ended() -> None:
+    # "Hold on, what about tomorrow?": at the comma Whisper heard "Hold on" with "Hold" unsure (a
+    # backchannel's shape). Before, the answer resumed there, and the caller went on talking over it.
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules())
+    chunks(decider, 0, [True] * 14 + [False] * 3)
+    decider.probe_sent(1, 512 * 17)
+    assert decider.heard(1, "Hold on,", (HeardWord("Hold", 0.45), HeardWord("on", 0.9))) is Action.NONE
+    assert decider.paused and Action.RESUME not in chunks(decider, 512 * 17, [False] * 30)
+    assert decider.turn_ended() is Action.RESUME  # nothing more was said: a backchannel after all
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules())
+    assert decider.heard(0, "") is Action.NONE
+    decider.begin(0, BargeInRules())
+    chunks(decider, 0, [True] * 14 + [False] * 3)
+    decider.probe_sent(1, 512 * 17)
+    assert decider.heard(1, "Hold on,", (HeardWord("Hold", 0.45), HeardWord("on", 0.9))) is Action.NONE
+    chunks(decider, 512 * 17, [True] * 10 + [False] * 3)
+    decider.probe_sent(2, 512 * 30)
+    heard = (HeardWord("Hold", 0.45), HeardWord("on", 0.9), HeardWord("what", 0.9), HeardWord("about", 0.8))
+    assert decider.heard(2, "Hold on, what about", heard) is Action.INTERRUPT

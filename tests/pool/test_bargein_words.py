@@ -84,10 +84,10 @@ async def test_own_echo_fires_no_barge_in_and_a_voice_over_it_still_does(models,
         assert len(echoed) > 100, "the answer was not playing"
         after = client.events[mark:]
         assert not [e for e in after if e["type"] in (*TURN_EVENTS, "gateway.barge_in")], [e["type"] for e in after]
-        # The caller speaks over the echo: that is a barge-in. Longer than any backchannel, so that its
-        # length decides if the words do not: what Whisper makes of two words under the echo is unsure
-        # ("Wait" at p < 0.4 resumed in some runs), and this test is about echo against a voice.
-        client.say(caller_speech("Wait, stop, stop talking now please."))
+        # The caller speaks over the echo: that is a barge-in. What Whisper makes of the two words under
+        # the echo is often unsure ("Wait" at p < 0.4); unsure words that are no backchannel never
+        # resume the answer (before, they did in some runs).
+        client.say(caller_speech("Wait, stop."))
         cleared = await client.wait_for("output_audio_buffer.cleared", timeout=20, after=mark)
         assert cleared["response_id"] == started["response_id"]
         await client.hangup()
