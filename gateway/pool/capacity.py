@@ -6,7 +6,9 @@ plays: its later tokens are paced, ``gateway.pipeline.pacing``). So admission do
 calls; it reads the measured load (:mod:`gateway.pool.load`: CPU, deadline misses, first-clause
 latency of recent turns, the talking calls and what one costs) and refuses a new call when
 
-1. **the box is saturated**: its busy cores over the window reach :data:`SATURATED` of its cores;
+1. **this process is saturated**: its busy cores over the window reach :data:`SATURATED` of the
+   cores it may use (other processes on a shared host do not count: their CPU is shown as
+   ``box_cores``, not decided on);
 2. **replies miss their deadlines**: :data:`MISS_LIMIT` or more replies ran dry in the window;
 3. **first clauses are slow**: the window's p90 first clause (3 turns at least) is over
    :data:`FIRST_CLAUSE_LIMIT` times the lone reference (a turn on a quiet box);
@@ -47,8 +49,8 @@ CPU_TARGET = 0.85  # share of the cores talking calls may be expected to take
 
 def refusal(load: Load) -> Optional[str]:
     """Why one more conversation does not fit ``load`` (a sentence), or None when it does."""
-    if load.box_cores >= SATURATED * load.cores:
-        return f"The machine is busy ({load.box_cores:.1f} of {load.cores} cores over the last 30 s)"
+    if load.cpu_cores >= SATURATED * load.cores:
+        return f"This process is busy ({load.cpu_cores:.1f} of its {load.cores} cores over the last 30 s)"
     if load.misses >= MISS_LIMIT:
         return f"{load.misses} replies ran out of audio in the last 30 s"
     if load.first_clause_ms is not None and load.reference_ms:
@@ -69,9 +71,9 @@ def calls_fit(load: Load) -> int:
 
 
 def load_share(load: Load) -> float:
-    """How full the box is, 1.0 at the target: the larger of its measured busy cores and the
-    talking calls' expected cost, over CPU_TARGET of the cores."""
-    return max(load.box_cores, load.talking * load.call_cost) / (CPU_TARGET * load.cores)
+    """How full this process is, 1.0 at the target: the larger of its measured busy cores and the
+    talking calls' expected cost, over CPU_TARGET of the cores it may use."""
+    return max(load.cpu_cores, load.talking * load.call_cost) / (CPU_TARGET * load.cores)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,8 @@ class CapacityNow:
         """The ``capacity`` of ``GET /v1/pool``: ``source``, ``limit``, ``busy``, ``reason``, the
         calls (``live``, ``talkers``: talking now), the estimate (``calls_fit``,
         ``call_cost_cores``, ``load``: 1.0 full), the measurements (``cpu_cores`` of this process,
-        ``box_cores`` of the machine, ``cores``, ``misses`` and ``missed_s`` in the window,
+        ``box_cores`` of the whole machine: other processes too, not decided on, ``cores`` this
+        process may use, ``misses`` and ``missed_s`` in the window,
         ``turns``, ``first_clause_ms`` p90 and ``reference_ms``) and ``step_ms`` by batch size."""
         load = self.load
         return {

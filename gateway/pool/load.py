@@ -1,8 +1,11 @@
 """What the calls of this process cost now: the measurements admission decides on
 (:mod:`gateway.pool.capacity`), taken over the last :data:`WINDOW_S` seconds.
 
-- **CPU**: this process's CPU (``os.times``) and the whole machine's busy cores (``/proc/stat``,
-  where there is one: other processes on the box take cores too), sampled every second;
+- **CPU**: this process's CPU (``os.times``: the gateway starts no model server of its own) against
+  the cores it may use (:func:`usable_cores`: its CPU affinity, within a cgroup's CPU quota), sampled
+  every second. The whole machine's busy cores (``/proc/stat``, where there is one) are kept beside
+  it as a secondary figure only: on a shared host (a CI runner, other services) another process's
+  CPU is not this process's load, and admission decides on this process's;
 - **deadline misses**: replies whose audio ran dry before their end (the units' playout
   underruns, ``gateway.media.playout``), counted and in seconds of silence;
 - **first-clause latency** of the turns answered in the window: the end of the caller's turn to
@@ -20,6 +23,7 @@ reads the load; :meth:`LoadMeter.first_audio` from the event loop. All under one
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import threading
@@ -51,11 +55,29 @@ def prior_call_cost(lone_step_ms: Optional[float], cores: int) -> float:
     return min(float(cores), max(0.05, cost))
 
 
+def usable_cores(cgroup: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The cores this process may use: its CPU affinity (``os.sched_getaffinity``; the CPU count
+    where there is none), at most a cgroup v2 CPU quota rounded up (``cgroup``: ``"max 100000"``
+    is none, ``"150000 100000"`` is 1.5 cores: 2); at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = cgroup.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(float(quota) / float(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
 @dataclass(frozen=True)
 class Load:
     """The measurements at one moment (see the module docstring): ``live`` and ``talking`` calls,
-    ``cores`` of the machine, ``cpu_cores`` (this process) and ``box_cores`` (the machine) busy on
-    average over the window, deadline ``misses`` and ``missed_s`` in it, the p90 ``first_clause_ms``
+    ``cores`` this process may use, ``cpu_cores`` (this process: what admission reads) and
+    ``box_cores`` (the whole machine, all its CPUs: other processes included; a secondary figure)
+    busy on average over the window, deadline ``misses`` and ``missed_s`` in it, the p90 ``first_clause_ms``
     of its ``turns`` (None under 3) and the lone ``reference_ms`` (None before a quiet turn),
     ``call_cost`` (cores per talking call), and the misses since the start (``misses_total``,
     ``missed_total_s``)."""
@@ -101,9 +123,10 @@ class _Sample:
 class LoadMeter:
     """The load of the calls served by the units: ``live()`` and ``talking()`` count them,
     ``misses()`` gives the units' (underruns, seconds of underrun) so far, ``lone_step_ms()`` the
-    LLM's lone decode step (for the prior cost). ``cores``: the machine's CPUs. ``clock``,
-    ``cpu_s`` (this process's CPU seconds) and ``box`` (the machine's busy and total jiffies, or
-    None) are the system's unless given (tests give their own)."""
+    LLM's lone decode step (for the prior cost). ``cores``: the cores this process may use
+    (default :func:`usable_cores`); ``box_cpus``: the machine's CPUs (default ``os.cpu_count()``).
+    ``clock``, ``cpu_s`` (this process's CPU seconds) and ``box`` (the machine's busy and total
+    jiffies, or None) are the system's unless given (tests give their own)."""
 
     def __init__(
         self,
@@ -115,9 +138,11 @@ class LoadMeter:
         clock: Callable[[], float] = time.monotonic,
         cpu_s: Optional[Callable[[], float]] = None,
         box: Optional[Callable[[], Optional[tuple[float, float]]]] = None,
+        box_cpus: Optional[int] = None,
     ) -> None:
         self._live, self._talking, self._misses, self._lone_step_ms = live, talking, misses, lone_step_ms
-        self.cores = cores or os.cpu_count() or 1
+        self.cores = cores or usable_cores()
+        self.box_cpus = box_cpus or os.cpu_count() or self.cores
         self._clock = clock
         self._cpu_s = cpu_s or _process_cpu_s
         self._box = box or _BoxCpu().read
@@ -160,7 +185,7 @@ class LoadMeter:
         with self._lock:
             first, last = self._samples[0], self._samples[-1]
             span = max(last.at - first.at, 1e-6)
-            box = _box_cores(first.box, last.box, self.cores)
+            box = _box_cores(first.box, last.box, self.box_cpus)
             cpu = (last.cpu_s - first.cpu_s) / span
             turns = [ms for _, ms in self._turns]
             return Load(
