@@ -198,7 +198,7 @@ def load_line(phase: Phase) -> str:
     if watch is None or not watch.samples:
         return "/v1/pool: n/a"
     parts = [f"peak units in use {watch.peak_in_use}"]
-    for key in ("load", "estimate", "calls_fit"):
+    for key in ("load", "estimate", "calls_fit", "llm_share", "call_cost_llm", "call_cost_cores", "cpu_cores"):
         peak = watch.peak(key)
         if peak is not None:
             parts.append(f"peak {key} {peak:g}")
