@@ -246,7 +246,9 @@ class GatewayMetrics:
         """Export the admission by measured load, read from ``capacity_now()`` (a
         ``gateway.pool.capacity.CapacityNow``) at each scrape: ``vg_load`` (how full the box is, 1.0
         at its target: an autoscaler's signal), ``vg_calls_fit`` (talking conversations estimated to
-        fit), ``vg_call_cost_cores``, ``vg_live_calls``, ``vg_talkers`` (talking calls),
+        fit), ``vg_call_cost_cores``, ``vg_call_cost_llm`` and ``vg_llm_busy_share`` (with a batched LLM
+        decoder: one talking call's share of its step thread, and the share it computed over 30 s),
+        ``vg_live_calls``, ``vg_talkers`` (talking calls),
         ``vg_talking_capacity{source}`` (the calls admitted at once: the estimate or the setting;
         absent when off), ``vg_cpu_cores{scope}`` (process, box), ``vg_first_clause_ms{kind}``
         (p90 of the window's turns, the lone reference), ``vg_admission_busy`` (1 while new calls
@@ -311,6 +313,13 @@ class _CapacityCollector(Collector):
             "vg_calls_fit", "Talking conversations estimated to fit", value=float(view["calls_fit"])
         )
         yield GaugeMetricFamily("vg_call_cost_cores", "Cores one talking call takes", value=view["call_cost_cores"])
+        if view["call_cost_llm"] is not None:
+            yield GaugeMetricFamily(
+                "vg_call_cost_llm", "Share of the LLM's step thread one talking call takes", value=view["call_cost_llm"]
+            )
+            yield GaugeMetricFamily(
+                "vg_llm_busy_share", "Share of the last 30 s the LLM's step thread computed", value=view["llm_share"]
+            )
         yield GaugeMetricFamily("vg_live_calls", "Live calls", value=float(view["live"]))
         yield GaugeMetricFamily("vg_talkers", "Live calls with a recent turn", value=float(view["talkers"]))
         yield GaugeMetricFamily("vg_admission_busy", "1 while new calls are refused", value=float(view["busy"]))

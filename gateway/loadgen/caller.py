@@ -33,8 +33,10 @@ LISTEN_TIMEOUT_S = 120.0
 class TurnResult:
     """One question and its answer: ``v2v_ms`` (None when unanswered: ``failed`` says why), the
     gateway's stage times (``stages``, ms, its ``gateway.latency`` keys), what the gateway heard
-    and said, the answer's audio duration (``reply_s``: playback start to stop) and when the
-    question started (``at_s``, s since the run began)."""
+    and said, the answer's audio duration (``reply_s``: playback start to stop), when the
+    question started (``at_s``, s since the run began), where the gateway's time went
+    (``detail``, ms: its ``gateway.latency`` ``detail_ms``) and the reply's tokens (``tokens``:
+    ``output``, ``prompt`` read, ``cached`` of the prompt; from ``response.usage``)."""
 
     caller: int
     turn: int
@@ -47,6 +49,8 @@ class TurnResult:
     said: str = ""
     reply_s: Optional[float] = None
     failed: str = ""
+    detail: dict[str, Optional[float]] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,8 +131,11 @@ async def ask(client: RealtimeClient, caller: int, number: int, question: Questi
     turn.said = _transcript(response)
     heard = client.of_type("conversation.item.input_audio_transcription.completed", mark)
     turn.heard = " ".join(t["transcript"].strip() for t in heard if t["transcript"].strip())
+    turn.tokens = _tokens(response)
     with contextlib.suppress(RuntimeError):
-        turn.stages = dict((await event_for(client, "gateway.latency", response["id"]))["latency_ms"])
+        measured = await event_for(client, "gateway.latency", response["id"])
+        turn.stages = dict(measured["latency_ms"])
+        turn.detail = dict(measured.get("detail_ms") or {})
     try:
         begun = await event_for(client, "output_audio_buffer.started", response["id"])
     except RuntimeError:
@@ -154,6 +161,19 @@ async def _played_out(client: RealtimeClient, response_id: str) -> dict[str, Any
                 return found[0]
         await asyncio.sleep(0.05)
     raise RuntimeError(f"the answer {response_id} did not play out")
+
+
+def _tokens(response: dict[str, Any]) -> dict[str, int]:
+    """``output``, ``prompt`` and ``cached`` tokens of a response's ``usage`` ({} without one)."""
+    usage = response.get("usage") or {}
+    if not usage:
+        return {}
+    cached = int((usage.get("input_token_details") or {}).get("cached_tokens") or 0)
+    return {
+        "output": int(usage.get("output_tokens") or 0),
+        "prompt": int(usage.get("input_tokens") or 0),
+        "cached": cached,
+    }
 
 
 def _transcript(response: dict[str, Any]) -> str:

@@ -15,6 +15,19 @@ from gateway.loadgen.watch import COUNTERS, PoolWatch
 # The gateway's stages shown per turn (its gateway.latency keys).
 STAGE_KEYS = ("vad_end_of_turn", "stt", "llm_first_token", "first_sentence", "tts_first_chunk")
 STAGE_HEAD = "end of turn / STT / LLM 1st token / 1st clause / TTS 1st chunk ms"
+# Where a turn's time went (the gateway's ``detail_ms`` keys, after the VAD's end of turn), with
+# the breakdown table's heads; "to caller" is the caller's voice-to-voice less the gateway's.
+DETAIL_KEYS = (
+    ("stt_wait", "STT wait"),
+    ("stt_compute", "STT"),
+    ("respond", "reply asked"),
+    ("llm_queue", "LLM queue"),
+    ("prompt_read", "prompt read"),
+    ("first_clause_decode", "1st clause decode"),
+    ("tts_wait", "TTS wait"),
+    ("tts_compute", "TTS"),
+    ("playout", "playout"),
+)
 
 
 @dataclass
@@ -120,6 +133,44 @@ def turn_table(phase: Phase, lone: Optional[Phase]) -> str:
     return "\n".join(rows)
 
 
+def breakdown_table(phases: list[Phase]) -> str:
+    """Where the time of a turn went, per phase: the median of each span (ms) over all its
+    answered turns, and over its slowest third (by voice-to-voice); with the prompt tokens read
+    (not cached) and the reply's tokens, medians."""
+    heads = " | ".join(label for _, label in DETAIL_KEYS)
+    rows = [
+        f"| phase | turns | v2v | end of turn | {heads} | to caller | prompt tokens read | reply tokens |",
+        "|" + "---|" * (len(DETAIL_KEYS) + 7),
+    ]
+    for phase in phases:
+        turns = sorted((t for t in phase.turns if t.v2v_ms is not None), key=lambda t: t.v2v_ms or 0.0)
+        if not turns:
+            continue
+        slow = turns[-max(1, len(turns) // 3) :]
+        for label, chosen in (("all", turns), ("slowest third", slow)):
+            rows.append(f"| {phase.name}, {label} | {len(chosen)} | {_breakdown_cells(chosen)} |")
+    return "\n".join(rows)
+
+
+def _median_of(values: list[Optional[float]]) -> Optional[float]:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _breakdown_cells(turns: list[TurnResult]) -> str:
+    cells = [_median_of([t.v2v_ms for t in turns]), _median_of([t.stages.get("vad_end_of_turn") for t in turns])]
+    cells += [_median_of([t.detail.get(key) for t in turns]) for key, _ in DETAIL_KEYS]
+    gateway_v2v: list[Optional[float]] = []
+    for t in turns:
+        inside = t.stages.get("voice_to_voice")
+        gateway_v2v.append(None if t.v2v_ms is None or inside is None else t.v2v_ms - inside)
+    cells.append(_median_of(gateway_v2v))
+    read: list[Optional[float]] = [float(t.tokens["prompt"] - t.tokens["cached"]) if t.tokens else None for t in turns]
+    said: list[Optional[float]] = [float(t.tokens["output"]) if t.tokens else None for t in turns]
+    cells += [_median_of(read), _median_of(said)]
+    return " | ".join(_ms(c) for c in cells)
+
+
 def caller_table(phase: Phase) -> str:
     """One row per caller of ``phase``: admitted or refused, turns answered, median and max v2v."""
     rows = ["| caller | offer | turns answered | v2v median ms | v2v max ms |", "|---|---|---|---|---|"]
@@ -147,7 +198,7 @@ def load_line(phase: Phase) -> str:
     if watch is None or not watch.samples:
         return "/v1/pool: n/a"
     parts = [f"peak units in use {watch.peak_in_use}"]
-    for key in ("load", "estimate", "calls_fit"):
+    for key in ("load", "estimate", "calls_fit", "llm_share", "call_cost_llm", "call_cost_cores", "cpu_cores"):
         peak = watch.peak(key)
         if peak is not None:
             parts.append(f"peak {key} {peak:g}")

@@ -30,7 +30,15 @@ from typing import Any, Optional
 
 from gateway.loadgen.caller import CallResult, converse
 from gateway.loadgen.plot import svg_plot
-from gateway.loadgen.report import Phase, caller_table, counters_line, load_line, summary_table, turn_table
+from gateway.loadgen.report import (
+    Phase,
+    breakdown_table,
+    caller_table,
+    counters_line,
+    load_line,
+    summary_table,
+    turn_table,
+)
 from gateway.loadgen.speech import Question, conversation, load_questions
 from gateway.loadgen.turns import wait_pool_idle
 from gateway.loadgen.watch import PoolWatch, counters, decode_tok_s, get_json
@@ -260,6 +268,8 @@ async def _main(args: argparse.Namespace, plan: Plan) -> int:
     lone = phases[0] if plan.baseline else None
     print("\n## Summary\n")
     print(summary_table(phases, lone))
+    print("\n## Where a turn's time went (medians, ms)\n")
+    print(breakdown_table(phases))
     if args.json:
         from gateway.loadgen.report import as_json
 

@@ -130,11 +130,13 @@ class PlaybackStopped(PipelineEvent):
 
 @dataclass
 class TurnLatencyMeasured(PipelineEvent):
-    """Per-stage latency of a turn (``TurnLatency.as_ms()``, ms), once its first reply frame is sent.
-    Becomes ``gateway.latency``, a gateway extension absent from the Realtime API."""
+    """Per-stage latency of a turn (``TurnLatency.as_ms()``, ms), once its first reply frame is sent,
+    and where its time went (``detail_ms``: ``TurnLatency.waits_ms()``). Becomes ``gateway.latency``,
+    a gateway extension absent from the Realtime API."""
 
     generation: int = 0
     latency_ms: dict = field(default_factory=dict)
+    detail_ms: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -18,6 +18,23 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("voice_to_voice", "Voice-to-voice"),
 )
 
+# Where a turn's time goes between the end of the caller's turn and the first reply frame, finer
+# than STAGES (``TurnLatency.waits_ms()``): (key, start field, end field). Waits for a shared model
+# (a speech-model slot, the LLM engine) are apart from its compute; the prompt read and the first
+# clause's decode share the LLM's batched steps with other callers. ``gateway.latency`` carries it
+# as ``detail_ms`` (the load generator's breakdown of a slow turn).
+DETAIL: tuple[tuple[str, str, str], ...] = (
+    ("stt_wait", "end_of_turn", "stt_started"),  # a speech-model slot (none: a kept draft, 0)
+    ("stt_compute", "stt_started", "stt_done"),
+    ("respond", "stt_done", "response_requested"),  # the session asks for the reply
+    ("llm_queue", "response_requested", "llm_started"),  # the LLM stage and engine take the turn
+    ("prompt_read", "llm_started", "llm_first_token"),  # the prompt's uncached tokens, first token
+    ("first_clause_decode", "llm_first_token", "first_sentence"),
+    ("tts_wait", "first_sentence", "tts_started"),  # a speech-model slot
+    ("tts_compute", "tts_started", "tts_first_chunk"),
+    ("playout", "tts_first_chunk", "first_audio_frame"),  # the audio track's next frame
+)
+
 
 @dataclass
 class TurnLatency:
@@ -25,10 +42,13 @@ class TurnLatency:
 
     speech_end: Optional[float] = None  # arrival of the last voiced audio chunk
     end_of_turn: Optional[float] = None  # VAD decided the turn is over (silence long enough)
+    stt_started: Optional[float] = None  # the turn's transcription got its speech-model slot
     stt_done: Optional[float] = None
     response_requested: Optional[float] = None
+    llm_started: Optional[float] = None  # the LLM engine asked when the prompt's read is due
     llm_first_token: Optional[float] = None
     first_sentence: Optional[float] = None
+    tts_started: Optional[float] = None  # the first sentence's synthesis got its speech-model slot
     tts_first_chunk: Optional[float] = None
     first_audio_frame: Optional[float] = None  # the first reply frame left on the track
 
@@ -42,6 +62,22 @@ class TurnLatency:
 
         ends = self._span_ends()
         return {key: span(*ends[key]) for key, _label in STAGES}
+
+    def waits_ms(self) -> dict[str, Optional[float]]:
+        """The :data:`DETAIL` spans in ms, in order; None where either end was not reached. A turn
+        whose transcript was a kept draft (no STT call) has ``stt_compute`` 0 (its ``stt_wait``: the
+        end of turn to the draft's use)."""
+        out: dict[str, Optional[float]] = {}
+        for key, start, end in DETAIL:
+            a, b = self._at(start), self._at(end)
+            out[key] = None if a is None or b is None else round((b - a) * 1000.0, 1)
+        return out
+
+    def _at(self, name: str) -> Optional[float]:
+        if name == "stt_started" and self.stt_started is None:
+            return self.stt_done  # a kept draft: no call
+        value: Optional[float] = getattr(self, name)
+        return value
 
     def _span_ends(self) -> dict[str, tuple[Optional[float], Optional[float]]]:
         """(start, end) timestamps of each stage key."""

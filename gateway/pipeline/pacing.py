@@ -55,6 +55,9 @@ class ReplyPace:
         return start + self.words / self._rate
 
     def due(self) -> float:
-        """When the reply's next token is needed (monotonic s; see the module docstring)."""
+        """When the reply's next token is needed (monotonic s; see the module docstring). The
+        engine's first ask (its prompt's read starting) is the turn's ``llm_started``."""
+        if self._latency.llm_started is None:
+            self._latency.mark("llm_started", time.monotonic())
         until = self.heard_until()
         return self.asked_at if until is None else until - LEAD_S

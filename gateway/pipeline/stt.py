@@ -108,7 +108,7 @@ class SttStage(Stage):
             return
         text = self._take_kept(message.speculation)
         if text is None:
-            text = self._transcribe(message, message.latency.end_of_turn or time.monotonic())
+            text = self._transcribe(message, message.latency.end_of_turn or time.monotonic(), timed=True)
         message.latency.mark("stt_done", time.monotonic())
         self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
 
@@ -138,10 +138,12 @@ class SttStage(Stage):
             heard: ScoredTranscript = scoring(message.audio, language=self.ctx.settings.language)
         return heard
 
-    def _transcribe(self, message: Utterance, due: float) -> str:
+    def _transcribe(self, message: Utterance, due: float, timed: bool = False) -> str:
         """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken
-        at ``due`` (monotonic s)."""
+        at ``due`` (monotonic s); ``timed``: the slot's time is the turn's ``stt_started``."""
         with speech_model_call(self._stt, due):
+            if timed:
+                message.latency.mark("stt_started", time.monotonic())
             return self._stt.transcribe(message.audio, language=self.ctx.settings.language)
 
     def _take_kept(self, number: int) -> Optional[str]:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from typing import Optional
+
+import numpy as np
 
 from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
 from gateway.models.compute.deadline import each_speech_item
 from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
+from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stage import Stage, StageContext
@@ -77,7 +81,7 @@ class TtsStage(Stage):
                 return latency.response_requested or time.monotonic()
             return time.monotonic() + self.ctx.playout.buffered_ms / 1000 - SYNTHESIS_LEAD_S
 
-        for audio in each_speech_item(self._tts, sentences, due, stale):
+        for audio in each_speech_item(self._tts, _started(sentences, chunk.latency), due, stale):
             if stale():
                 return
             samples = self._resampler.resample_array(audio, self._tts.sample_rate)
@@ -89,3 +93,16 @@ class TtsStage(Stage):
             if not self.ctx.playout.write(generation, samples, chunk.text if first else ""):
                 return
             first = False
+
+
+def _started(sentences: Iterable[np.ndarray], latency: TurnLatency) -> Iterator[np.ndarray]:
+    """``sentences`` (a TTS generator), marking the turn's ``tts_started`` as the first is asked
+    for (inside its speech-model slot: the wait for the slot is over)."""
+    iterator = iter(sentences)
+    while True:
+        latency.mark("tts_started", time.monotonic())
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        yield item

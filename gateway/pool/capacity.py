@@ -6,18 +6,26 @@ plays: its later tokens are paced, ``gateway.pipeline.pacing``). So admission do
 calls; it reads the measured load (:mod:`gateway.pool.load`: CPU, deadline misses, first-clause
 latency of recent turns, the talking calls and what one costs) and refuses a new call when
 
-1. **the box is saturated**: its busy cores over the window reach :data:`SATURATED` of its cores;
+1. **this process is saturated**: its busy cores over the window reach :data:`SATURATED` of the
+   cores it may use (other processes on a shared host do not count: their CPU is shown as
+   ``box_cores``, not decided on);
 2. **replies miss their deadlines**: :data:`MISS_LIMIT` or more replies ran dry in the window;
 3. **first clauses are slow**: the window's p90 first clause (3 turns at least) is over
    :data:`FIRST_CLAUSE_LIMIT` times the lone reference (a turn on a quiet box);
 4. **one more talker would not fit**: (talking calls + 1) x the cost of a call is over
    :data:`CPU_TARGET` of the cores (the newcomer is expected to talk; once admitted, it is counted
-   as talking only when it does).
+   as talking only when it does);
+5. **one more talker would not fit the LLM**: (talking calls + 1) x the LLM share of a call is over
+   :data:`LLM_TARGET` of its step thread (an engine with a batched decoder). The LLM writes on one
+   thread while callers talk, and every first clause queues behind its steps: latency, not busy
+   cores, is what runs out first (docs/BENCHMARKS.md, "Calls per box", issue 28). With nobody
+   talking, one more conversation always fits the LLM.
 
 A burst of turns beyond what the compute answers at once queues by deadline (first clauses first)
 rather than being refused; the rules read windows of 30 s, not the queue of the moment. The
-estimate of conversations that fit (``calls_fit``: CPU_TARGET x cores / cost of a call) and the
-``load`` (1.0: full) are an autoscaler's signal (``/v1/pool``, ``/metrics``).
+estimate of conversations that fit (``calls_fit``: the fewer of CPU_TARGET x cores / cost of a
+call and LLM_TARGET / the LLM share of a call) and the ``load`` (1.0: full) are an autoscaler's
+signal (``/v1/pool``, ``/metrics``).
 
 ``talking_capacity`` set (> 0) replaces the measurement: live calls up to it (source ``setting``);
 ``admit_by_compute`` off disables admission by compute (only the pool size limits calls). A call
@@ -43,12 +51,16 @@ SATURATED = 0.95  # busy share of the cores at which the box takes no new call
 MISS_LIMIT = 2  # replies that ran dry in the window at which no new call is taken
 FIRST_CLAUSE_LIMIT = 1.75  # p90 first clause over the lone one at which no new call is taken
 CPU_TARGET = 0.85  # share of the cores talking calls may be expected to take
+# Share of the LLM's step thread talking calls may be expected to take: set from this box's
+# numbers (docs/BENCHMARKS.md, "Calls per box"): 3 talking conversations at 1.8-1.9x the lone
+# median, 2 within the bound; one costs ~0.35-0.45 of the thread at 7.5 tok/s.
+LLM_TARGET = 0.9
 
 
 def refusal(load: Load) -> Optional[str]:
     """Why one more conversation does not fit ``load`` (a sentence), or None when it does."""
-    if load.box_cores >= SATURATED * load.cores:
-        return f"The machine is busy ({load.box_cores:.1f} of {load.cores} cores over the last 30 s)"
+    if load.cpu_cores >= SATURATED * load.cores:
+        return f"This process is busy ({load.cpu_cores:.1f} of its {load.cores} cores over the last 30 s)"
     if load.misses >= MISS_LIMIT:
         return f"{load.misses} replies ran out of audio in the last 30 s"
     if load.first_clause_ms is not None and load.reference_ms:
@@ -60,18 +72,28 @@ def refusal(load: Load) -> Optional[str]:
             f"{load.talking} talking callers at {load.call_cost:.2f} cores each leave no room for another "
             f"({load.cores} cores)"
         )
+    if load.llm_cost is not None and load.talking and (load.talking + 1) * load.llm_cost > LLM_TARGET:
+        return f"{load.talking} talking callers at {load.llm_cost:.0%} of the LLM's time each leave no room for another"
     return None
 
 
 def calls_fit(load: Load) -> int:
-    """Talking conversations the box is estimated to carry (at least 1)."""
-    return max(1, math.floor(CPU_TARGET * load.cores / max(load.call_cost, 1e-3)))
+    """Talking conversations the box is estimated to carry (at least 1): the fewer that fit the
+    cores and the LLM's thread."""
+    fit = CPU_TARGET * load.cores / max(load.call_cost, 1e-3)
+    if load.llm_cost is not None:
+        fit = min(fit, LLM_TARGET / max(load.llm_cost, 1e-3))
+    return max(1, math.floor(fit + 1e-9))
 
 
 def load_share(load: Load) -> float:
-    """How full the box is, 1.0 at the target: the larger of its measured busy cores and the
-    talking calls' expected cost, over CPU_TARGET of the cores."""
-    return max(load.box_cores, load.talking * load.call_cost) / (CPU_TARGET * load.cores)
+    """How full this process is, 1.0 at the target: the largest of its measured busy cores and the
+    talking calls' expected cost over CPU_TARGET of the cores it may use, and the LLM's measured
+    share and the talking calls' expected share over LLM_TARGET."""
+    share = max(load.cpu_cores, load.talking * load.call_cost) / (CPU_TARGET * load.cores)
+    if load.llm_cost is not None:
+        share = max(share, max(load.llm_share or 0.0, load.talking * load.llm_cost) / LLM_TARGET)
+    return share
 
 
 @dataclass(frozen=True)
@@ -96,9 +118,12 @@ class CapacityNow:
     def as_json(self) -> dict[str, Any]:
         """The ``capacity`` of ``GET /v1/pool``: ``source``, ``limit``, ``busy``, ``reason``, the
         calls (``live``, ``talkers``: talking now), the estimate (``calls_fit``,
-        ``call_cost_cores``, ``load``: 1.0 full), the measurements (``cpu_cores`` of this process,
-        ``box_cores`` of the machine, ``cores``, ``misses`` and ``missed_s`` in the window,
-        ``turns``, ``first_clause_ms`` p90 and ``reference_ms``) and ``step_ms`` by batch size."""
+        ``call_cost_cores``, ``call_cost_llm``: the LLM share of one, ``load``: 1.0 full), the
+        measurements (``cpu_cores`` of this process, ``box_cores`` of the whole machine: other
+        processes too, not decided on, ``cores`` this process may use, ``llm_share``: of the window
+        the LLM's step thread computed, None without a batched decoder as ``call_cost_llm``,
+        ``misses`` and ``missed_s`` in the window, ``turns``, ``first_clause_ms`` p90 and
+        ``reference_ms``) and ``step_ms`` by batch size."""
         load = self.load
         return {
             "source": self.source,
@@ -109,6 +134,8 @@ class CapacityNow:
             "talkers": load.talking,
             "calls_fit": calls_fit(load),
             "call_cost_cores": round(load.call_cost, 3),
+            "call_cost_llm": None if load.llm_cost is None else round(load.llm_cost, 3),
+            "llm_share": None if load.llm_share is None else round(load.llm_share, 3),
             "load": round(load_share(load), 3),
             "cpu_cores": round(load.cpu_cores, 3),
             "box_cores": round(load.box_cores, 3),
@@ -136,6 +163,10 @@ class Admission:
         queue = getattr(llm, "queue", None)
         self._decoder = decoder if isinstance(decoder, BatchDecoder) else None
         self._queue = queue if isinstance(queue, EngineQueue) else None
+
+    def llm_busy_s(self) -> Optional[float]:
+        """Seconds the LLM's batched decoder computed so far (None without one)."""
+        return self._decoder.busy_s if self._decoder is not None else None
 
     def step_ms(self) -> dict[int, float]:
         """The LLM's typical decode step by batch size, ms (empty without a batch decoder)."""

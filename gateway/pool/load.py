@@ -1,8 +1,11 @@
 """What the calls of this process cost now: the measurements admission decides on
 (:mod:`gateway.pool.capacity`), taken over the last :data:`WINDOW_S` seconds.
 
-- **CPU**: this process's CPU (``os.times``) and the whole machine's busy cores (``/proc/stat``,
-  where there is one: other processes on the box take cores too), sampled every second;
+- **CPU**: this process's CPU (``os.times``: the gateway starts no model server of its own) against
+  the cores it may use (:func:`usable_cores`: its CPU affinity, within a cgroup's CPU quota), sampled
+  every second. The whole machine's busy cores (``/proc/stat``, where there is one) are kept beside
+  it as a secondary figure only: on a shared host (a CI runner, other services) another process's
+  CPU is not this process's load, and admission decides on this process's;
 - **deadline misses**: replies whose audio ran dry before their end (the units' playout
   underruns, ``gateway.media.playout``), counted and in seconds of silence;
 - **first-clause latency** of the turns answered in the window: the end of the caller's turn to
@@ -12,7 +15,13 @@
   :data:`TALK_WINDOW_S`; a silent or only listening caller is live but not talking;
 - **the cost of a call**: the cores one talking conversation takes on average (its listening
   included), an exponential average of (process CPU - idle) / talking calls, seeded by a prior
-  from the LLM's lone decode step (:func:`prior_call_cost`) until calls have been measured.
+  from the LLM's lone decode step (:func:`prior_call_cost`) until calls have been measured;
+- **the LLM's load** (an engine with a batched decoder): the share of the time its step thread
+  computes (``llm_share``; 1.0: it never rests) and the share one talking conversation takes
+  (``llm_cost``: an exponential average of ``llm_share`` / talking calls, seeded by
+  :func:`prior_llm_cost`). The LLM runs on one thread while callers talk (the other cores serve
+  the speech models), so it is what latency runs out of first: CPU counted in cores says a 2-core
+  box has room while the LLM's thread is already the queue every first clause waits in.
 
 Thread use: :meth:`LoadMeter.tick` on the event loop (the pool's timer) and from any thread that
 reads the load; :meth:`LoadMeter.first_audio` from the event loop. All under one lock.
@@ -20,6 +29,7 @@ reads the load; :meth:`LoadMeter.first_audio` from the event loop. All under one
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import threading
@@ -40,6 +50,8 @@ TICK_S = 1.0
 REPLY_TOKENS = 60
 PRIOR_OVERHEAD = 1.6
 TURN_CYCLE_S = 25.0
+LLM_PRIOR_OVERHEAD = 1.2  # the prompt's read beside the reply's decode, on the LLM's thread
+LLM_SATURATED = 0.9  # share of a tick the LLM computed at which it is taken as saturated
 
 
 def prior_call_cost(lone_step_ms: Optional[float], cores: int) -> float:
@@ -51,14 +63,42 @@ def prior_call_cost(lone_step_ms: Optional[float], cores: int) -> float:
     return min(float(cores), max(0.05, cost))
 
 
+def usable_cores(cgroup: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The cores this process may use: its CPU affinity (``os.sched_getaffinity``; the CPU count
+    where there is none), at most a cgroup v2 CPU quota rounded up (``cgroup``: ``"max 100000"``
+    is none, ``"150000 100000"`` is 1.5 cores: 2); at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = cgroup.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(float(quota) / float(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def prior_llm_cost(lone_step_ms: Optional[float]) -> Optional[float]:
+    """The share of the LLM's step thread one talking conversation is expected to take before any
+    is measured, from the lone decode step (ms; None: no batched decoder, no estimate): a reply of
+    :data:`REPLY_TOKENS` and its prompt (x :data:`LLM_PRIOR_OVERHEAD`) every :data:`TURN_CYCLE_S`."""
+    if not lone_step_ms:
+        return None
+    return min(1.0, REPLY_TOKENS * lone_step_ms / 1000 * LLM_PRIOR_OVERHEAD / TURN_CYCLE_S)
+
+
 @dataclass(frozen=True)
 class Load:
     """The measurements at one moment (see the module docstring): ``live`` and ``talking`` calls,
-    ``cores`` of the machine, ``cpu_cores`` (this process) and ``box_cores`` (the machine) busy on
-    average over the window, deadline ``misses`` and ``missed_s`` in it, the p90 ``first_clause_ms``
+    ``cores`` this process may use, ``cpu_cores`` (this process: what admission reads) and
+    ``box_cores`` (the whole machine, all its CPUs: other processes included; a secondary figure)
+    busy on average over the window, deadline ``misses`` and ``missed_s`` in it, the p90 ``first_clause_ms``
     of its ``turns`` (None under 3) and the lone ``reference_ms`` (None before a quiet turn),
-    ``call_cost`` (cores per talking call), and the misses since the start (``misses_total``,
-    ``missed_total_s``)."""
+    ``call_cost`` (cores per talking call), the misses since the start (``misses_total``,
+    ``missed_total_s``), and the LLM's load (None without a batched decoder): ``llm_share`` of
+    the window its step thread computed, ``llm_cost`` the share per talking call."""
 
     live: int
     talking: int
@@ -73,6 +113,8 @@ class Load:
     call_cost: float
     misses_total: int = 0
     missed_total_s: float = 0.0
+    llm_share: Optional[float] = None
+    llm_cost: Optional[float] = None
 
 
 class _BoxCpu:
@@ -96,14 +138,17 @@ class _Sample:
     box: Optional[tuple[float, float]]  # the machine's (busy, total) jiffies
     underruns: int
     underrun_s: float
+    llm_s: Optional[float]  # the LLM's step thread's compute seconds so far (None: no batched decoder)
 
 
 class LoadMeter:
     """The load of the calls served by the units: ``live()`` and ``talking()`` count them,
     ``misses()`` gives the units' (underruns, seconds of underrun) so far, ``lone_step_ms()`` the
-    LLM's lone decode step (for the prior cost). ``cores``: the machine's CPUs. ``clock``,
-    ``cpu_s`` (this process's CPU seconds) and ``box`` (the machine's busy and total jiffies, or
-    None) are the system's unless given (tests give their own)."""
+    LLM's lone decode step (for the prior cost), ``llm_busy_s()`` the seconds the LLM's step
+    thread computed so far (None: no batched decoder). ``cores``: the cores this process may use
+    (default :func:`usable_cores`); ``box_cpus``: the machine's CPUs (default ``os.cpu_count()``).
+    ``clock``, ``cpu_s`` (this process's CPU seconds) and ``box`` (the machine's busy and total
+    jiffies, or None) are the system's unless given (tests give their own)."""
 
     def __init__(
         self,
@@ -111,13 +156,17 @@ class LoadMeter:
         talking: Callable[[], int],
         misses: Callable[[], tuple[int, float]],
         lone_step_ms: Callable[[], Optional[float]] = lambda: None,
+        llm_busy_s: Callable[[], Optional[float]] = lambda: None,
         cores: Optional[int] = None,
         clock: Callable[[], float] = time.monotonic,
         cpu_s: Optional[Callable[[], float]] = None,
         box: Optional[Callable[[], Optional[tuple[float, float]]]] = None,
+        box_cpus: Optional[int] = None,
     ) -> None:
         self._live, self._talking, self._misses, self._lone_step_ms = live, talking, misses, lone_step_ms
-        self.cores = cores or os.cpu_count() or 1
+        self._llm_busy_s = llm_busy_s
+        self.cores = cores or usable_cores()
+        self.box_cpus = box_cpus or os.cpu_count() or self.cores
         self._clock = clock
         self._cpu_s = cpu_s or _process_cpu_s
         self._box = box or _BoxCpu().read
@@ -126,6 +175,7 @@ class LoadMeter:
         self._turns: deque[tuple[float, float]] = deque()  # (answered at, first clause ms)
         self._quiet: deque[float] = deque(maxlen=REFERENCE_TURNS)  # first clause ms of quiet turns
         self._cost: Optional[float] = None  # measured cores per talking call (None: none yet)
+        self._llm_cost: Optional[float] = None  # measured LLM share per talking call (None: none yet)
         self._idle = 0.02  # cores this process takes with no call (media loops, timers)
         self.tick()
 
@@ -143,7 +193,7 @@ class LoadMeter:
         """Take a sample (at most one per ``TICK_S``/2) and update the call cost."""
         now = self._clock()
         underruns, underrun_s = self._misses()
-        sample = _Sample(now, self._cpu_s(), self._box(), underruns, underrun_s)
+        sample = _Sample(now, self._cpu_s(), self._box(), underruns, underrun_s, self._llm_busy_s())
         with self._lock:
             if self._samples and now - self._samples[-1].at < TICK_S / 2:
                 return
@@ -160,8 +210,9 @@ class LoadMeter:
         with self._lock:
             first, last = self._samples[0], self._samples[-1]
             span = max(last.at - first.at, 1e-6)
-            box = _box_cores(first.box, last.box, self.cores)
+            box = _box_cores(first.box, last.box, self.box_cpus)
             cpu = (last.cpu_s - first.cpu_s) / span
+            llm = _llm_share(self._samples)
             turns = [ms for _, ms in self._turns]
             return Load(
                 live=live,
@@ -177,6 +228,8 @@ class LoadMeter:
                 call_cost=self._cost if self._cost is not None else prior_call_cost(self._lone_step_ms(), self.cores),
                 misses_total=last.underruns,
                 missed_total_s=last.underrun_s,
+                llm_share=llm,
+                llm_cost=self._llm_cost if self._llm_cost is not None else prior_llm_cost(self._lone_step_ms()),
             )
 
     def _forget(self, now: float) -> None:
@@ -201,6 +254,29 @@ class LoadMeter:
         measured = max(0.0, cores - self._idle) / talking
         prior = self._cost if self._cost is not None else prior_call_cost(self._lone_step_ms(), self.cores)
         self._cost = prior + weight * (measured - prior)
+        if sample.llm_s is not None and previous.llm_s is not None:
+            self._learn_llm_cost((sample.llm_s - previous.llm_s) / span, talking, weight)
+
+    def _learn_llm_cost(self, share: float, talking: int, weight: float) -> None:
+        """One step of the LLM share's average from ``share`` of a tick the LLM computed for
+        ``talking`` calls (under the lock). A saturated LLM (:data:`LLM_SATURATED`) says only that a
+        call costs at least share / talking: the average then only rises (else it would fall as
+        talkers are added, and admit more the busier the LLM is)."""
+        measured = share / talking
+        prior = self._llm_cost if self._llm_cost is not None else prior_llm_cost(self._lone_step_ms())
+        if prior is None:
+            self._llm_cost = measured
+        elif share < LLM_SATURATED or measured > prior:
+            self._llm_cost = prior + weight * (measured - prior)
+
+
+def _llm_share(samples: Sequence[_Sample]) -> Optional[float]:
+    """The share of the span of ``samples`` the LLM's step thread computed (from the first sample
+    that has a reading; None without two)."""
+    read = [s for s in samples if s.llm_s is not None]
+    if len(read) < 2 or read[-1].at <= read[0].at:
+        return None
+    return (read[-1].llm_s - read[0].llm_s) / (read[-1].at - read[0].at)  # type: ignore[operator]
 
 
 def _process_cpu_s() -> float:

@@ -52,6 +52,7 @@ class UnitPool:
             talking=self.talking,
             misses=self._misses,
             lone_step_ms=lambda: self.capacity.step_ms().get(1),
+            llm_busy_s=lambda: self.capacity.llm_busy_s() if hasattr(self, "capacity") else None,  # set below
         )
         self.capacity = Admission(config, models.llm, self.meter)
         self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None

@@ -388,7 +388,10 @@ class PipelineUnit(UnitLifecycle):
                 asked = latency.end_of_turn or latency.response_requested
                 if asked is not None and latency.first_audio_frame is not None:
                     self.on_first_audio(latency.first_audio_frame - asked, self._quiet_turn)
-                self._deliver(TurnLatencyMeasured(call_id, generation=events.started, latency_ms=latency.as_ms()))
+                measured = TurnLatencyMeasured(
+                    call_id, generation=events.started, latency_ms=latency.as_ms(), detail_ms=latency.waits_ms()
+                )
+                self._deliver(measured)
             self._deliver(PlaybackStarted(call_id, generation=events.started))
         if events.stopped is not None:
             self.call_state.touch()

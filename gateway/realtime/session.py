@@ -421,11 +421,13 @@ class RealtimeSession:
     def _on_turn_latency_measured(self, event: pe.TurnLatencyMeasured) -> None:
         response = self.responses.of_generation(event.generation)
         # Gateway extension: per-turn latency, in ms, for the demo page and benchmarks; ``stages``
-        # names the keys of ``latency_ms`` in order, with a label for each.
+        # names the keys of ``latency_ms`` in order, with a label for each; ``detail_ms`` where the
+        # time went (waits for shared models apart from their compute: ``TurnLatency.waits_ms``).
         self.send(
             "gateway.latency",
             response_id=response.id if response else None,
             latency_ms=event.latency_ms,
+            detail_ms=event.detail_ms,
             stages=[{"name": key, "label": label} for key, label in STAGES],
         )
 

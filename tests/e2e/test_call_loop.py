@@ -9,6 +9,7 @@ import numpy as np
 
 from gateway.client import RealtimeClient
 from gateway.media.resample import Resampler
+from gateway.pipeline.latency import DETAIL
 from tests.helpers import QUESTION, app_idle, says, serve, similarity, wait_until
 
 
@@ -48,8 +49,14 @@ async def test_spoken_question_gets_spoken_answer(models, speech, gateway_config
         heard_text = models.stt.transcribe(to_16k_float(reply))
         assert similarity(heard_text, said) >= 0.6, (heard_text, said)
 
-        latency = client.of_type("gateway.latency")[-1]["latency_ms"]
+        measured = client.of_type("gateway.latency")[-1]
+        latency, detail = measured["latency_ms"], measured["detail_ms"]
         assert latency["voice_to_voice"] and latency["voice_to_voice"] > 0
+        # Where the turn's time went: every span measured (this engine computes here), none
+        # negative, and together the turn's end to its first frame.
+        assert all(detail[key] is not None and detail[key] >= 0 for key, _, _ in DETAIL), detail
+        turn_end_to_frame = latency["voice_to_voice"] - latency["vad_end_of_turn"]
+        assert abs(sum(detail.values()) - turn_end_to_frame) < 5.0, (detail, latency)
         await client.hangup()
 
 

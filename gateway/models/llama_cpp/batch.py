@@ -120,6 +120,7 @@ class BatchDecoder:
         self.steps = 0
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
         self.step_times = StepTimes()  # pure decode steps by size (admission's talking capacity)
+        self.busy_s = 0.0  # seconds the step thread spent in llama_decode so far (admission's LLM load)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
         self._thread.start()
@@ -432,8 +433,10 @@ class BatchDecoder:
         batch.n_tokens = n
         started = time.perf_counter()
         status = lib.llama_decode(self.ctx, batch)
+        took = time.perf_counter() - started
+        self.busy_s += took  # only this thread writes it
         if status == 0 and n == len(plan) and timed:  # a pure decode step (one token per sequence)
-            self.step_times.record(n, time.perf_counter() - started)
+            self.step_times.record(n, took)
         with self._cond:
             if status == 1 and self._free_idle():
                 status = lib.llama_decode(self.ctx, batch)
