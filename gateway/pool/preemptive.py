@@ -62,6 +62,18 @@ class HeldReply:
     latency: TurnLatency
     events: Optional[list[PipelineEvent]] = field(default_factory=list)
 
+    def adopt(self, turn: Optional[TurnLatency], now: float) -> TurnLatency:
+        """The turn's response (asked at ``now``, monotonic s) is this reply: its latency takes the
+        turn's own points (speech end, end of turn, transcript), its hold lets its work be due.
+        Returns the latency the response is timed by."""
+        for name in ("speech_end", "end_of_turn", "stt_done"):
+            when = getattr(turn, name, None)
+            if when is not None:
+                self.latency.mark(name, when)
+        self.latency.mark("response_requested", now)
+        self.hold.adopt(now)
+        return self.latency
+
 
 class PreemptiveReplies:
     """The held reply of one unit (at most one) and the outcome counts of its replies."""

@@ -333,6 +333,19 @@ class PipelineUnit(UnitLifecycle):
         hold, latency = ReplyHold(), TurnLatency()
         self.playout.hold(generation)
         self.preemptive.start(HeldReply(generation, normalised(request), audio, hold, latency))
+        self._queue_reply(call_id, generation, request, audio, latency, hold)
+        return True
+
+    def _queue_reply(
+        self,
+        call_id: str,
+        generation: int,
+        request: tuple,
+        audio: bool,
+        latency: TurnLatency,
+        hold: Optional[ReplyHold] = None,
+    ) -> None:
+        """Put the reply to ``request`` (a :meth:`_request_key`) on the LLM stage's queue."""
         messages, max_tokens, options = request
         self.chain.llm_in.put(
             ResponseRequest(
@@ -347,27 +360,6 @@ class PipelineUnit(UnitLifecycle):
                 hold=hold,
             )
         )
-        return True
-
-    def _use_preemptive(self, held: HeldReply, audio: bool, latency: Optional[TurnLatency]) -> int:
-        """The turn's response is the held reply ``held``: it plays and goes on at the due times of
-        any reply; its kept events follow the response's first ones (the caller of
-        :meth:`create_response` registers the generation first). Returns its generation."""
-        now = time.monotonic()
-        self.prompt_read.let_go()
-        for name in ("speech_end", "end_of_turn", "stt_done"):  # the turn's own points
-            when = getattr(latency, name, None)
-            if when is not None:
-                held.latency.mark(name, when)
-        held.latency.mark("response_requested", now)
-        held.hold.adopt(now)
-        self._latency = {held.generation: held.latency}
-        self._quiet_turn = self.replying_elsewhere() == 0
-        self.call_state.turned()
-        arm_cue(self, audio, held.latency)
-        self.playout.release(held.generation)
-        self._loop.call_soon(self._hand_on_kept_events)
-        return held.generation
 
     def _hand_on_kept_events(self) -> None:
         for event in self.preemptive.release_events():
@@ -425,30 +417,24 @@ class PipelineUnit(UnitLifecycle):
         if call_id is None:
             raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         request = self._request_key(messages, max_tokens, tools, tool_choice)
-        held = self.preemptive.take(request, audio)
-        if held is not None:
-            return self._use_preemptive(held, audio, latency)
-        self._discard_preemptive()  # a reply to other words, or none was started
-        self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
-        generation = self.scope.begin()
-        latency = latency or TurnLatency()
-        latency.mark("response_requested", time.monotonic())
+        held = self.preemptive.take(request, audio)  # the reply started at the pause, if it is this one
+        if held is None:
+            self._discard_preemptive()  # a reply to other words, or none was started
+            self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
+            generation, latency = self.scope.begin(), latency or TurnLatency()
+            latency.mark("response_requested", time.monotonic())
+        else:
+            self.prompt_read.let_go()
+            generation, latency = held.generation, held.adopt(latency, time.monotonic())
         self._latency = {generation: latency}
         self._quiet_turn = self.replying_elsewhere() == 0
         self.call_state.turned()
         arm_cue(self, audio, latency)
-        self.chain.llm_in.put(
-            ResponseRequest(
-                call_id,
-                generation=generation,
-                messages=messages,
-                max_tokens=request[1],
-                audio=audio,
-                settings=self.settings,
-                latency=latency,
-                options=request[2],
-            )
-        )
+        if held is None:
+            self._queue_reply(call_id, generation, request, audio, latency)
+        else:  # it plays at once; its kept events follow the response's first ones (the caller's)
+            self.playout.release(generation)
+            self._loop.call_soon(self._hand_on_kept_events)
         return generation
 
     def interrupt(self) -> Optional[Interruption]:
