@@ -29,9 +29,10 @@ class LlmStage(Stage):
     no markdown, list markers or emoji) before it is cut into sentences, and the reply's final
     text (``ResponseEnd.text``, the transcript) is exactly the sentences sent to TTS. A text-only
     reply streams the model's text unchanged as ``ResponseTextDelta``. A preemptive reply (``hold``
-    set, started at the caller's pause) is generated the same way, at no deadline while held. ``ResponseEnd.status`` is
-    "incomplete" when the token cap or the compute budget cut the reply; ``tool_calls`` carries
-    any function calls. An engine error (LanguageModelError, e.g. an LLM server that timed out)
+    set, started at the caller's pause) is generated the same way, at no deadline while held; it
+    stops (no ``ResponseEnd``) when it gives way to another caller's turn (``ReplyHold.gives_way``).
+    ``ResponseEnd.status`` is "incomplete" when the token cap or the compute budget cut the reply;
+    ``tool_calls`` carries any function calls. An engine error (LanguageModelError, e.g. an LLM server that timed out)
     propagates to the stage loop, which reports it as StageFailed (an ``error`` event).
     """
 
@@ -60,7 +61,8 @@ class LlmStage(Stage):
             options = replace(options, due=lambda: hold.due(hold.asked_at or time.monotonic()))
 
         def stale() -> bool:
-            return not self.ctx.is_current(generation) or self.retired.is_set()
+            gave_way = message.hold is not None and message.hold.gives_way()
+            return gave_way or not self.ctx.is_current(generation) or self.retired.is_set()
 
         def on_text(piece: str) -> None:
             if stale():

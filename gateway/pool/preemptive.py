@@ -12,7 +12,8 @@ models), its audio held in the playout buffer, its events kept here.
   compared normalised: case, punctuation and spacing aside): the held reply becomes that response
   (:meth:`PreemptiveReplies.take`), its kept events go to the session after the response's own
   first events, its audio plays at once, its generation goes on at the due times of any reply.
-- **discarded**: the caller spoke on (``SpeechResumed``), a newer draft came, the response asks
+- **discarded**: the caller spoke on (``SpeechResumed``), a newer draft came, it gave way to
+  another caller's turn waiting for the LLM (``ReplyHold.gives_way``), the response asks
   for something else, the turn ended with no response, a barge-in or cancel, the end of the call:
   its generation id is cancelled (its late tokens and audio are dropped, as a barge-in's are), its
   audio dropped unheard, its kept events and any later ones of its generation never reach the
@@ -62,16 +63,15 @@ class HeldReply:
     latency: TurnLatency
     events: Optional[list[PipelineEvent]] = field(default_factory=list)
 
-    def adopt(self, turn: Optional[TurnLatency], now: float) -> TurnLatency:
+    def timed_with(self, turn: Optional[TurnLatency], now: float) -> TurnLatency:
         """The turn's response (asked at ``now``, monotonic s) is this reply: its latency takes the
-        turn's own points (speech end, end of turn, transcript), its hold lets its work be due.
-        Returns the latency the response is timed by."""
+        turn's own points (speech end, end of turn, transcript). Returns the latency the response
+        is timed by."""
         for name in ("speech_end", "end_of_turn", "stt_done"):
             when = getattr(turn, name, None)
             if when is not None:
                 self.latency.mark(name, when)
         self.latency.mark("response_requested", now)
-        self.hold.adopt(now)
         return self.latency
 
 
@@ -100,12 +100,15 @@ class PreemptiveReplies:
         with self._lock:
             self.held = reply
 
-    def take(self, request: tuple[Any, ...], audio: bool) -> Optional[HeldReply]:
+    def take(self, request: tuple[Any, ...], audio: bool, now: float) -> Optional[HeldReply]:
         """The held reply if it answers ``request`` (its key, not normalised) with the same
-        modality: it is used (its events are kept until :meth:`release_events`); else None."""
+        modality and had not given way: it is used, adopted at ``now`` (monotonic s; its events are
+        kept until :meth:`release_events`); else None."""
         with self._lock:
             held = self.held
             if held is None or held.audio != audio or held.request != normalised(request):
+                return None
+            if not held.hold.adopt(now):  # it gave way to another caller: discarded
                 return None
             self.held, self._releasing = None, held
             self._counts["used"] += 1

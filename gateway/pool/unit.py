@@ -325,12 +325,12 @@ class PipelineUnit(UnitLifecycle):
     def _start_preemptive(self, call_id: str, request: tuple, audio: bool) -> bool:
         """Start a preemptive reply to ``request`` (a :meth:`_request_key`); False (counted
         ``skipped``) when a reply still generates or plays, or the shared LLM has no free turn."""
-        queue_load = getattr(getattr(self.models.llm, "queue", None), "load", None)
-        if self.scope.live or self.playout.holds(self.scope.current) or (queue_load and queue_load().saturated):
+        queue = getattr(self.models.llm, "queue", None)
+        if self.scope.live or self.playout.holds(self.scope.current) or (queue and queue.load().saturated):
             self.preemptive.count("skipped")
             return False
         generation = self.scope.begin()
-        hold, latency = ReplyHold(), TurnLatency()
+        hold, latency = ReplyHold(lambda: queue is not None and queue.waiting > 0), TurnLatency()
         self.playout.hold(generation)
         self.preemptive.start(HeldReply(generation, normalised(request), audio, hold, latency))
         self._queue_reply(call_id, generation, request, audio, latency, hold)
@@ -417,15 +417,16 @@ class PipelineUnit(UnitLifecycle):
         if call_id is None:
             raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         request = self._request_key(messages, max_tokens, tools, tool_choice)
-        held = self.preemptive.take(request, audio)  # the reply started at the pause, if it is this one
+        now = time.monotonic()
+        held = self.preemptive.take(request, audio, now)  # the reply started at the pause, if it is this one
         if held is None:
             self._discard_preemptive()  # a reply to other words, or none was started
             self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
             generation, latency = self.scope.begin(), latency or TurnLatency()
-            latency.mark("response_requested", time.monotonic())
+            latency.mark("response_requested", now)
         else:
             self.prompt_read.let_go()
-            generation, latency = held.generation, held.adopt(latency, time.monotonic())
+            generation, latency = held.generation, held.timed_with(latency, now)
         self._latency = {generation: latency}
         self._quiet_turn = self.replying_elsewhere() == 0
         self.call_state.turned()

@@ -107,3 +107,44 @@ async def test_no_reply_is_started_while_one_plays_or_when_it_is_off(models, gat
     finally:
         unit.close()
         unit.join(5)
+
+
+async def test_a_held_reply_gives_its_place_to_another_callers_turn_and_is_then_not_used(models, gateway_config):
+    """Speculative work never delays another caller's due work: a held reply holding one of the
+    LLM's places stops as soon as another caller's turn waits for one, and is not used after."""
+    import contextlib
+    import threading
+
+    queue = models.llm.queue
+    events: list[PipelineEvent] = []
+    unit = PipelineUnit(0, models, gateway_config(), asyncio.get_running_loop())
+    try:
+        assert unit.claim("rtc_preemptive_gives_way", events.append)
+        draft = [SYSTEM, ChatMessage("user", "Tell me a long story about a lighthouse keeper.")]
+        unit.read_ahead(draft, max_tokens=200, tools=[], tool_choice="none", audio=False)
+        held = unit.preemptive.held
+        assert held is not None
+        assert await wait_until(lambda: bool(held.events), 60), "it generates, holding one place"
+        got_in = threading.Event()
+        with contextlib.ExitStack() as places:
+            for _ in range(queue.slots - queue.load().running):  # every other place taken
+                assert places.enter_context(queue.turn(lambda: False)) is not None
+
+            def another_caller() -> None:
+                with queue.turn(lambda: False) as turn:
+                    assert turn is not None
+                    got_in.set()
+
+            caller = threading.Thread(target=another_caller)
+            caller.start()
+            assert await wait_until(got_in.is_set, 30), "the waiting turn got the held reply's place"
+            caller.join(10)
+        assert held.hold.gives_way() and unit.preemptive.held is held, "it gave way while still held"
+        generation = unit.create_response(draft, audio=False, max_tokens=4, tool_choice="none")
+        assert generation != held.generation, "a reply that gave way is not used: a new one answers"
+        assert await wait_until(lambda: any(isinstance(e, ResponseFinished) for e in events), 60)
+        assert generations(events) == {generation}
+        assert unit.preemptive.counts() == {"used": 0, "discarded": 1, "skipped": 0}
+    finally:
+        unit.close()
+        unit.join(5)
