@@ -200,6 +200,14 @@ class GatewayConfig:
             "while the end of the turn is decided (kept only if the caller said nothing more)"
         },
     )
+    preemptive_reply: bool = field(
+        default=True,
+        metadata={
+            "help": "at the caller's first pause, start the reply (its first clause, spoken) from the "
+            "speculative transcript, held unplayed; it plays the moment the turn ends with the same words, "
+            "else it is discarded unheard (llama.cpp; lowest priority of the shared models)"
+        },
+    )
     llm_warm_session: str = field(
         default="",
         metadata={

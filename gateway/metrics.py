@@ -236,7 +236,9 @@ class GatewayMetrics:
     def watch_speculation(self, units: list[Any]) -> None:
         """Export the speculative STT of ``units`` (pool units: ``unit.chain.stt.speculation``, a
         ``SpeculationStats``) as ``vg_stt_speculative_total{result}`` (started, hits, discarded)
-        and ``vg_stt_speculative_wasted_seconds_total``, read at each scrape (a unit rebuilt after
+        and ``vg_stt_speculative_wasted_seconds_total``, and the units' preemptive replies
+        (``unit.preemptive``) as ``vg_preemptive_replies_total{outcome}`` (used, discarded,
+        skipped), read at each scrape (a unit rebuilt after
         a stuck drain starts its counts again)."""
         if not self._speculation_watched:
             self.registry.register(_SpeculationCollector(units))
@@ -371,3 +373,18 @@ class _SpeculationCollector(Collector):
             "Compute of discarded speculative transcriptions, s",
             value=totals["wasted_s"],
         )
+        outcomes = {"used": 0.0, "discarded": 0.0, "skipped": 0.0}
+        for unit in self._units:
+            preemptive = getattr(unit, "preemptive", None)
+            if preemptive is not None:
+                for key, value in preemptive.counts().items():
+                    outcomes[key] = outcomes.get(key, 0.0) + value
+        replies = CounterMetricFamily(
+            "vg_preemptive_replies",
+            "Replies started at the caller's pause, by outcome: used (the turn ended with those words), "
+            "discarded (unheard), skipped (not started: a reply still going, or the LLM busy)",
+            labels=["outcome"],
+        )
+        for outcome, value in outcomes.items():
+            replies.add_metric([outcome], value)
+        yield replies

@@ -11,6 +11,11 @@ voiced frame (the end of the file less its trailing silence, found with the VAD 
 voiced reply frame received. Per file: each run and the median. Over all calls: p50, p95 and max of
 each stage, of voice-to-voice, and of the gateway's own overhead (client voice-to-voice minus the
 end-of-turn wait minus the model stages STT, LLM first token, first sentence, TTS first chunk).
+
+``--preemptive both`` alternates the preemptive reply off and on call by call (``off`` first) in
+the same gateway and prints each setting's summary, and how often the preemptive reply was used,
+discarded or skipped (the pool's counts). A preemptive reply's LLM first token, first sentence and
+TTS first chunk can be negative: done before the turn was asked (its end decided and transcribed).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from gateway.loadgen.speech import trailing_silence_s
 from gateway.loadgen.turns import event_for, final_turn_response, percentile, voiced_since, wait_pool_idle
 from gateway.media.audio_file import read_audio_file
 from gateway.pipeline.latency import STAGES
-from gateway.server.app import MODELS
+from gateway.server.app import CONFIG, MODELS, POOL
 from gateway.server.runner import free_port, running_gateway
 
 # (key, label): the gateway's stages (its gateway.latency keys, in order), then this client's own
@@ -163,6 +168,12 @@ async def main() -> int:
         help="drop the LLM's cached prompts before each call (every call a new caller with new words; "
         "otherwise a repeated recording finds its whole prompt cached)",
     )
+    parser.add_argument(
+        "--preemptive",
+        choices=("config", "on", "off", "both"),
+        default="config",
+        help="the preemptive reply: as configured, on, off, or both (alternating call by call, off first)",
+    )
     args = parser.parse_args()
     try:
         recordings = {path: read_audio_file(path) for path in args.audio}
@@ -186,16 +197,31 @@ async def main() -> int:
             if hasattr(llm, "decoder"):
                 one, two = decode_speed(llm, 1), decode_speed(llm, 2)
                 print(f"machine: decode {one:.1f} tok/s on 1 thread, {two:.1f} on 2")
+        settings = {"config": [None], "on": [True], "off": [False], "both": [False, True]}[args.preemptive]
+        if app is None and settings != [None]:
+            print("bench_turn: --preemptive needs the gateway started here (no --url)", file=sys.stderr)
+            return 2
         every: list[dict] = []
         for path, audio in recordings.items():
             results = []
-            for run in range(args.runs):
+            for run in range(args.runs * len(settings)):
+                setting = settings[run % len(settings)]
+                if setting is not None and app is not None:
+                    app[CONFIG].preemptive_reply = setting  # the next call's CallSettings default
                 if args.forget and app is not None and hasattr(app[MODELS].llm, "decoder"):
                     app[MODELS].llm.decoder.forget()
+                before = preemptive_counts(app)
                 result = await one_call(
                     url, audio, tails[path], {"type": "realtime", "tools": TOOLS} if args.tools else None
                 )
-                print(f"run {run + 1}: heard {result['_heard']!r} -> said {result['_said']!r}", file=sys.stderr)
+                after = preemptive_counts(app)
+                result["_preemptive"] = app[CONFIG].preemptive_reply if app is not None else None
+                result["_outcomes"] = {key: after[key] - before.get(key, 0) for key in after}
+                print(
+                    f"run {run + 1} (preemptive {result['_preemptive']}, {result['_outcomes']}): "
+                    f"heard {result['_heard']!r} -> said {result['_said']!r}",
+                    file=sys.stderr,
+                )
                 results.append(result)
             print(
                 f"\n{Path(path).name}: {len(audio) / 48000:.1f} s ({tails[path]:.2f} s trailing silence), "
@@ -204,9 +230,29 @@ async def main() -> int:
             print_table(results)
             every += results
     if len(recordings) > 1 or args.runs > 1:
-        print(f"\nall {len(every)} calls over {len(recordings)} recordings, times in ms\n")
-        print_summary(every)
+        for setting in settings:
+            calls = [r for r in every if setting is None or r["_preemptive"] == setting]
+            named = "" if setting is None else f", preemptive reply {'on' if setting else 'off'}"
+            print(f"\nall {len(calls)} calls over {len(recordings)} recordings{named}, times in ms\n")
+            print_summary(calls)
+            outcomes: dict[str, int] = {}
+            for r in calls:
+                for key, value in r["_outcomes"].items():
+                    outcomes[key] = outcomes.get(key, 0) + value
+            if outcomes:
+                print("preemptive replies: " + ", ".join(f"{key} {value}" for key, value in outcomes.items()))
     return 0
+
+
+def preemptive_counts(app) -> dict[str, int]:
+    """The pool's preemptive replies so far by outcome (used, discarded, skipped); {} with --url."""
+    totals: dict[str, int] = {}
+    if app is None:
+        return totals
+    for unit in app[POOL].units:
+        for key, value in unit.preemptive.counts().items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
 
 
 if __name__ == "__main__":

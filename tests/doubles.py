@@ -142,7 +142,9 @@ class PipelineControlDouble:
         self.settings = settings
         self.prepared.append((settings.instructions, list(settings.tools), settings.tool_choice))
 
-    def read_ahead(self, messages: list[ChatMessage], *, max_tokens, tools: list, tool_choice: str) -> None:
+    def read_ahead(
+        self, messages: list[ChatMessage], *, max_tokens, tools: list, tool_choice: str, audio: bool = True
+    ) -> None:
         self.read_aheads.append((list(messages), max_tokens, list(tools), tool_choice))
 
     def keep_alive(self) -> None:

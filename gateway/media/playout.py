@@ -64,6 +64,7 @@ class PlayoutBuffer:
         self._heard: dict[int, list[str]] = {}
         self._closed = False
         self._paused = False  # barge-in under decision: the reader gets silence, nothing is dropped
+        self._held: Optional[int] = None  # a preemptive reply's generation: queued, not played yet
         # Deadline misses: a response that plays and is not at its end, with no audio for a frame.
         self.underruns = 0  # times its audio ran dry (each gap once)
         self.underrun_samples = 0  # samples of silence read inside responses so far
@@ -115,6 +116,8 @@ class PlayoutBuffer:
                 if not self._is_current(entry.generation):
                     self._pop()
                     continue
+                if entry.generation == self._held:
+                    break  # a preemptive reply waits for its turn to be confirmed
                 if entry.end:
                     self._pop()
                     if self._playing == entry.generation or entry.generation in self._played:
@@ -170,6 +173,30 @@ class PlayoutBuffer:
         """Play on from where :meth:`pause` held it (nothing if not paused)."""
         with self._cond:
             self._paused = False
+            self._cond.notify_all()
+
+    def hold(self, generation: int) -> None:
+        """Queue the audio of ``generation`` (a preemptive reply) without playing it: reads return
+        nothing from it, and it starts nothing, until :meth:`release` (or :meth:`drop`)."""
+        with self._cond:
+            self._held = generation
+
+    def release(self, generation: int) -> None:
+        """Play ``generation``'s held audio from now on (its response adopted it)."""
+        with self._cond:
+            if self._held == generation:
+                self._held = None
+            self._cond.notify_all()
+
+    def drop(self, generation: int) -> None:
+        """Throw away every queued piece of ``generation`` (a discarded preemptive reply, never
+        heard) and its hold, reporting nothing; a writer blocked on it wakes."""
+        with self._cond:
+            kept = [e for e in self._entries if e.generation != generation]
+            self._buffered -= sum(e.samples.size - e.offset for e in self._entries if e.generation == generation)
+            self._entries = deque(kept)
+            if self._held == generation:
+                self._held = None
             self._cond.notify_all()
 
     @property

@@ -37,6 +37,8 @@ class CallSettings:
     TTS default) and ``speed`` (``audio.output.speed``, 1.0 = the voice's own rate): how TTS speaks.
     ``thinking_cue`` (gateway extension ``audio.output.thinking_cue``: "off", "tone", "filler"):
     what the media track plays while an answer is late (``gateway.pool.thinking``).
+    ``preemptive_reply`` (the operator's ``preemptive_reply``; no session field): whether a reply is
+    started at the caller's pause, before the turn ends (``gateway.pool.preemptive``).
     """
 
     instructions: str = config_default("instructions")
@@ -49,6 +51,7 @@ class CallSettings:
     voice: Optional[str] = None
     speed: float = 1.0
     thinking_cue: str = config_default("thinking_cue")
+    preemptive_reply: bool = config_default("preemptive_reply")
 
     @classmethod
     def defaults(cls, config: GatewayConfig) -> CallSettings:
@@ -65,6 +68,7 @@ class CallSettings:
             max_tokens=config.max_response_tokens,
             turn=turn,
             thinking_cue=config.thinking_cue,
+            preemptive_reply=config.preemptive_reply,
         )
 
 

@@ -69,6 +69,13 @@ class TranscriptDrafted(PipelineEvent):
 
 
 @dataclass
+class SpeechResumed(PipelineEvent):
+    """The caller spoke on after a pause whose turn so far went to STT as a speculation: that draft
+    no longer stands for the turn. For the unit (it discards a preemptive reply made from the
+    draft, ``gateway.pool.preemptive``); nothing is sent to the client."""
+
+
+@dataclass
 class TranscriptionFailed(PipelineEvent):
     """A committed turn could not be transcribed (made by the session from an stt StageFailed, or
     by STT for a turn its full inbox dropped). Becomes ``conversation.item.input_audio_transcription.failed``."""

@@ -28,9 +28,11 @@ class LlmStage(Stage):
     For an audio reply the text is made fit to be read aloud (``gateway.pipeline.spoken_text``:
     no markdown, list markers or emoji) before it is cut into sentences, and the reply's final
     text (``ResponseEnd.text``, the transcript) is exactly the sentences sent to TTS. A text-only
-    reply streams the model's text unchanged as ``ResponseTextDelta``. ``ResponseEnd.status`` is
-    "incomplete" when the token cap or the compute budget cut the reply; ``tool_calls`` carries
-    any function calls. An engine error (LanguageModelError, e.g. an LLM server that timed out)
+    reply streams the model's text unchanged as ``ResponseTextDelta``. A preemptive reply (``hold``
+    set, started at the caller's pause) is generated the same way, at no deadline while held; it
+    stops (no ``ResponseEnd``) when it gives way to another caller's turn (``ReplyHold.gives_way``).
+    ``ResponseEnd.status`` is "incomplete" when the token cap or the compute budget cut the reply;
+    ``tool_calls`` carries any function calls. An engine error (LanguageModelError, e.g. an LLM server that timed out)
     propagates to the stage loop, which reports it as StageFailed (an ``error`` event).
     """
 
@@ -50,11 +52,17 @@ class LlmStage(Stage):
         lines = SpokenTextStream()
         said: list[str] = []
         latency = message.latency
-        pace = ReplyPace(latency, message.settings.speed) if message.audio else None
-        options = replace(message.options, due=pace.due) if pace is not None else message.options
+        pace = ReplyPace(latency, message.settings.speed, hold=message.hold) if message.audio else None
+        options = message.options
+        if pace is not None:
+            options = replace(options, due=pace.due)
+        elif message.hold is not None:  # a held text reply: no deadline until adopted, then due at once
+            hold = message.hold
+            options = replace(options, due=lambda: hold.due(hold.asked_at or time.monotonic()))
 
         def stale() -> bool:
-            return not self.ctx.is_current(generation) or self.retired.is_set()
+            gave_way = message.hold is not None and message.hold.gives_way()
+            return gave_way or not self.ctx.is_current(generation) or self.retired.is_set()
 
         def on_text(piece: str) -> None:
             if stale():
@@ -102,5 +110,6 @@ class LlmStage(Stage):
                 text=words,
                 latency=request.latency,
                 settings=request.settings,
+                hold=request.hold,
             )
         )

@@ -17,6 +17,7 @@ from gateway.config import config_default
 from gateway.models.base import ChatMessage, GenerationOptions, HeardWord, ToolCall
 from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.latency import TurnLatency
+from gateway.pipeline.preemption import ReplyHold
 
 
 @dataclass
@@ -133,7 +134,8 @@ class ResponseRequest(Message):
     """Generate one response: the whole prompt (system + history), and how to say it: ``settings``
     are the call's when the response started (TTS speaks every sentence of it with their
     ``voice`` and ``speed``, whatever a later ``session.update`` sets); ``max_tokens`` and
-    ``options`` are this response's own."""
+    ``options`` are this response's own. ``hold``: set on a preemptive reply (started at the
+    caller's pause, before the turn ended; ``gateway.pipeline.preemption``), None otherwise."""
 
     generation: int = 0
     messages: list[ChatMessage] = field(default_factory=list)
@@ -142,17 +144,19 @@ class ResponseRequest(Message):
     settings: CallSettings = field(default_factory=CallSettings)
     latency: TurnLatency = field(default_factory=TurnLatency)
     options: GenerationOptions = field(default_factory=GenerationOptions)  # temperature, tools, tool_choice
+    hold: Optional[ReplyHold] = None
 
 
 @dataclass
 class TextChunk(Message):
-    """A sentence or clause of the reply, ready for TTS; ``settings``: its response's
-    (``ResponseRequest.settings``)."""
+    """A sentence or clause of the reply, ready for TTS; ``settings`` and ``hold``: its response's
+    (``ResponseRequest.settings``, ``ResponseRequest.hold``)."""
 
     generation: int = 0
     text: str = ""
     latency: TurnLatency = field(default_factory=TurnLatency)
     settings: CallSettings = field(default_factory=CallSettings)
+    hold: Optional[ReplyHold] = None
 
 
 @dataclass

@@ -13,6 +13,8 @@ order their turns came). After it, the words sent so far play out until
 the first piece's time plus :data:`FIRST_AUDIO_S`); the next token is due :data:`LEAD_S` before
 that: time to write the rest of a sentence on a loaded box and synthesize it. A reply whose audio
 ran dry (a deadline missed) makes its next tokens due at once, and they are late only by so much.
+A preemptive reply (``gateway.pipeline.preemption``) has no deadline while it is held, and is due
+from when its response adopted it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from typing import Optional
 
 from gateway.pipeline.latency import TurnLatency
+from gateway.pipeline.preemption import ReplyHold
 
 SPEAKING_WORDS_PER_S = 3.4  # spoken words per second of reply audio at speed 1.0 (Piper joe)
 LEAD_S = 2.5  # the next words are due this long before the audio already written runs out, s
@@ -31,10 +34,17 @@ class ReplyPace:
     """The pace of one response; ``speed`` is its ``audio.output.speed`` (1.0 normal).
 
     Thread use: :meth:`spoken` and :meth:`due` on the LLM stage's thread; ``latency`` (the turn's
-    timestamps) is marked by the other stages and read here."""
+    timestamps) is marked by the other stages and read here. ``hold``: a preemptive reply's."""
 
-    def __init__(self, latency: TurnLatency, speed: float = 1.0, asked_at: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        latency: TurnLatency,
+        speed: float = 1.0,
+        asked_at: Optional[float] = None,
+        hold: Optional[ReplyHold] = None,
+    ) -> None:
         self._latency = latency
+        self._hold = hold
         self._rate = SPEAKING_WORDS_PER_S * max(0.25, speed)
         self.asked_at = asked_at or latency.response_requested or time.monotonic()
         self.words = 0
@@ -59,5 +69,10 @@ class ReplyPace:
         engine's first ask (its prompt's read starting) is the turn's ``llm_started``."""
         if self._latency.llm_started is None:
             self._latency.mark("llm_started", time.monotonic())
+        hold = self._hold
         until = self.heard_until()
-        return self.asked_at if until is None else until - LEAD_S
+        if hold is None:
+            return self.asked_at if until is None else until - LEAD_S
+        if until is None:
+            return hold.due(hold.asked_at or self.asked_at)
+        return hold.due(until - LEAD_S)

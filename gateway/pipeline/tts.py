@@ -31,7 +31,9 @@ class TtsStage(Stage):
     Every sentence of an engine that computes here is synthesized in a slot of the shared speech
     models (``SPEECH_MODELS``, by deadline): a reply's first one is due when its turn was asked, a later one
     :data:`SYNTHESIS_LEAD_S` before the audio already queued runs out (so it waits while that is
-    seconds away and a first clause of another call wants the core).
+    seconds away and a first clause of another call wants the core). A held preemptive reply's
+    sentences have no deadline (``TextChunk.hold``) until its response adopts it; the wait for a
+    slot follows that change. Its audio waits in the playout buffer, which holds it unplayed.
     """
 
     name = "tts"
@@ -78,8 +80,10 @@ class TtsStage(Stage):
         def due() -> float:
             latency = chunk.latency
             if latency.tts_first_chunk is None:  # the reply's first audio: due when it was asked
-                return latency.response_requested or time.monotonic()
-            return time.monotonic() + self.ctx.playout.buffered_ms / 1000 - SYNTHESIS_LEAD_S
+                due_at = latency.response_requested or time.monotonic()
+            else:
+                due_at = time.monotonic() + self.ctx.playout.buffered_ms / 1000 - SYNTHESIS_LEAD_S
+            return due_at if chunk.hold is None else chunk.hold.due(due_at)
 
         for audio in each_speech_item(self._tts, _started(sentences, chunk.latency), due, stale):
             if stale():

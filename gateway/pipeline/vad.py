@@ -13,7 +13,14 @@ from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
 from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.bargein import Action, BargeInDecider, BargeInRules
-from gateway.pipeline.events import BargeInDecided, InputCommitted, InputRejected, SpeechStarted, SpeechStopped
+from gateway.pipeline.events import (
+    BargeInDecided,
+    InputCommitted,
+    InputRejected,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+)
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, Message, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -122,7 +129,7 @@ class VadStage(Stage):
         elif isinstance(message, ClearInput):
             self._utterance, self._candidate, self._in_speech, self._silence = [], [], False, 0
             self._reset_pause()
-            self._speculation_stands = False
+            self._void_speculation()
             if self._barge.held:
                 self._drop_held()
         elif isinstance(message, BargeInHeard):
@@ -173,11 +180,11 @@ class VadStage(Stage):
             self._silence = 0
             self._last_voiced_at = received_at
             self._reset_pause()
-            self._speculation_stands = False  # the caller went on: a speculation no longer covers the turn
+            self._void_speculation()  # the caller went on: a speculation no longer covers the turn
         else:
             self._silence += self._chunk
             if probability >= _SPECULATION_VOID_ABOVE:
-                self._speculation_stands = False
+                self._void_speculation()
         rules = pause_rules(turn, self._end_of_turn is not None)
         silence_ms = self._silence * 1000 / self._rate
         if self._silence:
@@ -213,6 +220,13 @@ class VadStage(Stage):
         self.speculations += 1
         audio = np.concatenate(self._utterance)
         self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation))
+
+    def _void_speculation(self) -> None:
+        """What follows the pause's speculation is not silence: it no longer stands for the turn
+        (SpeechResumed, once: a preemptive reply made from it is discarded)."""
+        if self._speculation_stands:
+            self._speculation_stands = False
+            self.ctx.notify(SpeechResumed(self._call))
 
     def _ask_model(self) -> Optional[float]:
         """The semantic model's probability that the turn so far (its last 8 s) is complete; None

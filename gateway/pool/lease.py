@@ -113,11 +113,17 @@ class UnitLease:
             self._unit.apply_settings(settings)
 
     def read_ahead(
-        self, messages: list[ChatMessage], *, max_tokens: Optional[int], tools: list[FunctionTool], tool_choice: str
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: Optional[int],
+        tools: list[FunctionTool],
+        tool_choice: str,
+        audio: bool = True,
     ) -> None:
         """See ``PipelineControl.read_ahead``; ignored once released."""
         if self.live:
-            self._unit.read_ahead(messages, max_tokens=max_tokens, tools=tools, tool_choice=tool_choice)
+            self._unit.read_ahead(messages, max_tokens=max_tokens, tools=tools, tool_choice=tool_choice, audio=audio)
 
     def keep_alive(self) -> None:
         """See ``PipelineControl.keep_alive``; ignored once released."""

@@ -28,13 +28,18 @@ from gateway.pipeline.events import (
     PlaybackStopped,
     ResponseFinished,
     ResponseInterrupted,
+    SpeechResumed,
     SpeechStarted,
+    TranscriptionCompleted,
+    TranscriptionFailed,
     TurnLatencyMeasured,
 )
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, ResponseRequest
+from gateway.pipeline.preemption import ReplyHold
 from gateway.pool.call_state import CallState
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
+from gateway.pool.preemptive import HeldReply, PreemptiveReplies, normalised
 from gateway.pool.read_ahead import PromptReadAhead
 from gateway.pool.thinking import arm_cue, prepare_filler
 
@@ -87,6 +92,9 @@ class PipelineUnit(UnitLifecycle):
         # The prompt of a reply to the turn so far, read ahead (read_ahead) off the event loop: let
         # go when a different response starts, a newer draft comes or the call ends.
         self.prompt_read = PromptReadAhead(loop)
+        # The reply started from the turn so far at the caller's pause, held until the turn is
+        # confirmed (gateway.pool.preemptive), and the outcome counts of such replies.
+        self.preemptive = PreemptiveReplies()
         # The pool's load meter: how many other units write a reply now (is this turn asked on a
         # quiet box?), and each answered turn's first clause (turn end -> first audio, s).
         self.replying_elsewhere: Callable[[], int] = lambda: 0
@@ -124,6 +132,10 @@ class PipelineUnit(UnitLifecycle):
     def _deliver(self, event: PipelineEvent) -> None:
         if event.call_id != self.call_id or self.state is not UnitState.ACTIVE or self._sink is None:
             return  # late event of an ended call: it must not reach the next caller
+        if isinstance(event, SpeechResumed):  # the caller went on after the pause: not the turn's reply
+            self._discard_preemptive()
+        if self.preemptive.keep(event):  # a held preemptive reply's, or a discarded one's
+            return
         if isinstance(event, ResponseFinished):
             self.scope.finish(event.generation)
             self.call_state.touch()
@@ -133,6 +145,8 @@ class PipelineUnit(UnitLifecycle):
             self._sink(event)
         except Exception:
             log.exception("event sink failed on %s", type(event).__name__)
+        if isinstance(event, (TranscriptionCompleted, TranscriptionFailed)):
+            self._discard_preemptive()  # the turn's transcript came and no response used it
 
     def on_speech_started(self, event: SpeechStarted) -> None:
         """Called by the VAD thread when caller speech is confirmed: barge in (cancel the reply and
@@ -168,6 +182,7 @@ class PipelineUnit(UnitLifecycle):
     # ----- lifecycle: the stage side (gateway.pool.lifecycle) -----
     def _on_claim(self, call_id: str, sink: EventSink) -> None:
         self.call_state = CallState.for_call(call_id, self.config)
+        self.preemptive.new_call()
         self.scope.cancel()  # nothing of an earlier call is live in this one
         self.cue.stop()
         prepare_filler(self)
@@ -177,6 +192,7 @@ class PipelineUnit(UnitLifecycle):
         if under_lock:
             self._sink = None
             return
+        self._discard_preemptive()
         self.scope.cancel()
         self.cue.stop()
         self._let_go_of_warm()
@@ -286,14 +302,82 @@ class PipelineUnit(UnitLifecycle):
             warm.cancel()
 
     def read_ahead(
-        self, messages: list[ChatMessage], *, max_tokens: Optional[int], tools: list[FunctionTool], tool_choice: str
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: Optional[int],
+        tools: list[FunctionTool],
+        tool_choice: str,
+        audio: bool = True,
     ) -> None:
-        """See ``PipelineControl.read_ahead``: done by an engine with a ``read_ahead`` method
-        (llama.cpp) when ``llm_read_ahead`` is on; ignored unless a call is served."""
+        """See ``PipelineControl.read_ahead``: by an engine with a ``read_ahead`` method (llama.cpp,
+        which schedules by deadline), the preemptive reply when the call's ``preemptive_reply`` is
+        on and it can start (``gateway.pool.preemptive``), else the prompt read ahead when
+        ``llm_read_ahead`` is on; an earlier preemptive reply is discarded. Ignored unless a call is served."""
         read = getattr(self.models.llm, "read_ahead", None)
-        if self._active_call() is None or read is None or not self.config.llm_read_ahead:
+        call_id = self._active_call()
+        if call_id is None or read is None:
             return
-        self.prompt_read.start(read, self._request_key(messages, max_tokens, tools, tool_choice))
+        self._discard_preemptive()  # a newer draft: the caller went on after the earlier pause
+        request = self._request_key(messages, max_tokens, tools, tool_choice)
+        if self.settings.preemptive_reply and self._start_preemptive(call_id, request, audio):
+            self.prompt_read.let_go()  # the reply reads its prompt itself
+            return
+        if self.config.llm_read_ahead:
+            self.prompt_read.start(read, request)
+
+    def _start_preemptive(self, call_id: str, request: tuple, audio: bool) -> bool:
+        """Start a preemptive reply to ``request`` (a :meth:`_request_key`); False (counted
+        ``skipped``) when a reply still generates or plays, or the shared LLM has no free turn."""
+        queue = getattr(self.models.llm, "queue", None)
+        if self.scope.live or self.playout.holds(self.scope.current) or (queue and queue.load().saturated):
+            self.preemptive.count("skipped")
+            return False
+        generation = self.scope.begin()
+        hold, latency = ReplyHold(lambda: queue is not None and queue.waiting > 0), TurnLatency()
+        self.playout.hold(generation)
+        self.preemptive.start(HeldReply(generation, normalised(request), audio, hold, latency))
+        self._queue_reply(call_id, generation, request, audio, latency, hold)
+        return True
+
+    def _queue_reply(
+        self,
+        call_id: str,
+        generation: int,
+        request: tuple,
+        audio: bool,
+        latency: TurnLatency,
+        hold: Optional[ReplyHold] = None,
+    ) -> None:
+        """Put the reply to ``request`` (a :meth:`_request_key`) on the LLM stage's queue."""
+        messages, max_tokens, options = request
+        self.chain.llm_in.put(
+            ResponseRequest(
+                call_id,
+                generation=generation,
+                messages=messages,
+                max_tokens=max_tokens,
+                audio=audio,
+                settings=self.settings,
+                latency=latency,
+                options=options,
+                hold=hold,
+            )
+        )
+
+    def _hand_on_kept_events(self) -> None:
+        for event in self.preemptive.release_events():
+            self._deliver(event)
+
+    def _discard_preemptive(self) -> None:
+        """Discard the held preemptive reply, if any: its generation is cancelled (late output
+        dropped), its audio dropped unheard; nothing of it reaches the session. Any thread."""
+        held = self.preemptive.drop()
+        if held is None:
+            return
+        if self.scope.is_current(held.generation):
+            self.scope.cancel()
+        self.playout.drop(held.generation)
 
     def _request_key(
         self, messages: list[ChatMessage], max_tokens: Optional[int], tools: Optional[list], tool_choice: str
@@ -337,26 +421,25 @@ class PipelineUnit(UnitLifecycle):
         if call_id is None:
             raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         request = self._request_key(messages, max_tokens, tools, tool_choice)
-        self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
-        generation = self.scope.begin()
-        latency = latency or TurnLatency()
-        latency.mark("response_requested", time.monotonic())
+        now = time.monotonic()
+        held = self.preemptive.take(request, audio, now)  # the reply started at the pause, if it is this one
+        if held is None:
+            self._discard_preemptive()  # a reply to other words, or none was started
+            self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
+            generation, latency = self.scope.begin(), latency or TurnLatency()
+            latency.mark("response_requested", now)
+        else:
+            self.prompt_read.let_go()
+            generation, latency = held.generation, held.timed_with(latency, now)
         self._latency = {generation: latency}
         self._quiet_turn = self.replying_elsewhere() == 0
         self.call_state.turned()
         arm_cue(self, audio, latency)
-        self.chain.llm_in.put(
-            ResponseRequest(
-                call_id,
-                generation=generation,
-                messages=messages,
-                max_tokens=request[1],
-                audio=audio,
-                settings=self.settings,
-                latency=latency,
-                options=request[2],
-            )
-        )
+        if held is None:
+            self._queue_reply(call_id, generation, request, audio, latency)
+        else:  # it plays at once; its kept events follow the response's first ones (the caller's)
+            self.playout.release(generation)
+            self._loop.call_soon(self._hand_on_kept_events)
         return generation
 
     def interrupt(self) -> Optional[Interruption]:
@@ -365,6 +448,7 @@ class PipelineUnit(UnitLifecycle):
         Returns None when nothing was going on (or the unit is not serving a call)."""
         if self._active_call() is None:
             return None
+        self._discard_preemptive()  # a held reply was never heard: nothing to report of it
         generation = self.scope.current
         was_live = self.scope.live
         cleared = self.playout.clear()

@@ -36,12 +36,20 @@ class PipelineControl(Protocol):
         and ``tools`` into its cache now, before the caller's first question. Returns at once."""
 
     def read_ahead(
-        self, messages: list[ChatMessage], *, max_tokens: Optional[int], tools: list[FunctionTool], tool_choice: str
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: Optional[int],
+        tools: list[FunctionTool],
+        tool_choice: str,
+        audio: bool = True,
     ) -> None:
         """A hint, at the caller's pause: the reply to the turn so far would be ``messages`` (with
-        ``max_tokens``, ``tools``, ``tool_choice`` as :meth:`create_response` takes them); the LLM
-        may read that prompt now, while the end of the turn is decided. Kept only if the response
-        that follows asks for exactly this; nothing is generated or sent. Returns at once."""
+        ``max_tokens``, ``tools``, ``tool_choice``, ``audio`` as :meth:`create_response` takes them);
+        the LLM may read that prompt now, or start that reply held unheard (the preemptive reply),
+        while the end of the turn is decided. Used only if the response that follows asks for
+        exactly this (the caller's words compared normalised); nothing is sent for it before that
+        response's own events, nothing at all if it is not used. Returns at once."""
 
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart the call's own idle

@@ -161,13 +161,16 @@ class ResponseTracker:
 
     def read_ahead(self, transcript: str) -> None:
         """The caller paused with ``transcript`` said so far: have the LLM read the prompt of the
-        response :meth:`start` would make if the turn ends here (the session's tools, the
-        conversation with ``transcript`` as its newest user turn). Nothing is sent; the read is
-        used only if that response's prompt comes out the same."""
+        response :meth:`start` would make if the turn ends here (the session's tools and modality,
+        the conversation with ``transcript`` as its newest user turn), or start that reply held
+        (the preemptive reply). Nothing is sent; it is used only if that response's prompt comes
+        out the same."""
         call = self._settings.call
         draft = message_item("user", [{"type": "input_audio", "transcript": transcript}])
         messages = self._conversation.prompt(PromptSpec(extra=[draft]), call.instructions)
-        self._control.read_ahead(messages, max_tokens=None, tools=list(call.tools), tool_choice=call.tool_choice)
+        self._control.read_ahead(
+            messages, max_tokens=None, tools=list(call.tools), tool_choice=call.tool_choice, audio=self._settings.audio
+        )
 
     def _open_message(self, response: Response) -> None:
         """Announce the response's message item (``response.output_item.added``,

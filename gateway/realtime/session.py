@@ -124,6 +124,7 @@ class RealtimeSession:
             pe.InputCommitted: self._on_input_committed,
             pe.InputRejected: self._on_input_rejected,
             pe.TranscriptDrafted: self._on_transcript_drafted,
+            pe.SpeechResumed: self._on_speech_resumed,
             pe.TranscriptionCompleted: self._on_transcription_completed,
             pe.TranscriptionFailed: self._on_transcription_failed,
             pe.ResponseTextDelta: self.responses.on_text_delta,
@@ -399,6 +400,12 @@ class RealtimeSession:
         # awaiting its transcript now is the one this draft is of, committed during the pause.)
         if self.responses.active() is None and self.answers_by_itself() and event.transcript.strip():
             self.responses.read_ahead(event.transcript)
+
+    def _on_speech_resumed(self, event: pe.SpeechResumed) -> None:
+        # The caller spoke on after a pause: the same turn goes on, so no client event (OpenAI's
+        # speech_started/stopped frame the whole turn). The unit has discarded any reply started
+        # from the draft at that pause.
+        pass
 
     def _on_transcription_completed(self, event: pe.TranscriptionCompleted) -> None:
         item = self.conversation.transcribed(event.transcript)

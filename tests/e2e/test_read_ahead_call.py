@@ -3,7 +3,9 @@ from the transcript at the caller's pause, while the end of the turn is decided,
 one token of it (``response.usage`` says how many input tokens were cached); with ``llm_read_ahead``
 off it reads the caller's words itself. Both answer the question asked. The turn ends after a long
 silence (``server_vad``, 2.5 s) so that the read is done on the slowest box: a read not done when
-the turn ends is let go and the turn reads its prompt itself (tests/pool/test_leaks.py)."""
+the turn ends is let go and the turn reads its prompt itself (tests/pool/test_leaks.py). The
+preemptive reply, which reads the prompt as it generates, is off here (its own test:
+``tests/e2e/test_preemptive_reply_call.py``)."""
 
 from __future__ import annotations
 
@@ -40,7 +42,10 @@ async def spoken_turn(url: str, samples) -> tuple[str, dict, list[str]]:
 
 @pytest.mark.slow  # tens of seconds of model turns
 async def test_a_turn_read_ahead_at_the_pause_reads_one_token_itself(models, speech, gateway_config):
-    async with serve(gateway_config(max_response_tokens=24, llm_read_ahead=False), models) as (url, app):
+    async with serve(gateway_config(max_response_tokens=24, llm_read_ahead=False, preemptive_reply=False), models) as (
+        url,
+        app,
+    ):
         assert app[CONFIG].llm_read_ahead is False
         heard, response, _ = await spoken_turn(url, speech(WITHOUT))
         assert says(heard, WITHOUT), heard
@@ -50,7 +55,7 @@ async def test_a_turn_read_ahead_at_the_pause_reads_one_token_itself(models, spe
         assert cached < usage["input_tokens"] - 5, ("the caller's words are read in the turn", usage)
         assert await wait_until(lambda: app_idle(app), 10)
 
-    async with serve(gateway_config(max_response_tokens=24), models) as (url, app):
+    async with serve(gateway_config(max_response_tokens=24, preemptive_reply=False), models) as (url, app):
         heard, response, types = await spoken_turn(url, speech(WITH))
         assert says(heard, WITH), heard
         usage = response["usage"]

@@ -116,3 +116,29 @@ def test_a_reply_whose_audio_runs_dry_before_its_end_counts_one_deadline_miss_pe
     buffer.read_frame(960)
     buffer.read_frame(960)
     assert buffer.underruns == 2 and buffer.underrun_samples == 4 * 960, "a pause and the end are no gap"
+
+
+def test_held_audio_waits_unplayed_until_released_and_a_drop_leaves_nothing():
+    """A preemptive reply's audio is queued but not played (no frame, no started event) until its
+    turn is confirmed; dropped, it is never heard and a blocked writer wakes."""
+    buffer = PlayoutBuffer(lambda g: True, capacity_ms=100)
+    buffer.hold(2)
+    assert buffer.write(2, np.ones(4800, np.int16), "held words")
+    frame, events = buffer.read_frame(960)
+    assert frame is None and events.started is None
+    buffer.release(2)
+    frame, events = buffer.read_frame(960)
+    assert frame is not None and events.started == 2
+
+    live = {"gen": 3}
+    buffer = PlayoutBuffer(lambda g: g == live["gen"], capacity_ms=100)
+    buffer.hold(3)
+    assert buffer.write(3, np.ones(48000, np.int16))
+    wrote: list[bool] = []
+    writer = threading.Thread(target=lambda: wrote.append(buffer.write(3, np.ones(480, np.int16))), daemon=True)
+    writer.start()
+    live["gen"] = 4  # discarded: its generation is cancelled, then its audio dropped
+    buffer.drop(3)
+    writer.join(5)
+    assert wrote == [False], "a writer blocked on the dropped reply wakes, and queues nothing"
+    assert buffer.buffered_ms == 0 and buffer.read_frame(960)[0] is None

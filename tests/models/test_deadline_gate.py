@@ -66,3 +66,34 @@ def test_urgency_classes() -> None:
     assert urgency(12.0, now=10.0) is Urgency.AHEAD
     assert urgency(20.0, now=10.0) is Urgency.PAUSED
     assert urgency(NO_DEADLINE, now=10.0) is Urgency.SPECULATIVE
+
+
+def test_a_waiter_whose_deadline_comes_sooner_is_served_by_its_new_one() -> None:
+    """A held preemptive reply's sentence waits with no deadline; once its response adopts it, its
+    due time (asked again while it waits) puts it before work due later."""
+    gate = DeadlineGate(slots=1, poll_s=0.005)
+    order: list[str] = []
+    adopted = threading.Event()
+    now = time.monotonic()
+
+    def held_due() -> float:
+        return now - 1.0 if adopted.is_set() else NO_DEADLINE
+
+    def call(name: str, due) -> None:
+        with gate.slot(due) as granted:
+            assert granted
+            order.append(name)
+
+    with gate.slot(now) as held:
+        assert held
+        threads = [
+            threading.Thread(target=call, args=("preemptive", held_due)),
+            threading.Thread(target=call, args=("later sentence", now + 2.0)),
+        ]
+        for thread in threads:
+            thread.start()
+        assert wait_for(lambda: gate.waiting == 2)
+        adopted.set()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["preemptive", "later sentence"]

@@ -32,3 +32,33 @@ def test_a_faster_voice_makes_later_tokens_due_sooner() -> None:
     for pace in (normal, fast):
         pace.spoken(30, now=1.0)
     assert fast.due() < normal.due()
+
+
+def test_a_held_preemptive_reply_has_no_deadline_until_its_response_adopts_it() -> None:
+    from gateway.models.compute.deadline import NO_DEADLINE
+    from gateway.pipeline.preemption import ReplyHold
+
+    latency = TurnLatency()  # started at the pause: no response asked yet
+    hold = ReplyHold()
+    pace = ReplyPace(latency, asked_at=40.0, hold=hold)
+    assert pace.due() == NO_DEADLINE
+    pace.spoken(5, now=41.0)  # its first clause, made while held
+    assert pace.due() == NO_DEADLINE
+    hold.adopt(42.0)  # the turn ended with the same words
+    assert pace.due() == pytest.approx(41.0 + FIRST_AUDIO_S + 5 / SPEAKING_WORDS_PER_S - LEAD_S)
+    fresh = ReplyPace(TurnLatency(), asked_at=40.0, hold=ReplyHold())
+    fresh._hold.adopt(42.0)  # adopted before any text: its first clause is due when it was asked
+    assert fresh.due() == 42.0
+
+
+def test_a_held_reply_that_gave_way_can_never_be_adopted() -> None:
+    from gateway.models.compute.deadline import NO_DEADLINE
+    from gateway.pipeline.preemption import ReplyHold
+
+    others = {"wait": False}
+    hold = ReplyHold(lambda: others["wait"])
+    assert not hold.gives_way()
+    others["wait"] = True  # another caller's turn waits for the LLM
+    assert hold.gives_way() and not hold.adopt(42.0) and hold.due(50.0) == NO_DEADLINE
+    adopted = ReplyHold(lambda: True)
+    assert adopted.adopt(42.0) and not adopted.gives_way(), "once adopted it is a reply like any other"

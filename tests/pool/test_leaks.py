@@ -106,7 +106,8 @@ async def test_a_read_ahead_is_let_go_when_the_turn_went_otherwise_or_the_call_e
         with decoder._cond:
             return sum(1 for e in decoder._live_pending() if e.warm)
 
-    unit = PipelineUnit(0, models, gateway_config(), asyncio.get_running_loop())
+    # The preemptive reply (on by default) reads its prompt itself: this is the read alone.
+    unit = PipelineUnit(0, models, gateway_config(preemptive_reply=False), asyncio.get_running_loop())
     try:
         assert unit.claim("rtc_read_ahead", lambda event: None)
         draft = [system, ChatMessage("user", "What is the first word")]

@@ -32,8 +32,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Optional, TypeVar, Union
 
 from gateway.models.compute.core_use import CORE_USE
 
@@ -68,6 +68,14 @@ def urgency(due: float, now: float, horizon_s: float = HORIZON_S, pause_s: float
 class _Waiter:
     due: float
     ticket: int
+    due_of: Optional[Callable[[], float]] = field(default=None, compare=False)  # re-read while waiting
+
+    def refresh(self) -> None:
+        if self.due_of is not None:
+            self.due = self.due_of()
+
+
+Due = Union[float, Callable[[], float]]
 
 
 class DeadlineGate:
@@ -98,9 +106,11 @@ class DeadlineGate:
             return len(self._waiting)
 
     @contextmanager
-    def slot(self, due: float, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+    def slot(self, due: Due, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bool]:
         """Hold a slot for the enclosed call; yields True, or False when ``should_stop`` turned True
-        first (the caller then skips the call: it holds no slot)."""
+        first (the caller then skips the call: it holds no slot). ``due``: monotonic s, or a function
+        of none giving it, asked again while the call waits (a held preemptive reply's sentence has
+        no deadline until its response adopts it)."""
         started = time.monotonic()
         granted = self._acquire(due, should_stop)
         waited = time.monotonic() - started
@@ -118,10 +128,10 @@ class DeadlineGate:
                 self._running -= 1
                 self._cond.notify_all()
 
-    def _acquire(self, due: float, should_stop: Callable[[], bool]) -> bool:
+    def _acquire(self, due: Due, should_stop: Callable[[], bool]) -> bool:
         with self._cond:
             self._tickets += 1
-            me = _Waiter(due, self._tickets)
+            me = _Waiter(due(), self._tickets, due) if callable(due) else _Waiter(due, self._tickets)
             self._waiting.append(me)
             try:
                 while not self._first(me):
@@ -136,10 +146,11 @@ class DeadlineGate:
 
     def each(self, items: Iterable[T], due: Callable[[], float], should_stop: Callable[[], bool]) -> Iterator[T]:
         """``items`` (a model's generator: e.g. one sentence of audio per item), each computed in a
-        slot taken at its ``due()``; ends early when ``should_stop`` turns True while waiting."""
+        slot taken at its ``due()`` (asked again while it waits); ends early when ``should_stop``
+        turns True while waiting."""
         iterator = iter(items)
         while True:
-            with self.slot(due(), should_stop) as granted:
+            with self.slot(due, should_stop) as granted:
                 if not granted:
                     return
                 try:
@@ -153,6 +164,8 @@ class DeadlineGate:
         if self._running >= self.slots:
             return False
         now = time.monotonic()
+        for waiter in self._waiting:
+            waiter.refresh()
         ready = [w for w in self._waiting if urgency(w.due, now, pause_s=self._pause_s) is not Urgency.PAUSED]
         return bool(ready) and min(ready) is me
 

@@ -106,6 +106,7 @@ class SequenceLease:
         should_stop: Callable[[], bool],
         due: Optional[float] = None,
         reuse_others: bool = False,
+        due_of: Optional[Callable[[], float]] = None,
     ) -> tuple[Optional[np.ndarray], int]:
         """Make the sequence hold ``tokens`` and return (logits after the last one, float32 shape
         (n_vocab,); how many tokens were reused rather than read). ``due``: when the logits are
@@ -113,13 +114,16 @@ class SequenceLease:
         ahead of its playout waits). Logits are None when ``should_stop`` became True first (the
         read stops at the next step). Raises LanguageModelError when llama.cpp fails the step.
         The turn's first evaluation, or one with ``reuse_others`` (a new prompt after another one),
-        may copy a prefix from other sequences."""
+        may copy a prefix from other sequences. ``due_of``: asked again while the evaluation waits,
+        and an earlier answer moves it up (a held preemptive reply adopted by its response)."""
         decoder = self._decoder
         evaluation = Evaluation(self.seq_id, list(tokens), reuse_others=self._first or reuse_others)
         evaluation.due = time.monotonic() if due is None else due
         self._first = False
         decoder.submit(evaluation)
         while not evaluation.done.wait(decoder.poll_s):
+            if due_of is not None:
+                evaluation.due = min(evaluation.due, due_of())
             if should_stop():
                 decoder.abandon(evaluation)
                 return None, evaluation.kept

@@ -325,7 +325,7 @@ class _Run:
         ``reuse_others``: a new prompt may copy a prefix from other sequences."""
         due = self.pace() if self.pace is not None else None
         started = time.monotonic()
-        result = self.lease.evaluate(tokens, self.interrupted, due, reuse_others=reuse_others)
+        result = self.lease.evaluate(tokens, self.interrupted, due, reuse_others=reuse_others, due_of=self.pace)
         if due is not None and due > started:
             self.paced_s += min(time.monotonic(), due) - started
         return result
