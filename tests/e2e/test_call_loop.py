@@ -27,7 +27,7 @@ async def one_turn(client: RealtimeClient, audio: np.ndarray, timeout: float = 9
 
 
 async def test_spoken_question_gets_spoken_answer(models, speech, gateway_config):
-    async with serve(gateway_config(pool_size=1), models) as (url, _app):
+    async with serve(gateway_config(pool_size=1, preemptive_reply=False), models) as (url, _app):
         client = RealtimeClient(url)
         assert await client.connect() == 201
         await one_turn(client, speech(QUESTION))
@@ -54,6 +54,7 @@ async def test_spoken_question_gets_spoken_answer(models, speech, gateway_config
         assert latency["voice_to_voice"] and latency["voice_to_voice"] > 0
         # Where the turn's time went: every span measured (this engine computes here), none
         # negative, and together the turn's end to its first frame.
+        # (with the preemptive reply a used turn's LLM starts before the turn ends: llm_queue < 0, so it is off here)
         assert all(detail[key] is not None and detail[key] >= 0 for key, _, _ in DETAIL), detail
         turn_end_to_frame = latency["voice_to_voice"] - latency["vad_end_of_turn"]
         assert abs(sum(detail.values()) - turn_end_to_frame) < 5.0, (detail, latency)
