@@ -12,6 +12,7 @@ import contextlib
 import json
 import shutil
 import socket
+import struct
 import wave
 from pathlib import Path
 from typing import Any, Optional
@@ -53,6 +54,9 @@ def transcribed(stt: SpeechToText, samples: np.ndarray, rate: int) -> str:
     resampler = Resampler(16000)
     audio = np.concatenate([resampler.resample_array(samples, rate), resampler.flush()])
     return stt.transcribe(audio.astype(np.float32) / 32768)
+
+
+HEARD_PAST_S = 0.8  # audio the phone decodes after the reply's last frame left, before hanging up
 
 
 def read_wav(path: Path) -> tuple[np.ndarray, int]:
@@ -253,12 +257,33 @@ class BaresipPhone:
 
         async with EventClient(url, query=f"?call_id={call_id}") as control:
             said = await control.answered_turn(question)
+            played_to = self._recorded_s()
             if press:
                 assert (await self.command("sndcode", press))["ok"]
                 await control.wait_for("input_audio_buffer.dtmf_event_received", within=10, count=len(press))
                 digits = [e["event"] for e in control.of_type("input_audio_buffer.dtmf_event_received")]
                 assert digits == list(press), digits
+        # ``output_audio_buffer.stopped`` says the gateway sent its last frame; the phone's jitter
+        # buffer plays it later. A CI run hung up first and the recording lost the reply's last
+        # word ("The capital of France is" + nothing): wait until the phone has decoded well past it.
+        for _ in range(300):  # at most 15 s
+            if self._recorded_s() >= played_to + HEARD_PAST_S:
+                break
+            await asyncio.sleep(0.05)
         return said
+
+    def _recorded_s(self) -> float:
+        """Seconds of audio in the phone's decoded-audio file so far (it grows while it writes;
+        the header's size fields are only final at hang-up, so the file size counts)."""
+        files = sorted(self.folder.glob("dump-*-dec.wav"))
+        if not files:
+            return 0.0
+        with open(files[-1], "rb") as source:
+            header = source.read(44)
+        if len(header) < 44:
+            return 0.0
+        channels, rate = struct.unpack_from("<HI", header, 22)
+        return max(0, files[-1].stat().st_size - 44) / (2 * channels * rate)
 
     def heard(self, stt: SpeechToText) -> str:
         """What the phone heard (:meth:`recording`), transcribed by ``stt``."""
