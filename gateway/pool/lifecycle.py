@@ -8,7 +8,8 @@ out the unit is ``idle`` again. A marker of an earlier call never releases a lat
 
 :class:`UnitLifecycle` holds the state, the lock and the drain timer; the unit (``PipelineUnit``)
 provides the stage side through six hooks (``_on_claim``, ``_stop_call``, ``_send_marker``,
-``_on_released``, ``_rebuild``, ``_retire``). ``claim`` and ``begin_drain`` run on the event loop,
+``_on_released``, ``_rebuild``, ``_retire``), and two for :meth:`UnitLifecycle.snapshot`
+(``_claimed_at``, ``_stage_view``). ``claim`` and ``begin_drain`` run on the event loop,
 ``_marker_out`` on the last stage's thread.
 """
 
@@ -89,6 +90,14 @@ class UnitLifecycle:
 
     def _retire(self) -> None:
         """Tell the stage threads to stop (process shutdown)."""
+        raise NotImplementedError
+
+    def _claimed_at(self) -> tuple[float, float]:
+        """When the call was claimed: (Unix s, monotonic s)."""
+        raise NotImplementedError
+
+    def _stage_view(self) -> dict:
+        """The stage side's keys of :meth:`snapshot`: ``queued``, ``playout_ms``."""
         raise NotImplementedError
 
     # ----- transitions -----
@@ -186,3 +195,34 @@ class UnitLifecycle:
             except RuntimeError:
                 pass  # the loop is closed: the timer will never fire
         self._retire()
+
+    # ----- observability -----
+    def snapshot(self) -> dict:
+        """This unit's entry in ``GET /v1/pool`` ``units``; read without the lock (a moment's view).
+
+        Keys: ``index``; ``state`` (a UnitState value); ``call_id`` (None when idle or stuck);
+        ``claimed_at`` (Unix s) and ``active_for_s`` while active; ``draining_for_s`` and
+        ``stuck_for_s`` in those states (else None); ``close_reason``; ``sessions_served``;
+        ``recoveries``; ``queued`` (messages waiting at VAD, STT, LLM, TTS); ``playout_ms`` (reply
+        audio buffered, ms). Durations are seconds rounded to 1 ms.
+        """
+        now = time.monotonic()
+        active = self.state is UnitState.ACTIVE
+        claimed_epoch, claimed = self._claimed_at()
+        return {
+            "index": self.index,
+            "state": self.state.value,
+            "call_id": self.call_id if self.state is not UnitState.STUCK else None,
+            "claimed_at": claimed_epoch if active else None,
+            "active_for_s": round(now - claimed, 3) if active else None,
+            "draining_for_s": round(now - self.drain_started_at, 3)
+            if self.state is UnitState.DRAINING and self.drain_started_at
+            else None,
+            "stuck_for_s": round(now - self.stuck_since, 3)
+            if self.state is UnitState.STUCK and self.stuck_since
+            else None,
+            "close_reason": self.close_reason,
+            "sessions_served": self.sessions_served,
+            "recoveries": self.recoveries,
+            **self._stage_view(),
+        }

@@ -19,8 +19,14 @@ models), its audio held in the playout buffer, its events kept here.
   audio dropped unheard, its kept events and any later ones of its generation never reach the
   session, so the client sees no trace of it and the conversation holds only the real reply.
 
-Thread use: the event loop, except :meth:`PreemptiveReplies.drop`, which a stage thread may call
-(a barge-in on the VAD thread); the state swaps under a lock.
+The unit (``gateway.pool.unit.PipelineUnit``) owns one :class:`PreemptiveReplies` and hands it
+its cancel scope and playout buffer (:meth:`~PreemptiveReplies.begin`, :meth:`~PreemptiveReplies.adopt`,
+:meth:`~PreemptiveReplies.discard`); it queues the reply on its LLM stage and hands on the kept
+events itself. This module imports nothing of the unit.
+
+Thread use: the event loop, except :meth:`PreemptiveReplies.drop` and
+:meth:`PreemptiveReplies.discard`, which a stage thread may call (a barge-in on the VAD thread);
+the state swaps under a lock.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from gateway.media.playout import PlayoutBuffer
 from gateway.models.base import ChatMessage
+from gateway.pipeline.cancel import CancelScope
 from gateway.pipeline.events import PipelineEvent
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.preemption import ReplyHold
@@ -99,6 +107,46 @@ class PreemptiveReplies:
         """``reply`` is held now (any earlier one must have been dropped)."""
         with self._lock:
             self.held = reply
+
+    def begin(
+        self, scope: CancelScope, playout: PlayoutBuffer, queue: Any, request: tuple[Any, ...], audio: bool
+    ) -> Optional[HeldReply]:
+        """Start a preemptive reply to ``request`` (a request key: messages, max_tokens, options; not
+        normalised) as a new generation of ``scope``, its audio held in ``playout``, and return it
+        (the unit queues it on its LLM stage). None, counted ``skipped``, when a reply of the call
+        still generates or plays, or the shared LLM's ``queue`` (None: an engine without one) has
+        no free turn. Event loop."""
+        if scope.live or playout.holds(scope.current) or (queue and queue.load().saturated):
+            self.count("skipped")
+            return None
+        generation = scope.begin()
+        hold = ReplyHold(lambda: queue is not None and queue.waiting > 0)
+        playout.hold(generation)
+        reply = HeldReply(generation, normalised(request), audio, hold, TurnLatency())
+        self.start(reply)
+        return reply
+
+    def adopt(
+        self, scope: CancelScope, playout: PlayoutBuffer, request: tuple[Any, ...], audio: bool, now: float
+    ) -> Optional[HeldReply]:
+        """The turn's response asks for ``request`` at ``now`` (monotonic s): the held reply if it
+        answers it (:meth:`take`: used; the unit releases its audio and kept events), else None and
+        any held reply is discarded (:meth:`discard`). Event loop."""
+        held = self.take(request, audio, now)
+        if held is None:
+            self.discard(scope, playout)
+        return held
+
+    def discard(self, scope: CancelScope, playout: PlayoutBuffer) -> None:
+        """Discard the held reply, if any: its generation of ``scope`` is cancelled (late output
+        dropped), its audio dropped unheard from ``playout``; nothing of it reaches the session.
+        Any thread."""
+        held = self.drop()
+        if held is None:
+            return
+        if scope.is_current(held.generation):
+            scope.cancel()
+        playout.drop(held.generation)
 
     def take(self, request: tuple[Any, ...], audio: bool, now: float) -> Optional[HeldReply]:
         """The held reply if it answers ``request`` (its key, not normalised) with the same

@@ -39,7 +39,7 @@ from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitI
 from gateway.pipeline.preemption import ReplyHold
 from gateway.pool.call_state import CallState
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
-from gateway.pool.preemptive import HeldReply, PreemptiveReplies, normalised
+from gateway.pool.preemptive import PreemptiveReplies
 from gateway.pool.read_ahead import PromptReadAhead
 from gateway.pool.thinking import arm_cue, prepare_filler
 
@@ -320,25 +320,15 @@ class PipelineUnit(UnitLifecycle):
             return
         self._discard_preemptive()  # a newer draft: the caller went on after the earlier pause
         request = self._request_key(messages, max_tokens, tools, tool_choice)
-        if self.settings.preemptive_reply and self._start_preemptive(call_id, request, audio):
-            self.prompt_read.let_go()  # the reply reads its prompt itself
-            return
+        if self.settings.preemptive_reply:
+            queue = getattr(self.models.llm, "queue", None)
+            held = self.preemptive.begin(self.scope, self.playout, queue, request, audio)
+            if held is not None:
+                self._queue_reply(call_id, held.generation, request, audio, held.latency, held.hold)
+                self.prompt_read.let_go()  # the reply reads its prompt itself
+                return
         if self.config.llm_read_ahead:
             self.prompt_read.start(read, request)
-
-    def _start_preemptive(self, call_id: str, request: tuple, audio: bool) -> bool:
-        """Start a preemptive reply to ``request`` (a :meth:`_request_key`); False (counted
-        ``skipped``) when a reply still generates or plays, or the shared LLM has no free turn."""
-        queue = getattr(self.models.llm, "queue", None)
-        if self.scope.live or self.playout.holds(self.scope.current) or (queue and queue.load().saturated):
-            self.preemptive.count("skipped")
-            return False
-        generation = self.scope.begin()
-        hold, latency = ReplyHold(lambda: queue is not None and queue.waiting > 0), TurnLatency()
-        self.playout.hold(generation)
-        self.preemptive.start(HeldReply(generation, normalised(request), audio, hold, latency))
-        self._queue_reply(call_id, generation, request, audio, latency, hold)
-        return True
 
     def _queue_reply(
         self,
@@ -370,14 +360,8 @@ class PipelineUnit(UnitLifecycle):
             self._deliver(event)
 
     def _discard_preemptive(self) -> None:
-        """Discard the held preemptive reply, if any: its generation is cancelled (late output
-        dropped), its audio dropped unheard; nothing of it reaches the session. Any thread."""
-        held = self.preemptive.drop()
-        if held is None:
-            return
-        if self.scope.is_current(held.generation):
-            self.scope.cancel()
-        self.playout.drop(held.generation)
+        """Discard the held preemptive reply, if any (``PreemptiveReplies.discard``). Any thread."""
+        self.preemptive.discard(self.scope, self.playout)
 
     def _request_key(
         self, messages: list[ChatMessage], max_tokens: Optional[int], tools: Optional[list], tool_choice: str
@@ -422,9 +406,9 @@ class PipelineUnit(UnitLifecycle):
             raise RuntimeError(f"unit {self.index} is {self.state.value}: no response can start")
         request = self._request_key(messages, max_tokens, tools, tool_choice)
         now = time.monotonic()
-        held = self.preemptive.take(request, audio, now)  # the reply started at the pause, if it is this one
+        # The reply started at the pause, if it is this one; else one to other words is discarded.
+        held = self.preemptive.adopt(self.scope, self.playout, request, audio, now)
         if held is None:
-            self._discard_preemptive()  # a reply to other words, or none was started
             self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
             generation, latency = self.scope.begin(), latency or TurnLatency()
             latency.mark("response_requested", now)
@@ -481,32 +465,9 @@ class PipelineUnit(UnitLifecycle):
             self.call_state.touch()
             self._deliver(PlaybackStopped(call_id, generation=events.stopped[0], played_ms=events.stopped[1]))
 
-    # ----- observability -----
-    def snapshot(self) -> dict:
-        """This unit's entry in ``GET /v1/pool`` ``units``; read without the lock (a moment's view).
+    # ----- observability: the stage side of snapshot (gateway.pool.lifecycle) -----
+    def _claimed_at(self) -> tuple[float, float]:
+        return self.call_state.claimed_at_epoch, self.call_state.claimed_at
 
-        Keys: ``index``; ``state`` (a UnitState value); ``call_id`` (None when idle or stuck);
-        ``claimed_at`` (Unix s) and ``active_for_s`` while active; ``draining_for_s`` and
-        ``stuck_for_s`` in those states (else None); ``close_reason``; ``sessions_served``;
-        ``recoveries``; ``queued`` (messages waiting at VAD, STT, LLM, TTS); ``playout_ms`` (reply
-        audio buffered, ms). Durations are seconds rounded to 1 ms.
-        """
-        now = time.monotonic()
-        return {
-            "index": self.index,
-            "state": self.state.value,
-            "call_id": self.call_id if self.state is not UnitState.STUCK else None,
-            "claimed_at": self.call_state.claimed_at_epoch if self.state is UnitState.ACTIVE else None,
-            "active_for_s": round(now - self.call_state.claimed_at, 3) if self.state is UnitState.ACTIVE else None,
-            "draining_for_s": round(now - self.drain_started_at, 3)
-            if self.state is UnitState.DRAINING and self.drain_started_at
-            else None,
-            "stuck_for_s": round(now - self.stuck_since, 3)
-            if self.state is UnitState.STUCK and self.stuck_since
-            else None,
-            "close_reason": self.close_reason,
-            "sessions_served": self.sessions_served,
-            "recoveries": self.recoveries,
-            "queued": [len(q) for q in self.chain.queues],
-            "playout_ms": round(self.playout.buffered_ms, 1),
-        }
+    def _stage_view(self) -> dict:
+        return {"queued": [len(q) for q in self.chain.queues], "playout_ms": round(self.playout.buffered_ms, 1)}
