@@ -1,0 +1,86 @@
+"""Language model doubles: a model that hangs, one that fails once, one that is slow, one that calls a tool."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Optional
+
+from gateway.models.base import ChatMessage, Generation, GenerationOptions, LanguageModel, ToolCall
+
+
+class BlockingLanguageModelDouble:
+    """Blocks inside ``generate`` until ``release`` is set, ignoring cancellation (a hung model)."""
+
+    name = "blocking-double"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def generate(
+        self,
+        messages: list[ChatMessage],
+        max_tokens: int,
+        should_stop: Callable[[], bool],
+        on_text: Callable[[str], None],
+        options: Optional[GenerationOptions] = None,
+    ) -> Generation:
+        self.entered.set()
+        self.release.wait()
+        on_text("Late words of a hung model. ")
+        return Generation("Late words of a hung model.", 6)
+
+
+class FailingOnceLanguageModelDouble:
+    """Raises on the first ``generate``, then delegates to a real model."""
+
+    def __init__(self, real: LanguageModel) -> None:
+        self.real = real
+        self.name = real.name
+        self.failures = 0
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        if self.failures == 0:
+            self.failures += 1
+            raise RuntimeError("simulated model failure")
+        return self.real.generate(messages, max_tokens, should_stop, on_text, options)
+
+
+class SlowLanguageModelDouble:
+    """Waits ``delay_s`` (or until cancelled) before each ``generate`` of a real model: a turn
+    whose first audio is late, deterministically (a busy shared engine)."""
+
+    def __init__(self, real: LanguageModel, delay_s: float) -> None:
+        self.real = real
+        self.name = real.name
+        self.delay_s = delay_s
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        deadline = time.monotonic() + self.delay_s
+        while time.monotonic() < deadline and not should_stop():
+            time.sleep(0.02)
+        if should_stop():
+            return Generation("", 0, "cancelled")
+        return self.real.generate(messages, max_tokens, should_stop, on_text, options)
+
+
+class ToolCallingLanguageModelDouble(SlowLanguageModelDouble):
+    """Answers a prompt offering tools whose last message is not a tool's output with a call of the
+    first tool (``arguments``), after ``delay_s``; otherwise the real model answers (after it too)."""
+
+    def __init__(self, real: LanguageModel, delay_s: float, arguments: str = "{}") -> None:
+        super().__init__(real, delay_s)
+        self.arguments = arguments
+        self.calls = 0
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        if options is None or not options.tools or messages[-1].role == "tool":
+            return super().generate(messages, max_tokens, should_stop, on_text, options)
+        deadline = time.monotonic() + self.delay_s
+        while time.monotonic() < deadline and not should_stop():
+            time.sleep(0.02)
+        self.calls += 1
+        call = ToolCall(f"call_double_{self.calls}", options.tools[0].name, self.arguments)
+        return Generation("", 1, "tool_calls", tool_calls=[call])
