@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from gateway.loadgen.caller import CallResult, TurnResult
 from gateway.loadgen.turns import percentile
-from gateway.loadgen.watch import COUNTERS, PoolWatch
+from gateway.loadgen.watch import COUNTERS, LABELLED, PREEMPTIVE, PoolWatch, labelled_key
 
 # The gateway's stages shown per turn (its gateway.latency keys).
 STAGE_KEYS = ("vad_end_of_turn", "stt", "llm_first_token", "first_sentence", "tts_first_chunk")
@@ -28,6 +28,9 @@ DETAIL_KEYS = (
     ("tts_compute", "TTS"),
     ("playout", "playout"),
 )
+
+
+PREEMPTIVE_OUTCOMES = ("used", "discarded", "skipped")
 
 
 @dataclass
@@ -67,6 +70,15 @@ class Phase:
     def refused(self) -> list[CallResult]:
         return [c for c in self.calls if c.refused]
 
+    def preemptive(self) -> Optional[dict[str, int]]:
+        """The gateway's preemptive replies over the phase by outcome (``used``, ``discarded``,
+        ``skipped``; deltas of ``vg_preemptive_replies_total``), or None when it exports none."""
+        label = LABELLED[PREEMPTIVE]
+        found = {o: self.counters.get(labelled_key(PREEMPTIVE, label, o)) for o in PREEMPTIVE_OUTCOMES}
+        if all(value is None for value in found.values()):
+            return None
+        return {outcome: round(value or 0.0) for outcome, value in found.items()}
+
     def stats(self) -> dict[str, Optional[float]]:
         """``p50``, ``p95`` and ``max`` of the answered turns' voice-to-voice, ms (None: none)."""
         values = self.v2v
@@ -85,13 +97,14 @@ def _ratio(value: Optional[float], base: Optional[float]) -> str:
 
 def summary_table(phases: list[Phase], lone: Optional[Phase]) -> str:
     """One row per phase: admitted / refused (codes, Retry-After), turns answered, voice-to-voice
-    p50 / p95 / max and their ratio to the lone caller's, deadline misses, peak units in use."""
+    p50 / p95 / max and their ratio to the lone caller's, deadline misses, the gateway's CPU and
+    its preemptive replies (used / discarded / skipped)."""
     base = lone.stats() if lone is not None else {"p50": None, "p95": None}
     head = (
         "| phase | admitted | refused (code, Retry-After) | turns answered | v2v p50 ms | v2v p95 ms | max ms "
-        "| p50 × alone | p95 × alone | deadline misses | gateway CPU (cores) |"
+        "| p50 × alone | p95 × alone | deadline misses | gateway CPU (cores) | preemptive used / discarded / skipped |"
     )
-    rows = [head, "|" + "---|" * 11]
+    rows = [head, "|" + "---|" * 12]
     for phase in phases:
         stats = phase.stats()
         refused = phase.refused
@@ -108,9 +121,14 @@ def summary_table(phases: list[Phase], lone: Optional[Phase]) -> str:
             f"| {phase.name} | {len(phase.calls) - len(refused)} of {len(phase.calls)} | {refusal} "
             f"| {answered} of {len(turns)} | {_ms(stats['p50'])} | {_ms(stats['p95'])} | {_ms(stats['max'])} "
             f"| {_ratio(stats['p50'], base['p50'])} | {_ratio(stats['p95'], base['p95'])} "
-            f"| {'n/a' if misses is None else f'{misses:.0f}'} | {cpu} |"
+            f"| {'n/a' if misses is None else f'{misses:.0f}'} | {cpu} | {_preemptive_cell(phase)} |"
         )
     return "\n".join(rows)
+
+
+def _preemptive_cell(phase: Phase) -> str:
+    counts = phase.preemptive()
+    return "n/a" if counts is None else " / ".join(str(counts[o]) for o in PREEMPTIVE_OUTCOMES)
 
 
 def turn_table(phase: Phase, lone: Optional[Phase]) -> str:
@@ -187,8 +205,12 @@ def caller_table(phase: Phase) -> str:
 
 
 def counters_line(phase: Phase) -> str:
-    """The gateway's counters over ``phase`` (deltas), by their table names."""
+    """The gateway's counters over ``phase`` (deltas), by their table names, and its preemptive
+    replies by outcome."""
     parts = [f"{label}: {phase.counters[name]:g}" for name, label in COUNTERS.items() if name in phase.counters]
+    counts = phase.preemptive()
+    if counts is not None:
+        parts.append("preemptive replies: " + ", ".join(f"{o} {counts[o]}" for o in PREEMPTIVE_OUTCOMES))
     return "; ".join(parts) if parts else "gateway counters: n/a"
 
 
@@ -226,6 +248,7 @@ def as_json(phases: list[Phase], machine: dict[str, Any]) -> dict[str, Any]:
                 "wall_s": round(p.wall_s, 1),
                 "stats_ms": p.stats(),
                 "counters": p.counters,
+                "preemptive_replies": p.preemptive(),
                 "cpu_cores": p.cpu_cores,
                 "pool_samples": [
                     {"t": round(t, 1), "in_use": n, "capacity": c} for t, n, c in (p.watch.samples if p.watch else [])

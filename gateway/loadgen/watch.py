@@ -1,8 +1,8 @@
 """What the gateway says of its own load while the callers talk: ``GET /v1/pool`` (units in use,
 the admission's load estimate, the LLM's decode step times) polled through a phase, and counters
 of ``GET /metrics`` read before and after it (deadline misses: reply audio that ran dry before the
-reply's end). A gateway that lacks a field or a metric (an older version) is shown as such, not
-failed."""
+reply's end; the preemptive replies by outcome). A gateway that lacks a field or a metric (an
+older version) is shown as such, not failed."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ COUNTERS = {
     "vg_playout_underrun_seconds": "reply audio missing, s",
     "vg_outbound_late_frames": "late outbound frames",
 }
+# Counters read per label value, keyed ``name{label="value"}`` (name -> label): the replies started
+# at the caller's pause (``gateway.pool.preemptive``) by outcome: used, discarded, skipped.
+LABELLED = {"vg_preemptive_replies": "outcome"}
+PREEMPTIVE = "vg_preemptive_replies"
+
+
+def labelled_key(name: str, label: str, value: str) -> str:
+    """The key of one label value of a :data:`LABELLED` counter: ``name{label="value"}``."""
+    return f'{name}{{{label}="{value}"}}'
 
 
 async def get_json(url: str, path: str, headers: Optional[dict] = None) -> dict[str, Any]:
@@ -36,7 +45,8 @@ async def get_json(url: str, path: str, headers: Optional[dict] = None) -> dict[
 
 
 async def counters(url: str, headers: Optional[dict] = None) -> dict[str, float]:
-    """The :data:`COUNTERS` of ``GET /metrics`` (each summed over its labels); absent ones left out."""
+    """The :data:`COUNTERS` of ``GET /metrics`` (each summed over its labels) and the
+    :data:`LABELLED` ones per label value (:func:`labelled_key`); absent ones left out."""
     try:
         async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics", headers=headers) as response:
             text = await response.text()
@@ -47,6 +57,11 @@ async def counters(url: str, headers: Optional[dict] = None) -> dict[str, float]
         if family.name in COUNTERS:
             total = sum(s.value for s in family.samples if s.name.endswith("_total"))
             found[family.name] = total
+        label = LABELLED.get(family.name)
+        if label is not None:
+            for sample in family.samples:
+                if sample.name.endswith("_total") and label in sample.labels:
+                    found[labelled_key(family.name, label, sample.labels[label])] = sample.value
     return found
 
 

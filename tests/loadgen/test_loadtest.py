@@ -1,24 +1,28 @@
 """The load generator (``voice-gateway loadtest``, ``gateway.loadgen``): its command line, and one
 real run end to end: two simulated callers over real WebRTC on loopback, one spoken question each,
-against a gateway on the real models, with the table, the plot and the gateway's counters."""
+against a gateway on the real models, with the table, the plot and the gateway's counters (the
+preemptive replies by outcome among them)."""
 
 from __future__ import annotations
 
 import wave
 from pathlib import Path
 
+import aiohttp
 import numpy as np
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.cli import build_parser
 from gateway.loadgen.plot import svg_plot
-from gateway.loadgen.report import summary_table, turn_table
+from gateway.loadgen.report import Phase, as_json, counters_line, summary_table, turn_table
 from gateway.loadgen.run import Plan, run, wait_admitting
 from gateway.loadgen.speech import conversation, load_questions, speech_files
+from gateway.loadgen.watch import counters
 from tests.doubles import SettlingPoolDouble
-from tests.helpers import QUESTION, says, serve
+from tests.helpers import QUESTION, app_idle, says, serve, wait_until
 
 
 def write_wav(path: Path, samples: np.ndarray) -> Path:
@@ -55,9 +59,16 @@ async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, spee
     assert [q.name for q in conversation(questions, 1, 1)] == ["weather.wav"]
     plan = Plan(questions, callers=[2], turns=1, think_s=0.0, stagger_s=0.5, baseline=False)
     config = gateway_config(pool_size=2, max_response_tokens=12)
-    async with serve(config, models) as (url, _app):
+    async with serve(config, models) as (url, app):
         phases = await run(url, plan)
+        assert await wait_until(lambda: app_idle(app), 30)
+        metrics = await preemptive_metrics(url)
     (phase,) = phases
+    counts = phase.preemptive()
+    assert counts is not None, "the gateway's preemptive replies were read"
+    assert counts == metrics, (counts, metrics)  # a fresh gateway: the phase's deltas are its totals
+    assert sum(counts.values()) == sum(metrics.values()) >= 1, "a reply was started at a pause (or skipped)"
+    assert "preemptive replies: used" in counters_line(phase)
     assert [call.status for call in phase.calls] == [201, 201]
     turns = sorted(phase.turns, key=lambda t: t.caller)
     assert [t.question for t in turns] == ["italy.wav", "weather.wav"]
@@ -68,9 +79,38 @@ async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, spee
     assert phase.watch is not None and phase.watch.peak_in_use >= 1
     table = summary_table(phases, None)
     assert "| 2 callers | 2 of 2 | none | 2 of 2 |" in table, table
+    cell = f"| {counts['used']} / {counts['discarded']} / {counts['skipped']} |"
+    assert table.splitlines()[-1].endswith(cell), table
     assert "italy.wav" in turn_table(phase, None)
     plot = svg_plot(phases, None, "two callers")
     assert plot.startswith("<svg") and plot.count("<circle") >= 2 + 2 and plot.endswith("</svg>")
+
+
+async def preemptive_metrics(url: str) -> dict[str, int]:
+    """``vg_preemptive_replies_total`` of the gateway at ``url`` by outcome, read from ``/metrics`` here."""
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as response:
+        text = await response.text()
+    return {
+        sample.labels["outcome"]: round(sample.value)
+        for family in text_string_to_metric_families(text)
+        if family.name == "vg_preemptive_replies"
+        for sample in family.samples
+        if sample.name == "vg_preemptive_replies_total"
+    }
+
+
+async def test_the_preemptive_counts_are_read_from_the_gateway_and_reported(models, gateway_config) -> None:
+    async with serve(gateway_config(), models) as (url, _app):
+        read = await counters(url)
+        metrics = await preemptive_metrics(url)
+    assert set(metrics) == {"used", "discarded", "skipped"}, metrics
+    phase = Phase(2, False, [], 1.0, counters=read)
+    assert phase.preemptive() == metrics == {"used": 0, "discarded": 0, "skipped": 0}
+    assert "preemptive replies: used 0, discarded 0, skipped 0" in counters_line(phase)
+    assert summary_table([phase], None).endswith("| 0 / 0 / 0 |")
+    assert as_json([phase], {})["phases"][0]["preemptive_replies"] == metrics
+    older = Phase(2, False, [], 1.0, counters={"vg_playout_underruns": 0.0})  # a gateway without the metric
+    assert older.preemptive() is None and summary_table([older], None).endswith("| n/a |")
 
 
 async def test_a_phase_waits_for_the_gateway_to_admit_again(capsys) -> None:
