@@ -37,8 +37,9 @@ class CallSettings:
     TTS default) and ``speed`` (``audio.output.speed``, 1.0 = the voice's own rate): how TTS speaks.
     ``thinking_cue`` (gateway extension ``audio.output.thinking_cue``: "off", "tone", "filler"):
     what the media track plays while an answer is late (``gateway.pool.thinking``).
-    ``preemptive_reply`` (the operator's ``preemptive_reply``; no session field): whether a reply is
-    started at the caller's pause, before the turn ends (``gateway.pool.preemptive``).
+    ``preemptive_reply`` (gateway extension ``"preemptive_reply"`` of the session object; the
+    operator's ``preemptive_reply`` until a session sets it): whether a reply is started at the
+    caller's pause, before the turn ends (``gateway.pool.preemptive``).
     """
 
     instructions: str = config_default("instructions")

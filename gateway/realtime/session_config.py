@@ -148,6 +148,7 @@ class GaSession(_Open):
     tools: Optional[Any] = None  # checked by gateway.realtime.tools
     tool_choice: Optional[Any] = None
     recording: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
+    preemptive_reply: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
 
 
 class BetaSession(_Open):
@@ -169,6 +170,7 @@ class BetaSession(_Open):
     tools: Optional[Any] = None  # checked by gateway.realtime.tools
     tool_choice: Optional[Any] = None
     recording: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
+    preemptive_reply: Optional[bool] = Field(default=None, strict=True)  # gateway extension (see parse_update)
 
 
 # Keys only one of the two shapes has; a session object with neither keeps the session's dialect.
@@ -249,7 +251,9 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     key absent = unchanged), thinking_cue ("off", "tone", "filler"; the gateway extension
     ``audio.output.thinking_cue``, beta ``thinking_cue``), recording (bool: the gateway extension
     ``"recording": true`` of either shape, record this call where the operator keeps recordings; key
-    absent = unchanged). ``limits`` (default: ``SessionLimits()``) bound the sizes.
+    absent = unchanged), preemptive_reply (bool: the gateway extension ``"preemptive_reply"`` of
+    either shape, start the reply at the caller's pause, ``gateway.pool.preemptive``; key absent =
+    unchanged). ``limits`` (default: ``SessionLimits()``) bound the sizes.
     Raises ClientError (``param`` the dotted path of the bad field; ``code`` ``invalid_value``,
     ``invalid_type``, or a limit's such as ``string_above_max_length``) on a structurally invalid
     value or one over a limit.
@@ -300,6 +304,8 @@ def _common(parsed: Union[GaSession, BetaSession], changes: dict) -> dict:
         changes["model"] = parsed.model
     if parsed.recording is not None:
         changes["recording"] = parsed.recording
+    if parsed.preemptive_reply is not None:
+        changes["preemptive_reply"] = parsed.preemptive_reply
     return changes
 
 

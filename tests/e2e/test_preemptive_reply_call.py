@@ -100,3 +100,33 @@ async def test_a_caller_who_goes_on_after_the_pause_gets_no_trace_of_the_reply_s
     assert discarded is not None and discarded.latency.llm_first_token is not None, "it had started to answer"
     draft = discarded.request[0][-1].content
     assert says(draft, FIRST_PART) and not says(draft, SECOND_PART), draft
+
+
+@pytest.mark.slow  # two spoken turns with a long end
+async def test_a_session_turns_the_preemptive_reply_off_and_on_for_its_call(models, speech, gateway_config):
+    """The gateway extension ``"preemptive_reply"`` of a ``session.update`` reaches the call's unit:
+    off, the turn is answered with no reply started at the pause; on again, the next one is used."""
+    config = gateway_config(max_response_tokens=24)
+    assert config.preemptive_reply, "the operator's default is on: the session turns it off"
+    async with serve(config, models) as (url, app):
+        replies = app[POOL].units[0].preemptive
+        async with EventClient(url, query="?model=gpt-realtime") as client:
+            await client.wait_for("session.created", within=10)
+            off = {"type": "realtime", "audio": {"input": {"turn_detection": SLOW_END}}, "preemptive_reply": False}
+            await client.send("session.update", session=off)
+            updated = await client.wait_for("session.updated", within=10)
+            assert "preemptive_reply" not in updated["session"], "OpenAI's shape: the extension is not echoed"
+            await client.stream(speech(QUESTION), silence_s=3.2)
+            await client.wait_for("response.done", within=120)
+            counts_off = replies.counts()
+            mark = len(client.events)
+            await client.send("session.update", session={"type": "realtime", "preemptive_reply": True})
+            await client.wait_for("session.updated", within=10, after=mark)
+            await client.stream(speech(QUESTION), silence_s=3.2)
+            await client.wait_for("response.done", within=120, after=mark)
+            counts_on = replies.counts()
+        assert await wait_until(lambda: app_idle(app), 10)
+    assert not client.of_type("error"), client.of_type("error")
+    assert len(client.of_type("response.done")) == 2, "both turns answered"
+    assert counts_off == {"used": 0, "discarded": 0, "skipped": 0}, counts_off
+    assert counts_on == {"used": 1, "discarded": 0, "skipped": 0}, counts_on
