@@ -4,8 +4,8 @@ its own).
 
 Each recording of a run has a known transcript (``transcripts.tsv``). A turn is **mixed up** when
 
-- what the gateway *heard* (the turn's input transcripts) matches another recording better than
-  the one this caller played (``heard <file>``), or
+- what the gateway *heard* (the turn's input transcripts) matches a recording this caller never
+  played better than the one it played (``heard <file>``), or
 - what it *said* (the reply's transcript) matches a recording this caller never asked, and not the
   questions it did (``said <file>``: another caller's words; the default small model often echoes
   or paraphrases what it is told, so an answer shares words with its question).
@@ -68,7 +68,7 @@ def mixup(heard: str, said: str, asked: Sequence[str], texts: Mapping[str, str])
     problems = []
     if heard:
         own = share(heard, texts[current])
-        name, value = _best(heard, texts, others + [n for n in asked if n != current])
+        name, value = _best(heard, texts, others)  # (a late transcript of its own earlier question is not a leak)
         if value >= MATCH and value > own:
             problems.append(f"heard {name}")
     if said:

@@ -53,6 +53,8 @@ def test_another_callers_words_in_a_reply_or_a_transcript_are_reported() -> None
     # Recorded: caller 6's second and third replies repeated its first (JFK) to new questions.
     assert mixup("1 2 2 3", "And so my fellow Americans.", [JFK, ONE_TWO_THREE], TEXTS) == f"stale {JFK}"
     assert mixup("", "", [CARDS], TEXTS) == "", "an unanswered turn has nothing to check"
+    late = "He was not an ill disposed young man. 10 of clubs"  # its own first question's transcript, late
+    assert mixup(late, "Ten of clubs.", [YOUNG_MAN, CARDS], TEXTS) == "", "its own words are no leak"
     assert mixup("anything", "anything", ["alone.wav"], TEXTS) == "", "a recording without a transcript"
 
 
