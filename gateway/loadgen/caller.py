@@ -1,5 +1,6 @@
-"""One simulated caller: a real WebRTC call (aiortc, ``gateway.client.RealtimeClient``) that asks
-its questions one after another, listens to each answer to its end, thinks, and hangs up.
+"""One simulated caller: a real WebRTC call (aiortc, ``gateway.client.RealtimeClient``; or a Realtime
+WebSocket, ``gateway.loadgen.ws_client``) that asks its questions one after another, listens to
+each answer to its end, thinks, and hangs up.
 
 Voice-to-voice of a turn is the caller's own: the end of its speech (the last sample of the
 recording sent, less its trailing silence) to the first voiced frame of the answer heard (the
@@ -15,13 +16,15 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from gateway.client import RealtimeClient
+from gateway.loadgen.mixups import mixup
 from gateway.loadgen.speech import Question
-from gateway.loadgen.turns import event_for, final_turn_response, voiced_since
+from gateway.loadgen.turns import CallClient, event_for, final_turn_response, voiced_since
+from gateway.loadgen.ws_client import WebSocketCaller
 
 # The most a turn may take from the end of the question to its answer done, s (then it counts as failed).
 TURN_TIMEOUT_S = 90.0
@@ -36,7 +39,8 @@ class TurnResult:
     and said, the answer's audio duration (``reply_s``: playback start to stop), when the
     question started (``at_s``, s since the run began), where the gateway's time went
     (``detail``, ms: its ``gateway.latency`` ``detail_ms``) and the reply's tokens (``tokens``:
-    ``output``, ``prompt`` read, ``cached`` of the prompt; from ``response.usage``)."""
+    ``output``, ``prompt`` read, ``cached`` of the prompt; from ``response.usage``) and ``mixed``:
+    what of the turn belongs to another question ("" when nothing: :func:`gateway.loadgen.mixups.mixup`)."""
 
     caller: int
     turn: int
@@ -51,12 +55,15 @@ class TurnResult:
     failed: str = ""
     detail: dict[str, Optional[float]] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
+    mixed: str = ""
 
 
 @dataclass
 class CallResult:
     """One caller: the offer's HTTP ``status`` (201: answered), for a refusal its error ``code`` and
-    ``retry_after`` (the header, s), ``offer_ms`` (the offer's round trip) and its turns."""
+    ``retry_after`` (the header, s), ``offer_ms`` (the offer's round trip), its turns and its
+    ``log``: every input transcript and reply of the call in order (``t`` s since the run began,
+    ``kind`` ``heard`` or ``said``, ``id``: the item or response, ``status`` of a reply, ``text``)."""
 
     caller: int
     status: int = 0
@@ -65,6 +72,7 @@ class CallResult:
     offer_ms: Optional[float] = None
     turns: list[TurnResult] = field(default_factory=list)
     error: str = ""
+    log: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def refused(self) -> bool:
@@ -80,14 +88,18 @@ async def converse(
     session: Optional[dict] = None,
     headers: Optional[dict[str, str]] = None,
     silent_s: float = 0.0,
+    texts: Optional[Mapping[str, str]] = None,
+    transport: str = "webrtc",
 ) -> CallResult:
     """Caller number ``caller`` calls ``url``, says nothing for ``silent_s``, asks ``questions`` in
     order (each after the previous answer played out and ``think_s`` s of thought) and hangs up.
     ``t0``: the run's start (time.monotonic()), for ``TurnResult.at_s``; ``session``: a
     ``session.update`` to send first; ``headers``: sent with the offer (``Authorization`` for a
-    gateway with an API key)."""
+    gateway with an API key); ``texts``: the transcript of every recording of the run by name, to
+    check each turn against (:func:`gateway.loadgen.mixups.mixup`); ``transport``: ``webrtc`` (a
+    WebRTC call) or ``websocket`` (the Realtime WebSocket, :class:`WebSocketCaller`)."""
     result = CallResult(caller)
-    client = RealtimeClient(url)
+    client: CallClient = WebSocketCaller(url) if transport == "websocket" else RealtimeClient(url)
     try:
         result.status = await client.connect(session=session, headers=headers)
     except (OSError, TimeoutError) as exc:
@@ -105,16 +117,34 @@ async def converse(
         await asyncio.sleep(0.3 + silent_s)
         for number, question in enumerate(questions):
             turn = await ask(client, caller, number, question, t0)
+            turn.mixed = mixup(turn.heard, turn.said, [q.name for q in questions[: number + 1]], texts or {})
             result.turns.append(turn)
             if turn.failed:
                 break  # the call is in an unknown state: the rest of its turns would not say more
             await asyncio.sleep(think_s)
     finally:
+        result.log = call_log(client, t0)
         await client.hangup()
     return result
 
 
-async def ask(client: RealtimeClient, caller: int, number: int, question: Question, t0: float) -> TurnResult:
+def call_log(client: CallClient, t0: float) -> list[dict[str, Any]]:
+    """The call's input transcripts and replies in the order they came (see ``CallResult.log``)."""
+    log: list[dict[str, Any]] = []
+    for event in list(client.events):
+        kind = event.get("type")
+        if kind == "conversation.item.input_audio_transcription.completed":
+            entry = {"kind": "heard", "id": event.get("item_id"), "text": event.get("transcript", "")}
+        elif kind == "response.done":
+            response = event["response"]
+            entry = {"kind": "said", "id": response["id"], "status": response["status"], "text": _transcript(response)}
+        else:
+            continue
+        log.append({"t": round(client.time_of(event) - t0, 2), **entry})
+    return log
+
+
+async def ask(client: CallClient, caller: int, number: int, question: Question, t0: float) -> TurnResult:
     """Speak ``question``, measure the answer's voice-to-voice and listen to the answer's end."""
     turn = TurnResult(caller, number, question.name, time.monotonic() - t0)
     mark = len(client.events)
@@ -151,7 +181,7 @@ async def ask(client: RealtimeClient, caller: int, number: int, question: Questi
     return turn
 
 
-async def _played_out(client: RealtimeClient, response_id: str) -> dict[str, Any]:
+async def _played_out(client: CallClient, response_id: str) -> dict[str, Any]:
     """The answer's ``output_audio_buffer.stopped`` (or ``.cleared``) once its audio has played."""
     deadline = time.monotonic() + LISTEN_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -24,6 +24,12 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--turns", type=int, default=3, help="questions per caller")
     parser.add_argument("--think-s", type=float, default=3.0, help="pause after each answer is heard, s")
     parser.add_argument("--stagger-s", type=float, default=1.3, help="ramp-up: between two callers' starts, s")
+    parser.add_argument(
+        "--transport",
+        choices=("webrtc", "websocket"),
+        default="webrtc",
+        help="how callers call: a WebRTC call each, or the Realtime WebSocket (GET /v1/realtime)",
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip the lone caller before the phases")
     parser.add_argument(
         "--silent", type=int, default=0, help="a phase of this many callers who connect and say nothing (admitted?)"

@@ -146,9 +146,25 @@ def turn_table(phase: Phase, lone: Optional[Phase]) -> str:
         rows.append(
             f"| {turn.caller + 1} | {turn.turn + 1} | {turn.question} | {turn.at_s:.1f} | {v2v} "
             f"| {_ratio(turn.v2v_ms, alone.get(turn.question))} | {stages} | {reply} "
-            f"| {turn.heard[:32]!r} -> {turn.said[:40]!r} |"
+            f"| {'MIXED UP (' + turn.mixed + '): ' if turn.mixed else ''}{turn.heard[:32]!r} -> {turn.said[:40]!r} |"
         )
     return "\n".join(rows)
+
+
+def mixup_line(phase: Phase) -> str:
+    """Whether every answered turn heard and answered its own caller's question
+    (``TurnResult.mixed``, :mod:`gateway.loadgen.mixups`), with the turns that did not."""
+    checked = [t for t in phase.turns if t.heard or t.said]
+    mixed = [t for t in checked if t.mixed]
+    leaks = [t for t in mixed if "heard" in t.mixed or "said" in t.mixed]
+    line = f"own question heard and answered: {len(checked) - len(mixed)} of {len(checked)} turns"
+    if mixed:
+        line += (
+            f"; MIXED UP: {len(leaks)} with another caller's words, {len(mixed) - len(leaks)} stale ("
+            + "; ".join(f"caller {t.caller + 1} turn {t.turn + 1}: {t.mixed}" for t in mixed)
+            + ")"
+        )
+    return line
 
 
 def breakdown_table(phases: list[Phase]) -> str:
@@ -262,6 +278,7 @@ def as_json(phases: list[Phase], machine: dict[str, Any]) -> dict[str, Any]:
                         "offer_ms": c.offer_ms,
                         "error": c.error,
                         "turns": [t.__dict__ for t in c.turns],
+                        "log": c.log,
                     }
                     for c in p.calls
                 ],

@@ -36,6 +36,7 @@ from gateway.loadgen.report import (
     caller_table,
     counters_line,
     load_line,
+    mixup_line,
     summary_table,
     turn_table,
 )
@@ -53,7 +54,7 @@ class Plan:
     """What a run does: ``callers`` (N of each loaded phase), ``turns`` questions per caller,
     ``think_s`` of thought after each answer, starts ``stagger_s`` apart, the lone ``baseline``
     first, then ``silent`` callers who say nothing (how many are admitted); a phase is abandoned
-    after ``phase_timeout_s``."""
+    after ``phase_timeout_s``; ``transport``: ``webrtc`` or ``websocket``."""
 
     questions: list[Question]
     callers: list[int]
@@ -64,6 +65,7 @@ class Plan:
     silent: int = 0
     phase_timeout_s: float = 900.0
     headers: Optional[dict[str, str]] = None
+    transport: str = "webrtc"
 
 
 class GatewayProcess:
@@ -140,9 +142,14 @@ async def run_phase(
         await asyncio.sleep(delay_s)
         if silent:  # connected together, for SILENT_HOLD_S after the last one came
             hold = (callers - index) * plan.stagger_s + SILENT_HOLD_S
-            return await converse(url, index, [], 0.0, t0, headers=plan.headers, silent_s=hold)
+            return await converse(
+                url, index, [], 0.0, t0, headers=plan.headers, silent_s=hold, transport=plan.transport
+            )
         questions = conversation(plan.questions, index, plan.turns)
-        return await converse(url, index, questions, plan.think_s, t0, headers=plan.headers)
+        texts = {q.name: q.text for q in plan.questions if q.text}
+        return await converse(
+            url, index, questions, plan.think_s, t0, headers=plan.headers, texts=texts, transport=plan.transport
+        )
 
     async def one_by_one() -> list[CallResult]:
         calls = []
@@ -206,6 +213,8 @@ def print_phase(phase: Phase, lone: Optional[Phase]) -> None:
     print()
     print(caller_table(phase))
     print(f"\n{counters_line(phase)}\n{load_line(phase)}", flush=True)
+    if not phase.silent:
+        print(mixup_line(phase), flush=True)
 
 
 def machine_line(pool: dict[str, Any]) -> str:
@@ -231,7 +240,15 @@ def main(args: argparse.Namespace) -> int:
         return 2
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
     plan = Plan(
-        questions, callers, args.turns, args.think_s, args.stagger_s, not args.no_baseline, args.silent, headers=headers
+        questions,
+        callers,
+        args.turns,
+        args.think_s,
+        args.stagger_s,
+        not args.no_baseline,
+        args.silent,
+        headers=headers,
+        transport=args.transport,
     )
     try:
         return asyncio.run(_main(args, plan))
@@ -261,7 +278,7 @@ async def _main(args: argparse.Namespace, plan: Plan) -> int:
         names = ", ".join(q.name for q in plan.questions)
         print(
             f"{len(plan.questions)} recordings ({names}); {plan.turns} turns per caller, {plan.think_s:g} s of "
-            f"thought after each answer, starts {plan.stagger_s:g} s apart",
+            f"thought after each answer, starts {plan.stagger_s:g} s apart, over {plan.transport}",
             flush=True,
         )
         phases = await run(url, plan, gateway)

@@ -22,12 +22,14 @@ RATE = 48000
 
 @dataclass(frozen=True)
 class Question:
-    """One recording: ``name`` (its file name), ``samples`` (int16 mono 48 kHz) and ``tail_s`` (the
-    silence after its speech, s: the caller's speech ends ``tail_s`` before the audio does)."""
+    """One recording: ``name`` (its file name), ``samples`` (int16 mono 48 kHz), ``tail_s`` (the
+    silence after its speech, s: the caller's speech ends ``tail_s`` before the audio does) and
+    ``text``, its transcript ("" when none is known: a file given alone)."""
 
     name: str
     samples: np.ndarray
     tail_s: float
+    text: str = ""
 
     @property
     def duration_s(self) -> float:
@@ -37,7 +39,13 @@ class Question:
 def speech_files(sources: Sequence[Path]) -> list[Path]:
     """The speech files of ``sources`` (folders with a ``transcripts.tsv``, or files), in order.
     Raises ValueError for a folder without ``transcripts.tsv`` or a path that does not exist."""
-    found: list[Path] = []
+    return list(transcribed_files(sources))
+
+
+def transcribed_files(sources: Sequence[Path]) -> dict[Path, str]:
+    """The speech files of ``sources`` with their transcripts ("" for a file given alone), in
+    order; ValueError as :func:`speech_files`."""
+    found: dict[Path, str] = {}
     for source in sources:
         if source.is_dir():
             listing = source / "transcripts.tsv"
@@ -46,24 +54,24 @@ def speech_files(sources: Sequence[Path]) -> list[Path]:
             for line in listing.read_text().splitlines()[1:]:
                 name, _, text = line.partition("\t")
                 if name.endswith(".wav") and text.strip() and not text.startswith("("):
-                    found.append(source / name)
+                    found[source / name] = text.strip()
         elif source.is_file():
-            found.append(source)
+            found[source] = ""
         else:
             raise ValueError(f"{source}: no such file or folder")
     return found
 
 
 def load_questions(sources: Sequence[Path]) -> list[Question]:
-    """Every speech file of ``sources`` decoded, with its trailing silence. Raises ValueError when
+    """Every speech file of ``sources`` decoded, with its trailing silence and transcript. Raises ValueError when
     none is found or a file cannot be decoded."""
-    files = speech_files(sources)
+    files = transcribed_files(sources)
     if not files:
         raise ValueError("no speech recordings found")
     questions = []
-    for path in files:
+    for path, text in files.items():
         samples = read_audio_file(path, RATE)
-        questions.append(Question(path.name, samples, trailing_silence_s(samples)))
+        questions.append(Question(path.name, samples, trailing_silence_s(samples), text))
     return questions
 
 

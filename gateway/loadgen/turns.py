@@ -1,4 +1,4 @@
-"""Waiting on a WebRTC call's server events (``gateway.client.RealtimeClient``) for one turn: the
+"""Waiting on a call's server events (WebRTC or WebSocket: :class:`CallClient`) for one turn: the
 response that answers the caller's last words, its events, its first voiced audio; and the nearest-
 rank percentile the tables use. Shared by the load generator and the latency benchmarks."""
 
@@ -6,10 +6,37 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any, Optional, Protocol
 
 import aiohttp
 
-from gateway.client import RealtimeClient
+
+class CallClient(Protocol):
+    """What the load generator reads of a call: ``gateway.client.RealtimeClient`` (WebRTC) or
+    ``gateway.loadgen.ws_client.WebSocketCaller`` (the Realtime WebSocket)."""
+
+    events: list[dict]
+    answer_s: Optional[float]
+    retry_after: Optional[str]
+    error_body: Optional[str]
+
+    @property
+    def mic(self) -> Any: ...  # ``speaking``, ``finished_at``
+
+    @property
+    def heard(self) -> Any: ...  # ``voiced_times()``
+
+    def of_type(self, event_type: str, after: int = 0) -> list[dict]: ...
+
+    def time_of(self, event: dict) -> float: ...
+
+    def say(self, samples: Any) -> None: ...
+
+    async def connect(self, session: Optional[dict] = None, headers: Optional[dict] = None) -> int: ...
+
+    async def hangup(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
@@ -25,7 +52,7 @@ async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
     raise RuntimeError("the pool did not become idle")
 
 
-async def event_for(client: RealtimeClient, event_type: str, response_id: str, timeout: float = 10.0) -> dict:
+async def event_for(client: CallClient, event_type: str, response_id: str, timeout: float = 10.0) -> dict:
     """The ``event_type`` event of ``response_id`` (it may come after response.done), within
     ``timeout`` s; RuntimeError if none comes."""
     deadline = time.monotonic() + timeout
@@ -37,7 +64,7 @@ async def event_for(client: RealtimeClient, event_type: str, response_id: str, t
     raise RuntimeError(f"no {event_type} for {response_id}")
 
 
-async def final_turn_response(client: RealtimeClient, tail_s: float, after: int = 0, timeout: float = 120.0) -> dict:
+async def final_turn_response(client: CallClient, tail_s: float, after: int = 0, timeout: float = 120.0) -> dict:
     """The response.done (completed or incomplete) of the reply to the caller's last turn, among
     the events from index ``after`` on: the first response created after the commit that follows
     the end of speech (or, 3 s after the audio is sent, after the last commit). A recording with
@@ -65,7 +92,7 @@ async def final_turn_response(client: RealtimeClient, tail_s: float, after: int 
     raise RuntimeError("the last turn got no completed response")
 
 
-async def voiced_since(client: RealtimeClient, since: float) -> list[float]:
+async def voiced_since(client: CallClient, since: float) -> list[float]:
     """Arrival times of voiced reply frames at or after ``since``, waiting up to 5 s for the first
     (a short reply's response.done and playback start can come before its audio reaches the client)."""
     deadline = time.monotonic() + 5.0

@@ -14,7 +14,8 @@ latency of recent turns, the talking calls and what one costs) and refuses a new
    :data:`FIRST_CLAUSE_LIMIT` times the lone reference (a turn on a quiet box);
 4. **one more talker would not fit**: (talking calls + 1) x the cost of a call is over
    :data:`CPU_TARGET` of the cores (the newcomer is expected to talk; once admitted, it is counted
-   as talking only when it does);
+   as talking only when it does). With nobody talking, one more conversation always fits: an
+   estimate never refuses the only talker of a box that rules 1-3 find idle;
 5. **one more talker would not fit the LLM**: (talking calls + 1) x the LLM share of a call is over
    :data:`LLM_TARGET` of its step thread (an engine with a batched decoder). The LLM writes on one
    thread while callers talk, and every first clause queues behind its steps: latency, not busy
@@ -45,7 +46,7 @@ from gateway.config import GatewayConfig
 from gateway.models.base import LanguageModel
 from gateway.models.compute.engine_queue import ComputeLoad, EngineQueue
 from gateway.models.llama_cpp.batch import BatchDecoder
-from gateway.pool.load import Load, LoadMeter
+from gateway.pool.load import WINDOW_S, Load, LoadMeter, p90
 
 SATURATED = 0.95  # busy share of the cores at which the box takes no new call
 MISS_LIMIT = 2  # replies that ran dry in the window at which no new call is taken
@@ -67,7 +68,7 @@ def refusal(load: Load) -> Optional[str]:
         ratio = load.first_clause_ms / load.reference_ms
         if ratio > FIRST_CLAUSE_LIMIT:
             return f"Answers start {ratio:.1f}x later than on a quiet box"
-    if (load.talking + 1) * load.call_cost > CPU_TARGET * load.cores:
+    if load.talking and (load.talking + 1) * load.call_cost > CPU_TARGET * load.cores:
         return (
             f"{load.talking} talking callers at {load.call_cost:.2f} cores each leave no room for another "
             f"({load.cores} cores)"
@@ -75,6 +76,27 @@ def refusal(load: Load) -> Optional[str]:
     if load.llm_cost is not None and load.talking and (load.talking + 1) * load.llm_cost > LLM_TARGET:
         return f"{load.talking} talking callers at {load.llm_cost:.0%} of the LLM's time each leave no room for another"
     return None
+
+
+def clears_in_s(load: Load) -> Optional[float]:
+    """How long, s, until the window rules that refuse ``load`` now (2: misses, 3: slow first
+    clauses) stop refusing it if no new miss or slow turn comes: their oldest misses and turns
+    leave the window. None when neither refuses (the CPU and talker rules clear as soon as the
+    load or a talker goes, which the meter cannot foresee)."""
+    waits = [0.0]
+    if load.misses >= MISS_LIMIT and len(load.miss_ages_s) >= MISS_LIMIT:
+        oldest_first = sorted(load.miss_ages_s, reverse=True)
+        waits.append(WINDOW_S - oldest_first[len(oldest_first) - MISS_LIMIT])
+    if load.first_clause_ms is not None and load.reference_ms:
+        turns = sorted(load.turn_ages_s, reverse=True)
+        for dropped in range(len(turns)):
+            left = [ms for _, ms in turns[dropped:]]
+            if len(left) < 3 or p90(left) <= FIRST_CLAUSE_LIMIT * load.reference_ms:
+                if dropped:
+                    waits.append(WINDOW_S - turns[dropped - 1][0])
+                break
+    wait = max(waits)
+    return max(0.0, wait) if wait > 0 else None
 
 
 def calls_fit(load: Load) -> int:
@@ -115,8 +137,14 @@ class CapacityNow:
         """Why one more caller is refused now (a sentence), or None when one is admitted."""
         return self.reason
 
+    def retry_after_s(self) -> Optional[float]:
+        """When a refused caller may expect to be admitted, s (:func:`clears_in_s`), or None when
+        that is not known (nor refused): the configured ``Retry-After`` then stands."""
+        return clears_in_s(self.load) if self.reason is not None and self.source == "measured" else None
+
     def as_json(self) -> dict[str, Any]:
-        """The ``capacity`` of ``GET /v1/pool``: ``source``, ``limit``, ``busy``, ``reason``, the
+        """The ``capacity`` of ``GET /v1/pool``: ``source``, ``limit``, ``busy``, ``reason``,
+        ``retry_after_s`` (when a refusal is expected to clear, None: unknown), the
         calls (``live``, ``talkers``: talking now), the estimate (``calls_fit``,
         ``call_cost_cores``, ``call_cost_llm``: the LLM share of one, ``load``: 1.0 full), the
         measurements (``cpu_cores`` of this process, ``box_cores`` of the whole machine: other
@@ -130,6 +158,7 @@ class CapacityNow:
             "limit": self.limit,
             "busy": self.reason is not None,
             "reason": self.reason,
+            "retry_after_s": None if self.retry_after_s() is None else round(self.retry_after_s() or 0.0, 1),
             "live": load.live,
             "talkers": load.talking,
             "calls_fit": calls_fit(load),

@@ -15,12 +15,15 @@
   :data:`TALK_WINDOW_S`; a silent or only listening caller is live but not talking;
 - **the cost of a call**: the cores one talking conversation takes on average (its listening
   included), an exponential average of (process CPU - idle) / talking calls, seeded by a prior
-  from the LLM's lone decode step (:func:`prior_call_cost`) until calls have been measured;
+  from the LLM's lone decode step (:func:`prior_call_cost`) until calls have been measured, and
+  going back to that prior (the same time constant) while nobody talks: a cost learned in a busy
+  phase lasts only as long as its evidence;
 - **the LLM's load** (an engine with a batched decoder): the share of the time its step thread
   computes (``llm_share``; 1.0: it never rests) and the share one talking conversation takes
   (``llm_cost``: an exponential average of ``llm_share`` / talking calls, seeded by
-  :func:`prior_llm_cost`). The LLM runs on one thread while callers talk (the other cores serve
-  the speech models), so it is what latency runs out of first: CPU counted in cores says a 2-core
+  :func:`prior_llm_cost` and going back to it while nobody talks). The LLM runs on one thread
+  while callers talk (the other cores serve the speech models), so it is what latency runs out of
+  first: CPU counted in cores says a 2-core
   box has room while the LLM's thread is already the queue every first clause waits in.
 
 Thread use: :meth:`LoadMeter.tick` on the event loop (the pool's timer) and from any thread that
@@ -29,6 +32,7 @@ reads the load; :meth:`LoadMeter.first_audio` from the event loop. All under one
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import statistics
@@ -98,7 +102,9 @@ class Load:
     of its ``turns`` (None under 3) and the lone ``reference_ms`` (None before a quiet turn),
     ``call_cost`` (cores per talking call), the misses since the start (``misses_total``,
     ``missed_total_s``), and the LLM's load (None without a batched decoder): ``llm_share`` of
-    the window its step thread computed, ``llm_cost`` the share per talking call."""
+    the window its step thread computed, ``llm_cost`` the share per talking call; when the window's
+    misses and turns happened, for how long they still count (``miss_ages_s``: each miss's age, s,
+    oldest first; ``turn_ages_s``: (age s, first clause ms) of each turn, oldest first)."""
 
     live: int
     talking: int
@@ -115,6 +121,8 @@ class Load:
     missed_total_s: float = 0.0
     llm_share: Optional[float] = None
     llm_cost: Optional[float] = None
+    miss_ages_s: tuple[float, ...] = ()
+    turn_ages_s: tuple[tuple[float, float], ...] = ()
 
 
 class _BoxCpu:
@@ -214,6 +222,7 @@ class LoadMeter:
             cpu = (last.cpu_s - first.cpu_s) / span
             llm = _llm_share(self._samples)
             turns = [ms for _, ms in self._turns]
+            now = last.at
             return Load(
                 live=live,
                 talking=talking,
@@ -223,13 +232,15 @@ class LoadMeter:
                 misses=max(0, last.underruns - first.underruns),
                 missed_s=max(0.0, last.underrun_s - first.underrun_s),
                 turns=len(turns),
-                first_clause_ms=_p90(turns) if len(turns) >= 3 else None,
+                first_clause_ms=p90(turns) if len(turns) >= 3 else None,
                 reference_ms=statistics.median(self._quiet) if self._quiet else None,
                 call_cost=self._cost if self._cost is not None else prior_call_cost(self._lone_step_ms(), self.cores),
                 misses_total=last.underruns,
                 missed_total_s=last.underrun_s,
                 llm_share=llm,
                 llm_cost=self._llm_cost if self._llm_cost is not None else prior_llm_cost(self._lone_step_ms()),
+                miss_ages_s=_miss_ages(self._samples, now),
+                turn_ages_s=tuple((now - at, ms) for at, ms in self._turns),
             )
 
     def _forget(self, now: float) -> None:
@@ -248,14 +259,26 @@ class LoadMeter:
         weight = min(1.0, span / COST_TAU_S)
         if live == 0:
             self._idle += weight * (cores - self._idle)
-            return
         if talking == 0:
+            self._relax(weight)
             return
         measured = max(0.0, cores - self._idle) / talking
         prior = self._cost if self._cost is not None else prior_call_cost(self._lone_step_ms(), self.cores)
         self._cost = prior + weight * (measured - prior)
         if sample.llm_s is not None and previous.llm_s is not None:
             self._learn_llm_cost((sample.llm_s - previous.llm_s) / span, talking, weight)
+
+    def _relax(self, weight: float) -> None:
+        """One step of the learned costs back towards their priors while nobody talks (under the
+        lock): nothing measures a talking call then, and a cost learned in a busy phase (a burst,
+        one caller saturating the LLM, another job's cache misses) must not outlive its evidence:
+        the box would refuse a second talker long after the load went away."""
+        lone_step_ms = self._lone_step_ms()
+        if self._cost is not None:
+            self._cost += weight * (prior_call_cost(lone_step_ms, self.cores) - self._cost)
+        llm_prior = prior_llm_cost(lone_step_ms)
+        if self._llm_cost is not None and llm_prior is not None:
+            self._llm_cost += weight * (llm_prior - self._llm_cost)
 
     def _learn_llm_cost(self, share: float, talking: int, weight: float) -> None:
         """One step of the LLM share's average from ``share`` of a tick the LLM computed for
@@ -279,6 +302,15 @@ def _llm_share(samples: Sequence[_Sample]) -> Optional[float]:
     return (read[-1].llm_s - read[0].llm_s) / (read[-1].at - read[0].at)  # type: ignore[operator]
 
 
+def _miss_ages(samples: Sequence[_Sample], now: float) -> tuple[float, ...]:
+    """The age at ``now`` (s) of each underrun counted in the window of ``samples``, oldest first
+    (a miss is dated by the sample that first counted it)."""
+    ages: list[float] = []
+    for previous, sample in itertools.pairwise(samples):
+        ages += [now - sample.at] * max(0, sample.underruns - previous.underruns)
+    return tuple(ages)
+
+
 def _process_cpu_s() -> float:
     times = os.times()
     return times.user + times.system
@@ -292,6 +324,7 @@ def _box_cores(
     return (last[0] - first[0]) / (last[1] - first[1]) * cores
 
 
-def _p90(values: Sequence[float]) -> float:
+def p90(values: Sequence[float]) -> float:
+    """The 90th percentile (the value at index 0.9 x n of the sorted ones) of a non-empty list."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]

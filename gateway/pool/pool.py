@@ -22,9 +22,11 @@ from gateway.pool.unit import EventSink, PipelineUnit, UnitState
 
 class PoolFullError(RuntimeError):
     """Every unit is active, draining or stuck; the offer is refused (HTTP 503), never queued.
-    ``code``: the error code of the refusal."""
+    ``code``: the error code of the refusal; ``retry_after_s``: when it is expected to clear (s;
+    None: not known, the configured ``Retry-After`` stands)."""
 
     code = "pool_full"
+    retry_after_s: Optional[float] = None
 
 
 class ComputeBusyError(PoolFullError):
@@ -32,6 +34,10 @@ class ComputeBusyError(PoolFullError):
     the target (:mod:`gateway.pool.capacity`); refused like a full pool, with its own ``code``."""
 
     code = "compute_busy"
+
+    def __init__(self, reason: str, retry_after_s: Optional[float] = None) -> None:
+        super().__init__(reason)
+        self.retry_after_s = retry_after_s
 
 
 class UnitPool:
@@ -112,8 +118,9 @@ class UnitPool:
         None when a claim would succeed."""
         if self.count(UnitState.IDLE) == 0:
             return PoolFullError(f"All lines are busy (all {len(self.units)} units are in use)")
-        reason = self.capacity_now().refusal()
-        return ComputeBusyError(reason) if reason is not None else None
+        capacity = self.capacity_now()
+        reason = capacity.refusal()
+        return ComputeBusyError(reason, capacity.retry_after_s()) if reason is not None else None
 
     def count(self, state: UnitState) -> int:
         """Units now in ``state``; read without locks, so a moment's view for /v1/pool and metrics."""

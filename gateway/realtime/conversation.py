@@ -238,6 +238,17 @@ class Conversation:
         index = self.find(self._untranscribed.popleft())
         return self.items[index] if index is not None else None
 
+    def caller_unanswered(self) -> bool:
+        """True when the caller's last words have no reply yet: the newest item, past the caller's
+        turns with no words (a click or a breath transcribed as nothing), is a user message with
+        words (no response, tool call or output came after it)."""
+        for item in reversed(self.items):
+            user = item.get("type") == "message" and item.get("role") == "user"
+            if user and not item_text(item):
+                continue
+            return user
+        return False
+
     # ----- the prompt -----
     def resolve_input(self, raw: Any) -> list[dict]:
         """``response.input``: messages and references to conversation items, checked now."""

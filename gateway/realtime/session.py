@@ -414,8 +414,10 @@ class RealtimeSession:
             return
         # A caller who is speaking again, or whose next turn is still being transcribed, has not
         # finished: answer once, after the last of their turns (a pause mid-sentence splits a turn).
+        # A last turn with no words (a click after the sentence) answers the words held back for it.
         caller_continues = self._speaking or self.conversation.awaiting_transcript
-        if item is not None and self.answers_by_itself() and event.transcript.strip() and not caller_continues:
+        words = bool(event.transcript.strip()) or self.conversation.caller_unanswered()
+        if item is not None and self.answers_by_itself() and words and not caller_continues:
             self.responses.start(PromptSpec(), self.settings.audio, latency=event.latency)
         else:
             self.idle.maybe_arm()

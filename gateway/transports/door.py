@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import secrets
 from collections.abc import Callable
 from typing import Any, Optional
@@ -131,6 +132,8 @@ class Door:
         ``compute_busy``), counted."""
         self.on_admission(busy.code)
         retry = self.config.retry_after_s
+        if busy.retry_after_s is not None:  # compute_busy: when the measured load is expected to clear
+            retry = max(retry, math.ceil(busy.retry_after_s))
         return Refused(busy.code, f"{busy}; retry in {retry} s.", retry)
 
     # ----- opening -----

@@ -42,12 +42,15 @@ def test_the_command_line_takes_its_flags_then_the_gateways(tmp_path: Path) -> N
         ["loadtest", "--speech", str(folder), "--callers", "2,6", "--silent", "4", "--", "--pool-size", "8"]
     )
     assert args.callers == "2,6" and args.silent == 4 and args.turns == 3 and args.stagger_s == 1.3
+    assert args.transport == "webrtc"
+    assert build_parser().parse_args(["loadtest", "--speech", "x", "--transport", "websocket"]).transport == "websocket"
     assert [a for a in args.gateway_args if a != "--"] == ["--pool-size", "8"]
     assert speech_files([folder]) == [folder / "a.wav"], "speech WAVs with a transcript only"
 
 
 @pytest.mark.slow
-async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, speech, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["webrtc", "websocket"])
+async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, speech, tmp_path: Path, transport) -> None:
     files = [
         write_wav(tmp_path / "italy.wav", np.concatenate([speech(QUESTION), np.zeros(48000, np.int16)])),
         write_wav(
@@ -57,7 +60,7 @@ async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, spee
     questions = load_questions(files)
     assert [round(q.tail_s) for q in questions] == [1, 1], "the silence after each question, by the VAD"
     assert [q.name for q in conversation(questions, 1, 1)] == ["weather.wav"]
-    plan = Plan(questions, callers=[2], turns=1, think_s=0.0, stagger_s=0.5, baseline=False)
+    plan = Plan(questions, callers=[2], turns=1, think_s=0.0, stagger_s=0.5, baseline=False, transport=transport)
     config = gateway_config(pool_size=2, max_response_tokens=12)
     async with serve(config, models) as (url, app):
         phases = await run(url, plan)
@@ -75,6 +78,7 @@ async def test_two_callers_one_turn_each_end_to_end(models, gateway_config, spee
     assert all(t.v2v_ms is not None and t.v2v_ms > 0 and not t.failed for t in turns), turns
     assert says(turns[0].heard, QUESTION), turns[0].heard
     assert all(t.said and t.reply_s and t.stages.get("stt") is not None for t in turns), turns
+    assert all(call.log and call.log[0]["kind"] == "heard" for call in phase.calls), "each call's own log"
     assert "vg_playout_underruns" in phase.counters, "the gateway's deadline misses were read"
     assert phase.watch is not None and phase.watch.peak_in_use >= 1
     table = summary_table(phases, None)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.pool.capacity import CPU_TARGET, LLM_TARGET, calls_fit, load_share, refusal
+from gateway.pool.capacity import CPU_TARGET, LLM_TARGET, calls_fit, clears_in_s, load_share, refusal
 from gateway.pool.load import TICK_S, WINDOW_S, Load, LoadMeter, prior_call_cost, prior_llm_cost, usable_cores
 
 QUIET = Load(
@@ -194,11 +194,48 @@ def test_the_meter_learns_the_llm_share_of_a_talking_call_and_admission_reads_it
     box.live = box.talking = 4  # a saturated LLM: 25 % each is a floor, not what a call costs
     box.run(120, cores=1.2, llm=1.0)
     assert box.meter.load().llm_cost == pytest.approx(0.4, rel=0.05)
-    box.talking = 0  # four callers, silent now: nothing is learned, every one is admitted
+    box.talking = 0  # four callers, silent now: every one is admitted, the learned share fades
     box.run(60, cores=0.2)
     load = box.meter.load()
-    assert load.llm_cost == pytest.approx(0.4, rel=0.05) and refusal(load) is None
+    assert prior_llm_cost(50.0) < load.llm_cost < 0.4 and refusal(load) is None
     assert refusal(replace(load, llm_cost=0.95)) is None, "nobody talks: one more conversation always fits"
+
+
+def test_an_idle_box_admits_after_one_caller_saturated_its_cores() -> None:
+    """Failed before: one talker on a box busy with it (1.95 of 2 cores for 5 min) taught a cost of
+    ~1.9 cores a call, learned only while somebody talks; once the load went away, "0 talking
+    callers at 1.89 cores each leave no room for another" refused every caller, for ever."""
+    box = Box()
+    box.live = box.talking = 1
+    box.run(300, cores=1.95)
+    assert box.meter.load().call_cost > CPU_TARGET * 2, "what one call cost while it ran"
+    assert refusal(box.meter.load()) is not None, "the box is saturated now"
+    box.live = box.talking = 0  # the caller hung up
+    box.run(WINDOW_S + 2, cores=0.02)
+    load = box.meter.load()
+    assert refusal(load) is None, (load.call_cost, refusal(load))
+    box.run(300, cores=0.02)
+    assert box.meter.load().call_cost == pytest.approx(prior_call_cost(50.0, 2), rel=0.05), "back to the prior"
+
+
+def test_a_busy_phase_does_not_refuse_a_second_talker_minutes_after_it() -> None:
+    """Failed before: one caller saturating the LLM's thread taught a share of ~1.0 a call, which
+    only rises while the LLM is saturated and stays while nobody talks; minutes later, with one
+    caller talking on a quiet LLM (10 % of its thread), the second was refused ("1 talking callers
+    at 97% of the LLM's time each") until a minute or more of that call's turns taught it down."""
+    box = Box()
+    box.live = box.talking = 1
+    box.run(300, cores=1.0, llm=1.0)
+    assert box.meter.load().llm_cost > LLM_TARGET / 2
+    box.talking = 0  # listening, then gone: nobody talks for three minutes
+    box.run(60, cores=0.1)
+    box.live = 0
+    box.run(120, cores=0.02)
+    box.live = box.talking = 1  # a new caller talks; the LLM computes 10 % of the time for it
+    box.run(5, cores=0.3, llm=0.1)
+    load = box.meter.load()
+    assert load.llm_cost is not None and 2 * load.llm_cost <= LLM_TARGET
+    assert refusal(load) is None, refusal(load)
 
 
 # Recorded: this project's slow 2-core box decodes one sequence in 137 ms on one thread (7.3 tok/s;
@@ -218,3 +255,20 @@ def test_before_any_call_is_measured_the_lone_decode_step_says_how_many_talk(ste
     ]
     assert calls_fit(load) == talkers_fit
     assert refusal(replace(load, live=4, talking=0)) is None, "four silent callers"
+
+
+def test_a_refusal_says_when_the_window_rules_stop_refusing() -> None:
+    box = Box()
+    box.misses = (2, 0.8)
+    box.run(10, cores=0.3)  # two replies ran dry 10 s ago: refused until they leave the 30 s window
+    load = box.meter.load()
+    assert "ran out of audio" in (refusal(load) or "")
+    assert clears_in_s(load) == pytest.approx(WINDOW_S - 10 + TICK_S, abs=TICK_S)
+    box.meter.first_audio(1.0, quiet=True)
+    for seconds in (2.4, 2.5, 2.6):  # slow answers now: they count 30 s more
+        box.meter.first_audio(seconds, quiet=False)
+    assert clears_in_s(box.meter.load()) == pytest.approx(WINDOW_S, abs=TICK_S)
+    box.run(WINDOW_S + 2, cores=0.3)
+    load = box.meter.load()
+    assert refusal(load) is None and clears_in_s(load) is None
+    assert clears_in_s(replace(QUIET, live=6, talking=6)) is None, "a talker rule: when a talker stops is not known"

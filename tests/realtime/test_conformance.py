@@ -861,6 +861,33 @@ def test_no_response_while_the_caller_goes_on_speaking() -> None:
     assert "fellow Americans" in prompt and "ask not" in prompt and "for your country" in prompt
 
 
+def test_a_last_turn_with_no_words_answers_the_words_held_back_for_it() -> None:
+    """Failed before (the load generator's JFK turns, docs/BENCHMARKS.md "Does a reply ever answer
+    another caller?"): the sentence's last part was held back while a click after it was being
+    transcribed; the click's empty transcript started nothing, so the caller was never answered."""
+    h = Harness()
+    for step in [
+        speech_started(0),
+        speech_stopped(2000),
+        committed(2000),
+        speech_started(2300),  # a click 0.3 s after the sentence
+        transcribed("Ask what you can do for your country."),
+        speech_stopped(2500),
+        committed(200),
+    ]:
+        h.run(step)
+    assert h.pipeline.requests == []  # a later turn is still being transcribed
+    h.run(transcribed(""))
+    assert len(h.pipeline.requests) == 1, "the held-back words are answered"
+    prompt = " ".join(m.content for m in h.pipeline.requests[0][0])
+    assert "for your country" in prompt
+
+    noise_only = Harness()
+    for step in [speech_started(0), speech_stopped(300), committed(300), transcribed("")]:
+        noise_only.run(step)
+    assert noise_only.pipeline.requests == [], "a turn of noise alone starts no reply"
+
+
 # ---------------------------------------------------------------- dispatch tables and the seam
 def _concrete_pipeline_events() -> list[type]:
     return [

@@ -1,7 +1,8 @@
 """Admission by measured load at the door (the default: no ``--talking-capacity``): callers who
 connect and say nothing are all admitted, however many are live; once the measured load says the
 box is full (first clauses of the window far later than the lone turn's), a new offer is refused at
-once with 503 ``compute_busy`` and ``Retry-After``, and the reason shows in ``/v1/pool``. Real
+once with 503 ``compute_busy`` and ``Retry-After`` (when the slow turns leave the window), and the
+reason shows in ``/v1/pool``. Real
 offers over HTTP on loopback; the admission reads a meter on a machine of its own (a still clock,
 no CPU taken, no ``/proc/stat``), so that this box's load decides nothing; the turns it measures
 are told to it as the units tell theirs (``LoadMeter.first_audio``)."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from gateway.pool.load import LoadMeter
+from gateway.pool.load import WINDOW_S, LoadMeter
 from gateway.pool.unit import UnitState
 from gateway.server.app import POOL
 from tests.helpers import serve
@@ -52,12 +53,16 @@ async def test_silent_callers_are_admitted_and_a_loaded_box_refuses_with_retry_a
                 meter.first_audio(seconds, quiet=False)
             status, body, headers = await post_offer(http, url)
             assert status == 503 and body["error"]["code"] == "compute_busy", body
-            assert int(headers["Retry-After"]) == config.retry_after_s
+            # Truthful: the slow turns were just measured and count for the window's 30 s (not the 5 s
+            # configured, which would only meet refusals again): failed before, it said 5.
+            assert int(headers["Retry-After"]) == WINDOW_S > config.retry_after_s
             assert "later than on a quiet box" in body["error"]["message"], body
+            assert f"retry in {WINDOW_S:.0f} s" in body["error"]["message"], body
             assert pool.count(UnitState.IDLE) == 2, "units are free: the measured load refused"
             async with http.get(f"{url}/v1/pool") as response:
                 capacity = (await response.json())["capacity"]
             assert capacity["busy"] is True and capacity["first_clause_ms"] == 2600, capacity
+            assert capacity["retry_after_s"] == WINDOW_S, capacity
             async with http.get(f"{url}/metrics") as response:
                 text = await response.text()
             assert 'vg_calls_total{result="compute_busy"} 1.0' in text, text
