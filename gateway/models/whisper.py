@@ -210,17 +210,23 @@ class WhisperSpeechToText:
     def transcribe_words(self, audio: np.ndarray, language: str = "en") -> ScoredTranscript:
         """The trimmed decode of ``audio`` (a barge-in probe: a second or two of speech) with each
         word's probability, the geometric mean of its tokens' (see ``WordScoringSpeechToText``).
-        Never the 30 s fallback: a decode it would reject comes back ``trusted=False``."""
+        A rejected decode is decoded once more with ``retry_repetition_penalty``, as a turn's is
+        (a loop such as "Hold on Hold on Hold on ..." for "Hold on, what about tomorrow?" decided
+        nothing, and the reply resumed over a real interruption); never the 30 s fallback: a decode
+        it would still reject comes back ``trusted=False``."""
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)[-int(MAX_PIECE_S * SAMPLE_RATE) :]
         if samples.size == 0:
             return ScoredTranscript("")
         decoded = self._decode_trimmed(samples, language, scores=True)
+        reason = _rejection(decoded.text, decoded.hit_cap, samples)
+        if reason is not None and self.retry_repetition_penalty != 1.0:
+            with self._lock:
+                self.retries += 1
+            penalty = self.retry_repetition_penalty
+            decoded = self._decode_trimmed(samples, language, scores=True, repetition_penalty=penalty)
+            reason = _rejection(decoded.text, decoded.hit_cap, samples)
         tokenizer = self._tokenizer(language)
-        return ScoredTranscript(
-            decoded.text,
-            words_of(decoded.scored, tokenizer.decode),
-            trusted=_rejection(decoded.text, decoded.hit_cap, samples) is None,
-        )
+        return ScoredTranscript(decoded.text, words_of(decoded.scored, tokenizer.decode), trusted=reason is None)
 
     def _decode_trimmed(
         self, piece: np.ndarray, language: str, scores: bool = False, repetition_penalty: float = 1.0

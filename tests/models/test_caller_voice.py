@@ -13,6 +13,7 @@ from gateway.config import GatewayConfig
 from gateway.models.caller_voice import FRAME, caller_span, caller_voice_only, voice_frames
 from gateway.models.piper_tts import PiperTextToSpeech
 from gateway.models.whisper import MIN_WORD_PROBABILITY, WhisperSpeechToText
+from gateway.pipeline.backchannels import Verdict, judge
 from tests.models.speech_fixtures import RATE, load_stt, load_tts, silence, speak
 
 CALLER = "What's the weather like in Paris right now?"
@@ -151,3 +152,23 @@ def test_steady_noise_or_silence_is_kept_whole() -> None:
     assert caller_voice_only(noise) is noise
     assert caller_span(silence(1.0)) is None
     assert caller_span(np.zeros(FRAME - 1, np.float32)) is None
+
+
+def test_a_looping_barge_in_probe_is_decoded_again_with_a_repetition_penalty(
+    stt: WhisperSpeechToText, tts: PiperTextToSpeech, babble: list[np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A barge-in probe (``transcribe_words``) of "Wait, stop." in 3 dB office noise, seed 0: the
+    # greedy decode loops ("Wait, wait, wait, ..."). Before, a probe's loop came back untrusted and
+    # decided nothing (a fresh-clone run heard "Hold on, what about tomorrow?" as "Hold on Hold on
+    # ..." and the reply resumed over the interruption); now it is decoded again with the
+    # repetition penalty, as a turn's is, and its words decide.
+    voice = speak(tts, "Wait, stop.")
+    turn = office_turn(voice, babble, snr_db=3.0, seed=0)
+    retries = stt.retries
+    heard = stt.transcribe_words(turn)
+    assert stt.retries == retries + 1 and heard.trusted, heard
+    assert "wait" in words(heard.text) and len(words(heard.text)) <= 4, heard.text
+    assert judge(heard.words, voiced_ms=voice.size * 1000 / RATE)[0] is Verdict.TURN, heard.words
+    monkeypatch.setattr(stt, "retry_repetition_penalty", 1.0)  # no retry, as before
+    before = stt.transcribe_words(turn)
+    assert not before.trusted and words(before.text).count("wait") > 4, before.text
