@@ -355,9 +355,12 @@ class PipelineUnit(UnitLifecycle):
             )
         )
 
-    def _hand_on_kept_events(self) -> None:
+    def _hand_on_kept_events(self, generation: int) -> None:
+        """The adopted reply's kept events, then its audio: released together, the pacer could
+        send an audio delta before the transcript delta kept for it (seen in a fresh-clone run)."""
         for event in self.preemptive.release_events():
             self._deliver(event)
+        self.playout.release(generation)
 
     def _discard_preemptive(self) -> None:
         """Discard the held preemptive reply, if any (``PreemptiveReplies.discard``). Any thread."""
@@ -421,9 +424,8 @@ class PipelineUnit(UnitLifecycle):
         arm_cue(self, audio, latency)
         if held is None:
             self._queue_reply(call_id, generation, request, audio, latency)
-        else:  # it plays at once; its kept events follow the response's first ones (the caller's)
-            self.playout.release(generation)
-            self._loop.call_soon(self._hand_on_kept_events)
+        else:  # its kept events follow the response's first ones (the caller's), then it plays
+            self._loop.call_soon(self._hand_on_kept_events, generation)
         return generation
 
     def interrupt(self) -> Optional[Interruption]:
