@@ -96,7 +96,7 @@ def clears_in_s(load: Load) -> Optional[float]:
                     waits.append(WINDOW_S - turns[dropped - 1][0])
                 break
     wait = max(waits)
-    return max(0.0, wait) if wait > 0 else None
+    return wait if wait > 0 else None
 
 
 def calls_fit(load: Load) -> int:
@@ -152,13 +152,13 @@ class CapacityNow:
         the LLM's step thread computed, None without a batched decoder as ``call_cost_llm``,
         ``misses`` and ``missed_s`` in the window, ``turns``, ``first_clause_ms`` p90 and
         ``reference_ms``) and ``step_ms`` by batch size."""
-        load = self.load
+        load, retry_after_s = self.load, self.retry_after_s()
         return {
             "source": self.source,
             "limit": self.limit,
             "busy": self.reason is not None,
             "reason": self.reason,
-            "retry_after_s": None if self.retry_after_s() is None else round(self.retry_after_s() or 0.0, 1),
+            "retry_after_s": None if retry_after_s is None else round(retry_after_s, 1),
             "live": load.live,
             "talkers": load.talking,
             "calls_fit": calls_fit(load),
