@@ -29,7 +29,7 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 # torch first, pinned to the local CPU wheel: an unpinned torch pulls a multi-GB CUDA build.
 "${pip[@]}" torch==2.13.0
 # llama-cpp-python (the LLM engine) ships only as an sdist: build a portable wheel once into the
-# wheel cache (~10-12 min on 2 cores; later set-ups install the cached wheel in seconds). Portable with
+# wheel cache (~10-15 min on 2 cores; later set-ups install the cached wheel in seconds). Portable with
 # runtime dispatch: the x86 variants of llama.cpp's CPU backend are in it (SSE4.2, AVX2, AVX-512 ...;
 # not AMX, whose kernels crash) and the best one for the CPU is loaded at start
 # (scripts/build_llama_wheel.sh says how); never -march=native, whose wheel crashes on other CPUs. The wheel is 0.3.36+cpuall: the tag names this
@@ -40,7 +40,7 @@ wheels="${VG_WHEEL_CACHE:-$HOME/.cache/voice-gateway/wheels}"
 llama_wheel() { ls "$wheels"/llama_cpp_python-"$llama_version+$llama_build"-*.whl 2>/dev/null | head -n 1; }
 if [ -z "$(llama_wheel)" ]; then
   mkdir -p "$wheels"
-  echo "setup: building llama-cpp-python $llama_version once (~10-12 min on 2 cores)" >&2
+  echo "setup: building llama-cpp-python $llama_version once (~10-15 min on 2 cores)" >&2
   PYTHON=.venv/bin/python scripts/build_llama_wheel.sh "$llama_version" "$wheels"
 fi
 "${pip[@]}" "$(llama_wheel)[server]"
