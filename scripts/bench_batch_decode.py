@@ -45,6 +45,14 @@ def on_threads(decoder: Any, threads: int, prompt: int = 0) -> Iterator[None]:
         decoder.threads, decoder.step_times = saved
 
 
+def cpu_backend() -> str:
+    """The instruction sets of the llama.cpp CPU backend in use (``llama_print_system_info``: with
+    the wheel of ``scripts/build_llama_wheel.sh``, the variant ggml chose for this CPU)."""
+    import llama_cpp
+
+    return bytes(llama_cpp.llama_print_system_info()).decode(errors="replace").strip()
+
+
 def decode_speed(engine: Any, threads: int, tokens: int = 32) -> float:
     """Tokens/s of one sequence decoding ``tokens`` tokens alone on ``threads`` threads (llama.cpp
     context of ``engine``'s BatchDecoder, greedy on a short prompt)."""
@@ -151,6 +159,7 @@ def main() -> int:
     args = parser.parse_args()
     counts = [int(n) for n in args.sequences.split(",")]
     engine = LlamaCppLanguageModel(args.model, Path(GatewayConfig().model_cache_dir), sequences=max(counts))
+    print(f"llama.cpp {cpu_backend()}")
     print(f"{args.model}: decode {decode_speed(engine, 1, args.tokens):.1f} tok/s on 1 thread, ", end="")
     print(f"{decode_speed(engine, 2, args.tokens):.1f} on 2\n")
     print("| prompt threads | other core | first token of a new question, ms | tokens read |")

@@ -28,17 +28,20 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 "${pip[@]}" --upgrade pip
 # torch first, pinned to the local CPU wheel: an unpinned torch pulls a multi-GB CUDA build.
 "${pip[@]}" torch==2.13.0
-# llama-cpp-python (the LLM engine) ships only as an sdist: build a portable wheel once (x86-64-v3:
-# AVX2/FMA/F16C; not -march=native, whose AVX-512 build crashes on other CPUs) into the wheel cache,
-# ~8-10 min on 2 cores; later set-ups install the cached wheel in seconds.
+# llama-cpp-python (the LLM engine) ships only as an sdist: build a portable wheel once into the
+# wheel cache (~10-15 min on 2 cores; later set-ups install the cached wheel in seconds). Portable with
+# runtime dispatch: the x86 variants of llama.cpp's CPU backend are in it (SSE4.2, AVX2, AVX-512 ...;
+# not AMX, whose kernels crash) and the best one for the CPU is loaded at start
+# (scripts/build_llama_wheel.sh says how); never -march=native, whose wheel crashes on other CPUs. The wheel is 0.3.36+cpuall: the tag names this
+# build, so a cached wheel of the older x86-64-v3-only build (0.3.36) is never taken for it.
 llama_version=0.3.36
+llama_build=cpuall
 wheels="${VG_WHEEL_CACHE:-$HOME/.cache/voice-gateway/wheels}"
-llama_wheel() { ls "$wheels"/llama_cpp_python-"$llama_version"-*.whl 2>/dev/null | head -n 1; }
+llama_wheel() { ls "$wheels"/llama_cpp_python-"$llama_version+$llama_build"-*.whl 2>/dev/null | head -n 1; }
 if [ -z "$(llama_wheel)" ]; then
   mkdir -p "$wheels"
-  echo "setup: building llama-cpp-python $llama_version once (~10 min on 2 cores)" >&2
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF" \
-    .venv/bin/python -m pip wheel --disable-pip-version-check -q --no-deps -w "$wheels" "llama-cpp-python==$llama_version"
+  echo "setup: building llama-cpp-python $llama_version once (~10-15 min on 2 cores)" >&2
+  PYTHON=.venv/bin/python scripts/build_llama_wheel.sh "$llama_version" "$wheels"
 fi
 "${pip[@]}" "$(llama_wheel)[server]"
 "${pip[@]}" -e '.[test,dev,kokoro]'

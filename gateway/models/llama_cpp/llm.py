@@ -135,7 +135,7 @@ class LlamaCppLanguageModel:
         call_threshold: float = CALL_THRESHOLD,
     ) -> None:
         try:
-            from llama_cpp import Llama
+            from llama_cpp import Llama, llama_print_system_info
         except ImportError as exc:
             raise ModelNotFoundError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from exc
         path = resolve_gguf(model, cache_dir)
@@ -143,6 +143,8 @@ class LlamaCppLanguageModel:
             self._llm = Llama(model_path=str(path), n_ctx=64, n_batch=64, n_threads=1, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelNotFoundError(f"{path} could not be loaded by llama.cpp ({exc})") from exc
+        # the instruction sets of the CPU backend variant llama.cpp loaded (scripts/build_llama_wheel.sh)
+        log.info("llama.cpp %s", bytes(llama_print_system_info()).decode(errors="replace").strip())
         self.name = model
         self.path = path
         self.n_ctx = n_ctx
