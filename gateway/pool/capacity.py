@@ -194,7 +194,8 @@ class Admission:
         self._queue = queue if isinstance(queue, EngineQueue) else None
 
     def llm_busy_s(self) -> Optional[float]:
-        """Seconds the LLM's batched decoder computed so far (None without one)."""
+        """Seconds the LLM's batched decoder computed work a turn waits for so far (its ``busy_s``:
+        speculative steps not counted); None without one."""
         return self._decoder.busy_s if self._decoder is not None else None
 
     def step_ms(self) -> dict[int, float]:

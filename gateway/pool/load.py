@@ -19,7 +19,9 @@
   going back to that prior (the same time constant) while nobody talks: a cost learned in a busy
   phase lasts only as long as its evidence;
 - **the LLM's load** (an engine with a batched decoder): the share of the time its step thread
-  computes (``llm_share``; 1.0: it never rests) and the share one talking conversation takes
+  computes work a turn waits for (``llm_share``; 1.0: it never rests; read-aheads and preemptive
+  replies held unadopted give way to any turn and are not counted: ``BatchDecoder.yielding_s``)
+  and the share one talking conversation takes
   (``llm_cost``: an exponential average of ``llm_share`` / talking calls, seeded by
   :func:`prior_llm_cost` and going back to it while nobody talks). The LLM runs on one thread
   while callers talk (the other cores serve the speech models), so it is what latency runs out of

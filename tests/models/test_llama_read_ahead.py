@@ -158,3 +158,69 @@ def test_a_session_warm_takes_the_prefix_sequence_of_a_read_ahead(llm) -> None:
         session_warm.cancel()
     finally:
         decoder.close()
+
+
+def test_the_llm_load_the_admission_learns_counts_no_work_that_yields(llm) -> None:
+    """The admission's LLM share (``LoadMeter``'s ``llm_share``, from the decoder's ``busy_s``)
+    counted every step, read-aheads and held preemptive replies included: work that gives way to
+    any turn inflated what a talking call seems to cost. A read-ahead and a reply with no deadline
+    (a preemptive reply not adopted) are now ``yielding_s``; a turn's read is the share."""
+    from gateway.models.compute.deadline import NO_DEADLINE
+    from gateway.models.llama_cpp.batch import BatchDecoder
+    from gateway.pool.load import LoadMeter
+
+    decoder = BatchDecoder(llm._llm, n_ctx=512, sequences=2, prefixes=1)
+    clock = [100.0]
+    meter = LoadMeter(
+        live=lambda: 1,
+        talking=lambda: 1,
+        misses=lambda: (0, 0.0),
+        lone_step_ms=lambda: 50.0,
+        llm_busy_s=lambda: decoder.busy_s,
+        cores=2,
+        clock=lambda: clock[0],
+        cpu_s=lambda: 0.0,
+        box=lambda: None,
+    )
+
+    def share_over(work) -> float:
+        meter.tick()
+        work()
+        clock[0] += 1.0  # one second of the meter's clock for each piece of work
+        meter.tick()
+        share = meter.load().llm_share
+        assert share is not None
+        return share
+
+    try:
+        ahead = llm.chat.tokenize(" ".join(f"east{i}" for i in range(30)))[:60]
+        held = llm.chat.tokenize(" ".join(f"west{i}" for i in range(30)))[:60]
+        due = llm.chat.tokenize(" ".join(f"south{i}" for i in range(30)))[:60]
+
+        def read_ahead() -> None:
+            warm = decoder.warm(ahead, limit=1000, speculative=True)
+            assert warm is not None
+            deadline = time.monotonic() + 60
+            while not warm.done and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert warm.done
+
+        def preemptive_held() -> None:
+            lease = decoder.lease()
+            logits, _ = lease.evaluate(held, lambda: False, due=NO_DEADLINE)
+            assert logits is not None
+            lease.release()
+
+        def turn() -> None:
+            lease = decoder.lease()
+            logits, _ = lease.evaluate(due, lambda: False)
+            assert logits is not None
+            lease.release()
+
+        assert share_over(read_ahead) == 0.0
+        assert share_over(preemptive_held) == 0.0
+        assert decoder.yielding_s > 0.0, "both were read, as yielding work"
+        assert share_over(turn) > 0.0, "a turn's read is the LLM's load"
+        assert decoder.busy_s > 0.0
+    finally:
+        decoder.close()

@@ -120,7 +120,11 @@ class BatchDecoder:
         self.steps = 0
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
         self.step_times = StepTimes()  # pure decode steps by size (admission's talking capacity)
-        self.busy_s = 0.0  # seconds the step thread spent in llama_decode so far (admission's LLM load)
+        # Seconds the step thread spent in llama_decode so far: ``busy_s`` for work a turn waits for
+        # (admission's LLM load), ``yielding_s`` for speculative steps (read-aheads, held preemptive
+        # replies), which give way to any turn and so take no share a talking call needs.
+        self.busy_s = 0.0
+        self.yielding_s = 0.0
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
         self._thread.start()
@@ -372,7 +376,7 @@ class BatchDecoder:
                 if not plan.items:  # reads held back while a turn samples, or replies paused
                     self._cond.wait(self._idle_wait(plan))
             if plan.items:
-                self._step(plan.items)
+                self._step(plan.items, yielding=plan.yielding)
 
     def _live_pending(self) -> list[Evaluation]:
         self._pending = [e for e in self._pending if not e.abandoned]
@@ -416,7 +420,7 @@ class BatchDecoder:
             self._threads_now = threads
         return threads == self.threads.for_step(size, busy=True)
 
-    def _step(self, plan: list[tuple[Evaluation, int]]) -> None:
+    def _step(self, plan: list[tuple[Evaluation, int]], yielding: bool = False) -> None:
         lib, batch = self._lib, self._batch
         timed = self._use_threads(len(plan), busy=CORE_USE.busy > 0)
         n, outputs = 0, []
@@ -434,7 +438,10 @@ class BatchDecoder:
         started = time.perf_counter()
         status = lib.llama_decode(self.ctx, batch)
         took = time.perf_counter() - started
-        self.busy_s += took  # only this thread writes it
+        if yielding:  # only this thread writes either
+            self.yielding_s += took
+        else:
+            self.busy_s += took
         if status == 0 and n == len(plan) and timed:  # a pure decode step (one token per sequence)
             self.step_times.record(n, took)
         with self._cond:

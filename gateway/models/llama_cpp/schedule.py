@@ -32,11 +32,19 @@ from gateway.models.llama_cpp.holds import Evaluation
 
 @dataclass
 class StepPlan:
-    """One step: ``items`` (evaluation, how many of its tokens) and ``wake_at``, the monotonic
-    second at which the earliest paused evaluation may be planned (None: none is paused)."""
+    """One step: ``items`` (evaluation, how many of its tokens), ``wake_at``, the monotonic
+    second at which the earliest paused evaluation may be planned (None: none is paused), and
+    ``urgency``, the class its items are of (None: no items)."""
 
     items: list[tuple[Evaluation, int]] = field(default_factory=list)
     wake_at: Optional[float] = None
+    urgency: Optional[Urgency] = None
+
+    @property
+    def yielding(self) -> bool:
+        """True for a step of speculative work only (read-aheads, preemptive replies held unadopted):
+        work no turn waits for, which gives way to any that does."""
+        return self.urgency is Urgency.SPECULATIVE
 
 
 def step_class(evaluation: Evaluation, now: float) -> Urgency:
@@ -75,6 +83,7 @@ def plan_step(
         return plan
     if wanted is Urgency.SPECULATIVE and turns_between_samples:
         return plan
+    plan.urgency = wanted
     chosen = sorted((e for e in live if classes[id(e)] is wanted), key=lambda e: (e.due, not leased(e.seq)))
     decoding = [e for e in chosen if len(e.tokens) == 1]
     reading = [e for e in chosen if len(e.tokens) > 1]
