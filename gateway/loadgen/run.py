@@ -45,6 +45,7 @@ from gateway.loadgen.turns import wait_pool_idle
 from gateway.loadgen.watch import PoolWatch, counters, decode_tok_s, get_json
 
 START_TIMEOUT_S = 600.0  # models load before the gateway listens (a minute or two on a slow box)
+DRAIN_WAIT_S = 10.0  # the longest a phase waits for its units to drain before reading its counters
 SILENT_HOLD_S = 5.0  # silent callers stay this long together after the last one connected
 SETTLE_S = 45.0  # before a phase, wait up to this long for the gateway to admit again, s
 
@@ -129,8 +130,10 @@ async def run_phase(
 ) -> Phase:
     """One phase: ``callers`` conversations started ``stagger_s`` apart (``alone``: the baseline,
     the same conversations one after another; ``silent``: callers who say nothing), with
-    ``/v1/pool`` watched and the gateway's counters (and CPU, for a child process) read around it."""
-    await wait_pool_idle(url, timeout=60.0)
+    ``/v1/pool`` watched and the gateway's counters (and CPU, for a child process) read around it:
+    the "after" counters once its units have drained (at most :data:`DRAIN_WAIT_S`: a hang-up's
+    discard of a preemptive reply lands while its unit drains, after the caller is done)."""
+    await wait_pool_idle(url, timeout=60.0, headers=plan.headers)
     await wait_admitting(url, plan.headers)
     before = await counters(url, plan.headers)
     cpu_before = gateway.cpu_s() if gateway is not None else None
@@ -155,7 +158,7 @@ async def run_phase(
         calls = []
         for index in range(callers):
             calls.append(await call(index, 0.0))
-            await wait_pool_idle(url, timeout=60.0)
+            await wait_pool_idle(url, timeout=60.0, headers=plan.headers)
         return calls
 
     try:
@@ -164,8 +167,10 @@ async def run_phase(
     finally:
         await watch.stop()
     wall = time.monotonic() - t0
-    after = await counters(url, plan.headers)
     cpu_after = gateway.cpu_s() if gateway is not None else None
+    if not await wait_pool_idle(url, timeout=DRAIN_WAIT_S, headers=plan.headers, required=False):
+        print(f"(units still in use {DRAIN_WAIT_S:.0f} s after the calls ended: counters read anyway)", flush=True)
+    after = await counters(url, plan.headers)
     phase = Phase(callers, alone, list(calls), wall, watch=watch, silent=silent)
     phase.counters = {name: after[name] - before.get(name, 0.0) for name in after}
     if cpu_before is not None and cpu_after is not None:

@@ -39,17 +39,24 @@ class CallClient(Protocol):
     async def close(self) -> None: ...
 
 
-async def wait_pool_idle(url: str, timeout: float = 30.0) -> None:
-    """Wait until ``GET /v1/pool`` shows no unit in use (a hung-up call's unit drains first), so
-    that the next offer is not refused. Raises RuntimeError after ``timeout`` s."""
+async def wait_pool_idle(
+    url: str, timeout: float = 30.0, headers: Optional[dict] = None, required: bool = True
+) -> bool:
+    """Wait until ``GET /v1/pool`` shows no unit in use (active, draining or stuck: a hung-up call's
+    unit drains first), so that the next offer is not refused and what a call's end counts has
+    landed. ``headers``: e.g. ``Authorization`` (a gateway with an API key wants it on
+    ``/v1/pool``). True once idle; after ``timeout`` s RuntimeError, or False when not ``required``."""
     async with aiohttp.ClientSession() as http:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            async with http.get(f"{url}/v1/pool") as response:
-                if (await response.json())["in_use"] == 0:
-                    return
+            async with http.get(f"{url}/v1/pool", headers=headers) as response:
+                body = await response.json() if response.status == 200 else {}
+                if body.get("in_use") == 0:
+                    return True
             await asyncio.sleep(0.1)
-    raise RuntimeError("the pool did not become idle")
+    if required:
+        raise RuntimeError("the pool did not become idle")
+    return False
 
 
 async def event_for(client: CallClient, event_type: str, response_id: str, timeout: float = 10.0) -> dict:

@@ -13,7 +13,7 @@ from tests.doubles.llm import (
     SlowLanguageModelDouble,
     ToolCallingLanguageModelDouble,
 )
-from tests.doubles.loadgen import SettlingPoolDouble
+from tests.doubles.loadgen import DrainingGatewayDouble, SettlingPoolDouble
 from tests.doubles.speech import (
     CALL,
     NUMBERS,
@@ -40,6 +40,7 @@ __all__ = [
     "Chain",
     "ContextDouble",
     "DiskFullOnceFileDouble",
+    "DrainingGatewayDouble",
     "EndOfTurnDouble",
     "FailingOnceLanguageModelDouble",
     "FullPoolDoorDouble",

@@ -18,10 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.cli import build_parser
 from gateway.loadgen.plot import svg_plot
 from gateway.loadgen.report import Phase, as_json, counters_line, summary_table, turn_table
-from gateway.loadgen.run import Plan, run, wait_admitting
+from gateway.loadgen.run import Plan, run, run_phase, wait_admitting
 from gateway.loadgen.speech import conversation, load_questions, speech_files
-from gateway.loadgen.watch import counters
-from tests.doubles import SettlingPoolDouble
+from gateway.loadgen.watch import PREEMPTIVE, counters, labelled_key
+from tests.doubles import DrainingGatewayDouble, SettlingPoolDouble
 from tests.helpers import QUESTION, app_idle, says, serve, wait_until
 
 
@@ -129,3 +129,18 @@ async def test_a_phase_waits_for_the_gateway_to_admit_again(capsys) -> None:
         pool.busy_polls, pool.polls = 10**6, 0
         await wait_admitting(url, None, timeout=1.5)
         assert "still refuses new calls" in capsys.readouterr().out, "bounded: the phase then starts anyway"
+
+
+@pytest.mark.parametrize("key", [None, "sk-test"])
+async def test_a_phases_counters_are_read_once_its_units_have_drained(key) -> None:
+    """A hang-up's discard of a preemptive reply lands while the call's unit drains, after the
+    callers are done: the phase's "after" counters were read at once and missed it. The phase now
+    waits (bounded) until ``/v1/pool`` says no unit is in use, with the run's key where it has one."""
+    gateway = DrainingGatewayDouble(drain_polls=3, key=key)
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    async with TestServer(gateway.app(), host="127.0.0.1") as server:
+        url = str(server.make_url("")).rstrip("/")
+        plan = Plan([], callers=[0], baseline=False, headers=headers)
+        phase = await run_phase(url, plan, callers=0, gateway=None)
+    assert gateway.pool_polls >= 3, "polled /v1/pool until the unit had drained"
+    assert phase.counters == {labelled_key(PREEMPTIVE, "outcome", "discarded"): 1.0}, phase.counters
