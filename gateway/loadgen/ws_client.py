@@ -1,11 +1,12 @@
-"""A simulated caller's Realtime WebSocket (``GET /v1/realtime``) with the face of
-``gateway.client.RealtimeClient`` that the load generator reads (``events``, ``of_type``,
-``time_of``, ``mic``, ``heard``, ``say``, ``connect``, ``hangup``, ``close``), so that one
-conversation runs over either transport.
+"""A Realtime WebSocket client (``GET /v1/realtime``, aiohttp): :class:`RealtimeSocket` records
+every server event and when it came and sends client events (typed turns, raw frames); on it,
+:class:`WebSocketCaller`, a simulated caller with the face of ``gateway.client.RealtimeClient`` that
+the load generator reads (``events``, ``of_type``, ``time_of``, ``mic``, ``heard``, ``say``,
+``connect``, ``hangup``, ``close``), so that one conversation runs over either transport.
 
-As a microphone client does, it sends 20 ms of PCM16 24 kHz audio every 20 ms (the question's, else
-silence) in ``input_audio_buffer.append`` events, and plays the reply as it comes. The
-``output_audio_buffer.started`` / ``stopped`` events exist over WebRTC only (the server plays the
+As a microphone client does, the caller sends 20 ms of PCM16 24 kHz audio every 20 ms (the
+question's, else silence) in ``input_audio_buffer.append`` events, and plays the reply as it comes.
+The ``output_audio_buffer.started`` / ``stopped`` events exist over WebRTC only (the server plays the
 audio there); here the client plays it, so it records them itself (``"local": true``): started at a
 response's first audio delta, stopped when its audio would have played out (the deltas' duration
 from the start, at the earliest when ``response.done`` came).
@@ -23,12 +24,141 @@ from typing import Any, Optional
 import aiohttp
 import numpy as np
 
-from gateway.media.audio_format import PCM16_24K, OutputAudioEncoder, to_linear
+from gateway.media.audio_format import PCM16_24K, AudioFormat, OutputAudioEncoder, to_linear
 
 FRAME_S = 0.02
 RATE = 48000  # what ``say`` takes
 OUT_RATE = 24000  # PCM16 24 kHz: the session's default audio format both ways
 VOICED = 300  # peak of an int16 delta over which it is the reply's voice, not silence
+AUDIO_DELTAS = ("response.output_audio.delta", "response.audio.delta")  # GA, beta
+
+
+class RealtimeSocket:
+    """One Realtime WebSocket to the gateway at ``base_url`` (``http(s)://host:port``):
+    ``GET /v1/realtime`` + ``query`` (default ``?model=gpt-realtime``), ``headers`` (e.g.
+    ``Authorization``), offering the subprotocols ``protocols``. Every server event is kept in
+    ``events``, its arrival (time.monotonic() s) in ``event_times``; ``closed`` is set once the
+    server's side of the socket is closed. :meth:`open` connects, :meth:`close` ends it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        query: str = "?model=gpt-realtime",
+        headers: Optional[dict] = None,
+        protocols: tuple[str, ...] = ("realtime",),
+    ) -> None:
+        http_url = base_url.rstrip("/")
+        self.url = http_url.replace("http://", "ws://").replace("https://", "wss://") + "/v1/realtime" + query
+        self.headers = headers or {}
+        self.protocols = protocols
+        self.events: list[dict] = []
+        self.event_times: list[float] = []
+        self.closed = asyncio.Event()
+        self.ws: Optional[aiohttp.ClientWebSocketResponse] = None
+        self._http: Optional[aiohttp.ClientSession] = None
+        self._reader: Optional[asyncio.Task] = None
+        self._changed = asyncio.Condition()
+
+    async def open(self) -> None:
+        """Connect and start recording events; aiohttp's ``WSServerHandshakeError`` (its ``status``:
+        e.g. 401, 503) when the gateway refuses the upgrade."""
+        self._http = aiohttp.ClientSession()
+        try:
+            self.ws = await self._http.ws_connect(
+                self.url, headers=self.headers, protocols=self.protocols, max_msg_size=0
+            )
+        except BaseException:
+            await self._http.close()
+            raise
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def close(self) -> None:
+        """Close the socket, wait (5 s at most) for the last events to be recorded, end the session."""
+        try:
+            if self.ws is not None:
+                await self.ws.close()
+            if self._reader is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait_for(self._reader, 5)
+        finally:
+            if self._http is not None:
+                await self._http.close()
+
+    async def _read(self) -> None:
+        assert self.ws is not None
+        async for message in self.ws:
+            if message.type is aiohttp.WSMsgType.TEXT:
+                event = json.loads(message.data)
+                async with self._changed:
+                    self._record(event, time.monotonic())
+                    self._changed.notify_all()
+        async with self._changed:
+            self.closed.set()
+            self._changed.notify_all()
+
+    def _record(self, event: dict[str, Any], now: float) -> None:
+        """Keep one server event that arrived at ``now`` (monotonic s); subclasses add to it."""
+        self.events.append(event)
+        self.event_times.append(now)
+
+    # ----- sending -----
+    async def send_event(self, event: dict) -> None:
+        """Send a Realtime client event as JSON (after :meth:`open`)."""
+        await self.send_raw(json.dumps(event))
+
+    async def send_raw(self, data: str | bytes) -> None:
+        """Send ``data`` unchanged (text, or a binary frame), e.g. to check the gateway's ``error``."""
+        assert self.ws is not None, "not connected: open() first"
+        if isinstance(data, bytes):
+            await self.ws.send_bytes(data)
+        else:
+            await self.ws.send_str(data)
+
+    async def ask(self, text: str, **response: Any) -> int:
+        """A typed turn: a user ``input_text`` item, then ``response.create`` (with ``response``
+        parameters if given). Returns the index of the next event, for ``wait_for(after=...)``."""
+        mark = len(self.events)
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        await self.send_event({"type": "conversation.item.create", "item": item})
+        await self.send_event({"type": "response.create", **({"response": response} if response else {})})
+        return mark
+
+    # ----- reading -----
+    def of_type(self, event_type: str, after: int = 0) -> list[dict]:
+        """Events of ``event_type`` received so far, from index ``after`` on."""
+        return [e for e in self.events[after:] if e.get("type") == event_type]
+
+    def time_of(self, event: dict) -> float:
+        """time.monotonic() seconds at which ``event`` (one of ``events``) arrived; ValueError if not there."""
+        return self.event_times[self.events.index(event)]
+
+    async def wait_for(self, event_type: str, timeout: float = 60.0, count: int = 1, after: int = 0) -> dict:
+        """The ``count``-th event of ``event_type`` from index ``after`` on: TimeoutError after
+        ``timeout`` s, ConnectionError (with the last event types) when the socket closes first."""
+
+        def found() -> Optional[dict]:
+            hits = self.of_type(event_type, after)
+            return hits[count - 1] if len(hits) >= count else None
+
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: found() is not None or self.closed.is_set()), timeout)
+        event = found()
+        if event is None:
+            raise ConnectionError(f"socket closed before {event_type}: {[e['type'] for e in self.events][-8:]}")
+        return event
+
+    def audio(self, fmt: AudioFormat = PCM16_24K, after: int = 0, response_id: Optional[str] = None) -> np.ndarray:
+        """The reply audio received from index ``after`` on (of ``response_id``, else every
+        response's), decoded from ``fmt`` (the session's output format): int16 mono, shape (n,)."""
+        deltas = [
+            e for e in self.events[after:] if e["type"] in AUDIO_DELTAS and response_id in (None, e["response_id"])
+        ]
+        data = b"".join(base64.b64decode(e["delta"]) for e in deltas)
+        return to_linear(data, fmt) if data else np.zeros(0, np.int16)
+
+    def error_codes(self, after: int = 0) -> list[Optional[str]]:
+        """The ``code`` of each ``error`` event from index ``after`` on."""
+        return [e["error"]["code"] for e in self.of_type("error", after)]
 
 
 class _Mic:
@@ -54,37 +184,31 @@ class _Heard:
         return list(self.voiced)
 
 
-class WebSocketCaller:
-    """One call over ``GET /v1/realtime`` of the gateway at ``base_url`` (see the module docstring).
-    ``connect`` returns 201 once the socket is open (as an answered WebRTC offer), else the HTTP
-    status of the refused upgrade (503 with ``retry_after``)."""
+class WebSocketCaller(RealtimeSocket):
+    """One simulated call over ``GET /v1/realtime`` of the gateway at ``base_url`` (see the module
+    docstring). ``connect`` returns 201 once the socket is open (as an answered WebRTC offer), else
+    the HTTP status of the refused upgrade (503 with ``retry_after``)."""
 
     def __init__(self, base_url: str, gateway_events: tuple[str, ...] = ("gateway.latency", "gateway.barge_in")):
         query = "?model=gpt-realtime" + (f"&gateway_events={','.join(gateway_events)}" if gateway_events else "")
-        self.url = (
-            base_url.rstrip("/").replace("http://", "ws://").replace("https://", "wss://") + "/v1/realtime" + query
-        )
-        self.events: list[dict] = []
-        self.event_times: list[float] = []
+        super().__init__(base_url, query)
         self.mic = _Mic()
         self.heard = _Heard()
         self.status: Optional[int] = None
         self.error_body: Optional[str] = None
         self.answer_s: Optional[float] = None
         self.retry_after: Optional[str] = None
-        self._http: Optional[aiohttp.ClientSession] = None
-        self._ws: Optional[aiohttp.ClientWebSocketResponse] = None
-        self._tasks: list[asyncio.Task] = []
+        self._talker: Optional[asyncio.Task] = None
         self._playing: dict[str, tuple[float, float]] = {}  # response id -> (started at, seconds of audio)
         self._encoder = OutputAudioEncoder(PCM16_24K, RATE)
 
     async def connect(self, session: Optional[dict] = None, headers: Optional[dict] = None) -> int:
         """Open the socket (``headers``: e.g. ``Authorization``), send ``session`` as a
         ``session.update``; the HTTP status (201: connected)."""
-        self._http = aiohttp.ClientSession()
+        self.headers = headers or {}
         started = time.monotonic()
         try:
-            self._ws = await self._http.ws_connect(self.url, headers=headers or {}, protocols=("realtime",))
+            await self.open()
         except aiohttp.WSServerHandshakeError as refused:
             self.answer_s = time.monotonic() - started
             self.status = refused.status
@@ -92,9 +216,9 @@ class WebSocketCaller:
             return refused.status  # (the refusal's body, with its error code, is not read by aiohttp)
         self.answer_s = time.monotonic() - started
         self.status = 201
-        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._talk())]
+        self._talker = asyncio.ensure_future(self._talk())
         if session:
-            await self._ws.send_str(json.dumps({"type": "session.update", "session": session}))
+            await self.send_event({"type": "session.update", "session": session})
         return 201
 
     def say(self, samples: np.ndarray) -> None:
@@ -102,54 +226,36 @@ class WebSocketCaller:
         self.mic.queue = np.concatenate([self.mic.queue, samples.astype(np.int16)])
         self.mic.finished_at = None
 
-    def of_type(self, event_type: str, after: int = 0) -> list[dict]:
-        return [e for e in self.events[after:] if e.get("type") == event_type]
-
-    def time_of(self, event: dict) -> float:
-        return self.event_times[self.events.index(event)]
-
     async def hangup(self) -> None:
         await self.close()
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        if self._ws is not None:
-            with contextlib.suppress(Exception):
-                await self._ws.close()
-        for task in self._tasks:
+        if self._talker is not None:
+            self._talker.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self._http is not None:
-            await self._http.close()
+                await self._talker
+        with contextlib.suppress(Exception):
+            await super().close()
 
     async def _talk(self) -> None:
         """20 ms of audio every 20 ms: the question's, else silence."""
-        assert self._ws is not None
+        assert self.ws is not None
         frame = int(RATE * FRAME_S)
         next_at = time.monotonic()
-        while not self._ws.closed:
+        while not self.ws.closed:
             chunk, self.mic.queue = self.mic.queue[:frame], self.mic.queue[frame:]
             if chunk.size and not self.mic.queue.size:
                 self.mic.finished_at = time.monotonic()
             chunk = np.concatenate([chunk, np.zeros(frame - chunk.size, np.int16)])
             data = base64.b64encode(self._encoder.encode(chunk)).decode()
-            await self._ws.send_str(json.dumps({"type": "input_audio_buffer.append", "audio": data}))
+            await self.ws.send_str(json.dumps({"type": "input_audio_buffer.append", "audio": data}))
             next_at += FRAME_S
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
-    async def _read(self) -> None:
-        assert self._ws is not None
-        async for message in self._ws:
-            if message.type is aiohttp.WSMsgType.TEXT:
-                self._record(json.loads(message.data))
-
-    def _record(self, event: dict[str, Any]) -> None:
-        now = time.monotonic()
-        self.events.append(event)
-        self.event_times.append(now)
+    def _record(self, event: dict[str, Any], now: float) -> None:
+        super()._record(event, now)
         kind = event.get("type")
-        if kind in ("response.output_audio.delta", "response.audio.delta"):
+        if kind in AUDIO_DELTAS:
             self._played(event["response_id"], base64.b64decode(event["delta"]), now)
         elif kind == "response.done":
             response_id = event["response"]["id"]

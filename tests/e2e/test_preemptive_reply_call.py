@@ -36,14 +36,14 @@ TURN_ORDER = (
 
 async def spoken_turn(url: str, samples: np.ndarray) -> EventClient:
     async with EventClient(url, query="?model=gpt-realtime&gateway_events=gateway.latency") as client:
-        await client.wait_for("session.created", within=10)
+        await client.wait_for("session.created", timeout=10)
         await client.send(
             "session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": SLOW_END}}}
         )
-        await client.wait_for("session.updated", within=10)
+        await client.wait_for("session.updated", timeout=10)
         await client.stream(samples, silence_s=3.2)
-        await client.wait_for("response.done", within=120)
-        await client.wait_for("gateway.latency", within=30)
+        await client.wait_for("response.done", timeout=120)
+        await client.wait_for("gateway.latency", timeout=30)
     return client
 
 
@@ -111,19 +111,19 @@ async def test_a_session_turns_the_preemptive_reply_off_and_on_for_its_call(mode
     async with serve(config, models) as (url, app):
         replies = app[POOL].units[0].preemptive
         async with EventClient(url, query="?model=gpt-realtime") as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             off = {"type": "realtime", "audio": {"input": {"turn_detection": SLOW_END}}, "preemptive_reply": False}
             await client.send("session.update", session=off)
-            updated = await client.wait_for("session.updated", within=10)
+            updated = await client.wait_for("session.updated", timeout=10)
             assert "preemptive_reply" not in updated["session"], "OpenAI's shape: the extension is not echoed"
             await client.stream(speech(QUESTION), silence_s=3.2)
-            await client.wait_for("response.done", within=120)
+            await client.wait_for("response.done", timeout=120)
             counts_off = replies.counts()
             mark = len(client.events)
             await client.send("session.update", session={"type": "realtime", "preemptive_reply": True})
-            await client.wait_for("session.updated", within=10, after=mark)
+            await client.wait_for("session.updated", timeout=10, after=mark)
             await client.stream(speech(QUESTION), silence_s=3.2)
-            await client.wait_for("response.done", within=120, after=mark)
+            await client.wait_for("response.done", timeout=120, after=mark)
             counts_on = replies.counts()
         assert await wait_until(lambda: app_idle(app), 10)
     assert not client.of_type("error"), client.of_type("error")

@@ -25,13 +25,13 @@ SLOW_END = {"type": "server_vad", "silence_duration_ms": 2500}
 
 async def spoken_turn(url: str, samples) -> tuple[str, dict, list[str]]:
     async with EventClient(url) as client:
-        await client.wait_for("session.created", within=10)
+        await client.wait_for("session.created", timeout=10)
         await client.send(
             "session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": SLOW_END}}}
         )
-        await client.wait_for("session.updated", within=10)
+        await client.wait_for("session.updated", timeout=10)
         await client.stream(samples, silence_s=3.2)
-        done = await client.wait_for("response.done", within=120)
+        done = await client.wait_for("response.done", timeout=120)
         heard = client.of_type("conversation.item.input_audio_transcription.completed")[-1]["transcript"]
         errors = client.of_type("error")
         types = [e["type"] for e in client.events]

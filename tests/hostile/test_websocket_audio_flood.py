@@ -45,13 +45,13 @@ async def marker(client: EventClient) -> None:
     before it were decoded and submitted (or dropped)."""
     mark = len(client.events)
     await client.send("input_audio_buffer.clear")
-    await client.wait_for("input_audio_buffer.cleared", after=mark, within=60)
+    await client.wait_for("input_audio_buffer.cleared", after=mark, timeout=60)
 
 
 async def test_a_flood_of_large_appends_gets_one_error_and_the_session_still_answers(models, speech, gateway_config):
     async with serve(gateway_config(max_response_tokens=24), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             silence = base64.b64encode(np.zeros(24000 * 10, "<i2").tobytes()).decode()  # 10 s
             for _ in range(2):  # the burst, taken whole
                 await client.send("input_audio_buffer.append", audio=silence)
@@ -69,7 +69,7 @@ async def test_a_flood_of_large_appends_gets_one_error_and_the_session_still_ans
             # The session goes on: a spoken question, streamed at real time, is heard and answered.
             mark = len(client.events)
             await client.stream(speech(QUESTION), silence_s=1.2)
-            done = await client.wait_for("response.done", after=mark, within=90)
+            done = await client.wait_for("response.done", after=mark, timeout=90)
             heard = client.of_type("conversation.item.input_audio_transcription.completed", mark)[-1]
             assert says(heard["transcript"], QUESTION), heard
             assert done["response"]["status"] == "completed"
@@ -79,11 +79,11 @@ async def test_a_flood_of_large_appends_gets_one_error_and_the_session_still_ans
 async def test_an_append_too_large_for_the_budget_is_refused_unparsed_and_undecoded(models, gateway_config):
     async with serve(gateway_config(), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             audio = json.loads(noise_append(1536 * 1024 * 3 // 4))["audio"]  # ~25 s of 24 kHz PCM
             # Not even JSON (no end): refused by its length, so never parsed (no invalid_json).
             await client.send_raw('{"type": "input_audio_buffer.append", "audio": "' + audio)
-            error = (await client.wait_for("error", within=20))["error"]
+            error = (await client.wait_for("error", timeout=20))["error"]
             assert (error["code"], error["type"]) == ("rate_limit_exceeded", "rate_limit_error")
             # A character no base64 has, in the middle: dropped before decoding (no invalid_value),
             # and silently (the flood was told already).
@@ -95,7 +95,7 @@ async def test_an_append_too_large_for_the_budget_is_refused_unparsed_and_undeco
             # Above OpenAI's 15 MiB an event (and this gateway's 8 MiB): refused unparsed, with an error.
             mark = len(client.events)
             await client.send_raw('{"type": "input_audio_buffer.append", "audio": "' + "A" * (15_500 * 1024))
-            too_large = (await client.wait_for("error", after=mark, within=30))["error"]
+            too_large = (await client.wait_for("error", after=mark, timeout=30))["error"]
             assert too_large["code"] == "message_too_large", too_large
             assert app[POOL].units[0].state is UnitState.ACTIVE
 
@@ -107,10 +107,10 @@ async def test_a_webrtc_caller_beside_a_g711_flooder_is_heard_and_answered(model
         assert await caller.connect() == 201
         try:
             async with EventClient(url) as flooder:
-                await flooder.wait_for("session.created", within=10)
+                await flooder.wait_for("session.created", timeout=10)
                 session = {"type": "realtime", "audio": {"input": {"format": {"type": f"audio/{codec}"}}}}
                 await flooder.send("session.update", session=session)
-                await flooder.wait_for("session.updated", within=10)
+                await flooder.wait_for("session.updated", timeout=10)
                 appends = 8  # 1 MiB each: ~98 s of 8 kHz G.711 (24 MiB once decoded to 16 kHz)
                 flood = asyncio.ensure_future(
                     asyncio.gather(*[flooder.send_raw(noise_append(786432, seed)) for seed in range(appends)])
@@ -135,18 +135,18 @@ async def test_a_commit_right_after_a_long_append_covers_all_of_it(models, speec
     """Decoding runs off the loop: a commit sent at once still comes after the audio before it."""
     async with serve(gateway_config(), models) as (url, _app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             manual = {"type": "realtime", "audio": {"input": {"turn_detection": None}}}
             await client.send("session.update", session=manual)
-            await client.wait_for("session.updated", within=10)
+            await client.wait_for("session.updated", timeout=10)
             question = np.concatenate([speech(QUESTION), np.zeros(48000 // 2, np.int16)])
             data = OutputAudioEncoder(PCM16_24K, 48000).encode(question)
             await client.send("input_audio_buffer.append", audio=base64.b64encode(data).decode())
             await client.send("input_audio_buffer.commit", event_id="evt_commit")
-            await client.wait_for("input_audio_buffer.committed", within=10)
-            item = await client.wait_for("conversation.item.added", within=10)
+            await client.wait_for("input_audio_buffer.committed", timeout=10)
+            item = await client.wait_for("conversation.item.added", timeout=10)
             assert item["item"]["role"] == "user"
-            heard = await client.wait_for("conversation.item.input_audio_transcription.completed", within=30)
+            heard = await client.wait_for("conversation.item.input_audio_transcription.completed", timeout=30)
             assert says(heard["transcript"], QUESTION), heard
             assert not client.of_type("error")
 

@@ -63,7 +63,7 @@ async def test_every_transport_is_admitted_counted_and_refused_by_the_one_door(m
                 assert response.status == 200
             assert await wait_until(lambda: app_idle(app), 10)
             async with EventClient(url) as client:  # WebSocket: answered and counted
-                await client.wait_for("session.created", within=10)
+                await client.wait_for("session.created", timeout=10)
             assert calls("answered") == 3.0
             assert await wait_until(lambda: not app[SESSIONS].sessions and app_idle(app), 10)
 

@@ -260,7 +260,7 @@ class BaresipPhone:
             played_to = self._recorded_s()
             if press:
                 assert (await self.command("sndcode", press))["ok"]
-                await control.wait_for("input_audio_buffer.dtmf_event_received", within=10, count=len(press))
+                await control.wait_for("input_audio_buffer.dtmf_event_received", timeout=10, count=len(press))
                 digits = [e["event"] for e in control.of_type("input_audio_buffer.dtmf_event_received")]
                 assert digits == list(press), digits
         # ``output_audio_buffer.stopped`` says the gateway sent its last frame; the phone's jitter

@@ -81,7 +81,7 @@ async def test_baresip_calls_over_tls_and_hears_the_gateways_bye(models, speech_
         assert call.rtp.srtp is not None and " RTP/SAVP " in call.answer_sdp
         async with EventClient(url, query=f"?call_id={call_id}") as control:
             assert (await phone.command("sndcode", "5"))["ok"]
-            pressed = await control.wait_for("input_audio_buffer.dtmf_event_received", within=10)
+            pressed = await control.wait_for("input_audio_buffer.dtmf_event_received", timeout=10)
             assert pressed["event"] == "5"
         async with aiohttp.ClientSession() as http:
             async with http.post(f"{url}/v1/realtime/calls/{call_id}/hangup") as hung:

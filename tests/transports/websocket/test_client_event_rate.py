@@ -38,9 +38,9 @@ def limited(client: EventClient, mark: int) -> list[dict]:
 async def test_websocket_flood_is_dropped_with_one_error(models, gateway_config):
     async with serve(gateway_config(pool_size=1), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             mark = await flood(client)
-            error = await client.wait_for("error", within=20, after=mark)
+            error = await client.wait_for("error", timeout=20, after=mark)
             assert error["error"]["code"] == "rate_limit_exceeded", error
             assert error["error"]["type"] == "rate_limit_error"
             await asyncio.sleep(1.0)
@@ -58,7 +58,7 @@ async def test_sideband_flood_is_dropped_with_one_error(models, gateway_config):
             async with EventClient(url, query=f"?call_id={caller.call_id}") as control:
                 await asyncio.sleep(0.2)
                 mark = await flood(control)
-                error = await control.wait_for("error", within=20, after=mark)
+                error = await control.wait_for("error", timeout=20, after=mark)
                 assert error["error"]["code"] == "rate_limit_exceeded", error
                 await asyncio.sleep(1.0)
                 assert len(limited(control, mark)) == 1
@@ -78,9 +78,9 @@ async def test_binary_frame_flood_counts_in_the_rate(models, gateway_config):
     3000 server events. Now they count in the same rate as text events (one flood error)."""
     async with serve(gateway_config(pool_size=1), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             mark = await flood(client, b"\x00" * 64)
-            await client.wait_for("error", within=20, after=mark)
+            await client.wait_for("error", timeout=20, after=mark)
             await asyncio.sleep(1.0)
             assert len(limited(client, mark)) == 1
             assert 0 < len(binary_refusals(client, mark)) < FLOOD / 2
@@ -95,7 +95,7 @@ async def test_sideband_binary_frame_flood_counts_in_the_rate(models, gateway_co
             async with EventClient(url, query=f"?call_id={caller.call_id}") as control:
                 await asyncio.sleep(0.2)
                 mark = await flood(control, b"\x00" * 64)
-                await control.wait_for("error", within=20, after=mark)
+                await control.wait_for("error", timeout=20, after=mark)
                 await asyncio.sleep(1.0)
                 assert len(limited(control, mark)) == 1
                 assert 0 < len(binary_refusals(control, mark)) < FLOOD / 2

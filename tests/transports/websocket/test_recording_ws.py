@@ -29,18 +29,18 @@ def wav_seconds(path) -> tuple[int, float]:
 async def test_asking_without_a_record_dir_is_an_error_and_the_session_goes_on(models, gateway_config, tmp_path):
     async with serve(gateway_config(), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             await client.send("session.update", event_id="evt_rec", session={"type": "realtime", "recording": True})
-            error = (await client.wait_for("error", within=10))["error"]
+            error = (await client.wait_for("error", timeout=10))["error"]
             assert error["type"] == "invalid_request_error"
             assert error["code"] == "recording_unavailable" and error["param"] == "session.recording"
             assert error["event_id"] == "evt_rec" and "record directory" in error["message"]
             await client.send("session.update", session={"type": "realtime", "instructions": "Be brief."})
-            updated = await client.wait_for("session.updated", within=10)
+            updated = await client.wait_for("session.updated", timeout=10)
             assert updated["session"]["instructions"] == "Be brief."
             # A malformed flag is a validation error like any other field's.
             await client.send("session.update", session={"type": "realtime", "recording": "yes"})
-            error = (await client.wait_for("error", within=10, count=2))["error"]
+            error = (await client.wait_for("error", timeout=10, count=2))["error"]
             assert error["param"] == "session.recording"
         assert await wait_until(lambda: app_idle(app), 10)
 
@@ -48,7 +48,7 @@ async def test_asking_without_a_record_dir_is_an_error_and_the_session_goes_on(m
 async def test_nothing_is_written_unless_the_session_asks(models, gateway_config, tmp_path):
     async with serve(gateway_config(record_dir=str(tmp_path)), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             await client.stream(np.zeros(48000 // 2, np.int16))
         assert await wait_until(lambda: app_idle(app), 10)
     assert list(tmp_path.iterdir()) == []
@@ -58,9 +58,9 @@ async def test_a_recorded_call_leaves_a_wav_and_report_of_its_length(models, gat
     async with serve(gateway_config(record_dir=str(tmp_path)), models) as (url, _app):
         async with EventClient(url) as client:
             started = time.monotonic()
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             await client.send("session.update", session={"type": "realtime", "recording": True})
-            await client.wait_for("session.updated", within=10)
+            await client.wait_for("session.updated", timeout=10)
             await client.stream(np.zeros(48000, np.int16))
         length = time.monotonic() - started
         assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
@@ -81,9 +81,9 @@ async def test_every_call_mode_records_without_asking_and_is_written_at_shutdown
     async with serve(config, models) as (url, _app):
         client = EventClient(url)
         await client.__aenter__()
-        await client.wait_for("session.created", within=10)
+        await client.wait_for("session.created", timeout=10)
         await client.send("session.update", session={"type": "realtime", "recording": False})
-        error = (await client.wait_for("error", within=10))["error"]
+        error = (await client.wait_for("error", timeout=10))["error"]
         assert error["code"] == "recording_required" and error["type"] == "invalid_request_error"
     await client.close()
     reports = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
@@ -96,7 +96,7 @@ async def test_a_full_disk_mid_call_leaves_the_report_and_the_audio_that_reached
 ):
     async with serve(gateway_config(record_dir=str(tmp_path), record_all_calls=True), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             (session,) = app[SESSIONS].sessions.values()
             assert session.record is not None
             audio = session.record.audio
@@ -130,11 +130,11 @@ async def test_key_presses_reach_the_session_but_logs_and_reports_show_stars(
     caplog.set_level(logging.INFO, logger="gateway.transports.live_session")
     async with serve(config, models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             (session,) = app[SESSIONS].sessions.values()
             for digit in "15#":
                 session.key_press(digit)  # as each transport hands a DTMF key press to the door
-            await client.wait_for("input_audio_buffer.dtmf_event_received", within=10, count=3)
+            await client.wait_for("input_audio_buffer.dtmf_event_received", timeout=10, count=3)
             assert [e["event"] for e in client.of_type("input_audio_buffer.dtmf_event_received")] == ["1", "5", "#"]
             texts = [part.get("text") for item in session.realtime.items for part in item.get("content", [])]
             assert "I pressed 5 on my keypad." in texts  # what the model reads
@@ -158,11 +158,11 @@ async def test_a_spoken_turn_over_the_websocket_is_recorded_as_the_caller_hears_
     caller's playback clock plays it, so it follows the question, as over WebRTC."""
     async with serve(gateway_config(record_dir=str(tmp_path), max_response_tokens=24), models) as (url, _app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             await client.send("session.update", session={"type": "realtime", "recording": True})
-            await client.wait_for("session.updated", within=10)
+            await client.wait_for("session.updated", timeout=10)
             await client.stream(speech(QUESTION), silence_s=1.2)
-            await client.wait_for("response.done", within=90)
+            await client.wait_for("response.done", timeout=90)
             await asyncio.sleep(client.audio().size / 24000 + 0.5)  # the reply has played out
         assert await wait_until(lambda: len(list(tmp_path.glob("*.json"))) == 1, 10)
     report = json.loads(next(tmp_path.glob("*.json")).read_text())

@@ -35,21 +35,21 @@ async def test_sideband_updates_instructions_mid_call_and_sees_the_call_events(m
             # The server side changes the instructions; the caller's channel sees it too.
             mark = len(caller.events)
             await control.send("session.update", session={"instructions": "Answer in French, in one sentence."})
-            updated = await control.wait_for("session.updated", within=10)
+            updated = await control.wait_for("session.updated", timeout=10)
             assert updated["session"]["instructions"].startswith("Answer in French")
             await caller.wait_for("session.updated", after=mark, timeout=10)
             # Audio over the sideband is refused (it travels on the WebRTC track), on the sideband.
             await control.send("input_audio_buffer.append", audio="AAAA")
-            assert (await control.wait_for("error", within=10))["error"]["code"] == "unsupported_event"
+            assert (await control.wait_for("error", timeout=10))["error"]["code"] == "unsupported_event"
 
             caller.say(speech(QUESTION))
-            done = await control.wait_for("response.done", within=90)
+            done = await control.wait_for("response.done", timeout=90)
             assert done["response"]["status"] == "completed"
             heard = control.of_type("conversation.item.input_audio_transcription.completed")[-1]["transcript"]
             assert says(heard, QUESTION), heard
             await caller.wait_for("response.done", timeout=10)
             # Over the call, playback events are the server's to send (WebRTC): the sideband sees them.
-            await control.wait_for("output_audio_buffer.stopped", within=30)
+            await control.wait_for("output_audio_buffer.stopped", timeout=30)
         # The sideband closing does not end the call.
         await asyncio.sleep(0.3)
         assert caller.call_id in app_calls(app)

@@ -30,13 +30,13 @@ async def refusal(url: str, **kwargs) -> aiohttp.WSServerHandshakeError:
 async def test_session_created_first_model_mapped_and_realtime_subprotocol(models, gateway_config):
     async with serve(gateway_config(), models) as (url, app):
         async with EventClient(url, protocols=("realtime", "openai-beta.realtime-v1")) as client:
-            first = await client.wait_for("session.created", within=10)
+            first = await client.wait_for("session.created", timeout=10)
             assert client.events[0] is first
             assert client.ws.protocol == "realtime"
             assert "modalities" in first["session"]  # the beta subprotocol: the beta (flat) shape
         assert await wait_until(lambda: app_idle(app), 10)  # (one unit: drained before the next session)
         async with EventClient(url, query="?model=gpt-realtime-mini") as client:
-            session = (await client.wait_for("session.created", within=10))["session"]
+            session = (await client.wait_for("session.created", timeout=10))["session"]
             assert session["type"] == "realtime" and session["audio"]["output"]["format"]["type"] == "audio/pcm"
             assert session["model"] == models_llm(app)  # the model really used is shown
             # Unknown-but-valid session fields (tracing...) are accepted.
@@ -49,7 +49,7 @@ async def test_session_created_first_model_mapped_and_realtime_subprotocol(model
                     "audio": {"input": {"format": {"type": "audio/pcmu"}}},
                 },
             )
-            updated = await client.wait_for("session.updated", within=10)
+            updated = await client.wait_for("session.updated", timeout=10)
             assert updated["session"]["audio"]["input"]["format"] == {"type": "audio/pcmu"}
             assert not client.of_type("error")
         assert await wait_until(lambda: app_idle(app), 10)
@@ -74,7 +74,7 @@ async def test_refusals_come_before_the_upgrade_as_json(models, gateway_config):
                 key = (await minted.json())["value"]
         # The browser form: the key as a subprotocol (the server selects "realtime" only).
         async with EventClient(url, protocols=("realtime", f"openai-insecure-api-key.{key}")) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             assert client.ws.protocol == "realtime"
             # Pool full (one unit): 503 with Retry-After before the upgrade, and the API key works.
             full = await refusal(url, headers={"Authorization": "Bearer sk-ws-test"})
@@ -83,13 +83,13 @@ async def test_refusals_come_before_the_upgrade_as_json(models, gateway_config):
         # The ephemeral key was used up by its session.
         assert (await refusal(url, protocols=("realtime", f"openai-insecure-api-key.{key}"))).status == 401
         async with EventClient(url, headers={"Authorization": "Bearer sk-ws-test"}) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
 
 
 async def test_bad_input_gets_an_error_naming_it_and_the_session_goes_on(models, gateway_config):
     async with serve(gateway_config(), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             cases = [
                 ("not json", "invalid_json"),
                 (b"\x00\x01binary", "invalid_event"),
@@ -106,7 +106,7 @@ async def test_bad_input_gets_an_error_naming_it_and_the_session_goes_on(models,
             for raw, code in cases:
                 mark = len(client.events)
                 await client.send_raw(raw)
-                error = (await client.wait_for("error", after=mark, within=10))["error"]
+                error = (await client.wait_for("error", after=mark, timeout=10))["error"]
                 assert error["code"] == code, (raw[:40], error)
             messages = [e["error"]["message"] for e in client.of_type("error")]
             assert "Binary frames" in messages[1] and "limit" in messages[2]
@@ -114,7 +114,7 @@ async def test_bad_input_gets_an_error_naming_it_and_the_session_goes_on(models,
             assert all(e["error"]["param"] == "audio" for e in client.of_type("error")[3:6])
             mark = len(client.events)
             await client.send("session.update", session={"instructions": "Still here."})
-            assert (await client.wait_for("session.updated", after=mark, within=10))["session"][
+            assert (await client.wait_for("session.updated", after=mark, timeout=10))["session"][
                 "instructions"
             ] == "Still here."
             unit = app[POOL].units[0]
@@ -137,7 +137,7 @@ async def test_bad_input_gets_an_error_naming_it_and_the_session_goes_on(models,
 async def test_idle_timeout_ends_the_session_with_its_reason(models, gateway_config):
     async with serve(gateway_config(idle_timeout_s=1.0), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             await asyncio.wait_for(client.closed.wait(), 10)
             assert client.error_codes() == ["idle_timeout"]
         assert await wait_until(lambda: app_idle(app), 10)
@@ -149,7 +149,7 @@ async def test_shutdown_tells_the_client_and_does_not_wait_for_it(models, gatewa
     async with serve(gateway_config(), models) as (url, _):
         client = EventClient(url)
         await client.__aenter__()
-        await client.wait_for("session.created", within=10)
+        await client.wait_for("session.created", timeout=10)
     assert time.monotonic() - started < 15  # not aiohttp's 60 s wait for a handler that never returns
     await asyncio.wait_for(client.closed.wait(), 5)
     assert client.error_codes() == ["server_shutdown"]
@@ -159,7 +159,7 @@ async def test_shutdown_tells_the_client_and_does_not_wait_for_it(models, gatewa
 async def test_a_spoken_turn_in_g711_and_no_webrtc_only_events(models, speech, gateway_config):
     async with serve(gateway_config(max_response_tokens=24), models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             await client.send(
                 "session.update",
                 session={
@@ -170,9 +170,9 @@ async def test_a_spoken_turn_in_g711_and_no_webrtc_only_events(models, speech, g
                     },
                 },
             )
-            await client.wait_for("session.updated", within=10)
+            await client.wait_for("session.updated", timeout=10)
             await client.stream(speech(QUESTION), PCMU, silence_s=1.2)
-            done = await client.wait_for("response.done", within=90)
+            done = await client.wait_for("response.done", timeout=90)
             user = client.of_type("conversation.item.input_audio_transcription.completed")[-1]["transcript"]
             assert says(user, QUESTION), user  # heard through G.711 at 8 kHz
             assert done["response"]["status"] == "completed"
@@ -194,25 +194,25 @@ async def test_barge_in_keeps_the_words_the_caller_heard(models, speech, gateway
     config = gateway_config(max_response_tokens=90)
     async with serve(config, models) as (url, app):
         async with EventClient(url) as client:
-            await client.wait_for("session.created", within=10)
+            await client.wait_for("session.created", timeout=10)
             # Barge-in at once (no pause to judge the words): what was read ahead but not heard is
             # what this test is about, and a ~600 ms pause would let the client play all of it.
             turn = {"type": "server_vad", "min_interruption_words": 0}
             await client.send(
                 "session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turn}}}
             )
-            await client.wait_for("session.updated", within=10)
+            await client.wait_for("session.updated", timeout=10)
             mark = await client.ask("Tell me a long story about a brave little dragon who learns to fly.")
-            first = await client.wait_for("response.output_audio.delta", after=mark, within=90)
-            started = client.times[client.events.index(first)]
+            first = await client.wait_for("response.output_audio.delta", after=mark, timeout=90)
+            started = client.event_times[client.events.index(first)]
             # The caller listens to the first words of the reply (a microphone streams the silence
             # too), then talks over it once two clauses are queued: with only the first one out
             # (a slow LLM), all of it could be heard and nothing read ahead (heard == generated).
-            await client.wait_for("response.output_audio_transcript.delta", after=mark, within=90, count=2)
+            await client.wait_for("response.output_audio_transcript.delta", after=mark, timeout=90, count=2)
             await client.stream(np.zeros(48000 * 2 // 10, np.int16))
             interrupted_at = time.monotonic()
             await client.stream(speech("Wait, stop."), silence_s=1.0)
-            done = await client.wait_for("response.done", after=mark, within=30)
+            done = await client.wait_for("response.done", after=mark, timeout=30)
             assert done["response"]["status"] == "cancelled"
             heard = done["response"]["output"][0]["content"][0]["transcript"]
             generated = "".join(e["delta"] for e in client.of_type("response.output_audio_transcript.delta", mark))
@@ -228,9 +228,9 @@ async def test_barge_in_keeps_the_words_the_caller_heard(models, speech, gateway
             await client.send(
                 "conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=int(sent_s * 1000) - 10
             )
-            await client.wait_for("conversation.item.truncated", after=mark, within=10)
+            await client.wait_for("conversation.item.truncated", after=mark, timeout=10)
             await client.send("conversation.item.retrieve", item_id=item_id)
-            retrieved = await client.wait_for("conversation.item.retrieved", after=mark, within=10)
+            retrieved = await client.wait_for("conversation.item.retrieved", after=mark, timeout=10)
             assert retrieved["item"]["content"][0]["transcript"] == heard
             assert not client.of_type("error", mark)
         assert await wait_until(lambda: app_idle(app), 10)
