@@ -1,6 +1,6 @@
 """Helpers the tests share (not fixtures: those are in conftest.py): a gateway served on loopback,
-polling, transcript comparison, and the faults a test must not see (logged tracebacks, server_error
-events)."""
+polling, transcript comparison (on the content words of ``gateway.loadgen.words``), and the faults
+a test must not see (logged tracebacks, server_error events)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import difflib
 import importlib
 import logging
 import os
-import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -22,6 +21,7 @@ from aiohttp import web
 
 from gateway.client import MicrophoneTrack, ReceivedAudio
 from gateway.config import GatewayConfig
+from gateway.loadgen.words import content_words, normal_words, words
 from gateway.models.base import ModelSet
 from gateway.server.runner import free_port, running_gateway
 
@@ -77,61 +77,15 @@ def app_idle(app: web.Application) -> bool:
     return all(unit.state.value == "idle" for unit in app[POOL].units)
 
 
-def words(text: str) -> list[str]:
-    """Lower-case words of ``text`` (letters, digits, apostrophes), for transcript comparison."""
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
 def similarity(a: str, b: str) -> float:
     """Word-sequence similarity of two transcripts, 0..1 (difflib ratio). Function words count as
     much as the others: to check that a sentence was heard, use :func:`says`."""
     return difflib.SequenceMatcher(None, words(a), words(b)).ratio()
 
 
-# Words that carry no content of their own (articles, pronouns, auxiliaries, prepositions, question
-# words): a transcript that shares only these with a sentence did not hear it.
-STOP_WORDS = frozenset(
-    """a an the and or but if of to in on at by for from with about as into over under up out than then so too
-    very just also please is am are was were be been being do does did have has had will would can could shall
-    should may might must i me my mine we us our you your yours he him his she her it its they them their this
-    that these those there here what which who whom whose when where why how""".split()
-)
-_NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
-# Whisper writes contractions either way: "What's" is "what is", "Italy's" is "italy".
-_CONTRACTIONS = {"won't": ("will", "not"), "can't": ("can", "not"), "shan't": ("shall", "not")}
-_SUFFIXES = {"n't": "not", "'re": "are", "'m": "am", "'ll": "will", "'ve": "have", "'d": "would", "'s": ""}
-_SPELLINGS = {"ok": "okay"}
-
-
-def _normal_words(text: str) -> list[str]:
-    """:func:`words` with Whisper's usual variants made one: contractions split ("what's" ->
-    "what is"), possessives dropped, small numbers spelled out ("7" -> "seven"), "ok" -> "okay"."""
-    found: list[str] = []
-    for word in words(text):
-        word = word.strip("'")
-        if word in _CONTRACTIONS:
-            found += _CONTRACTIONS[word]
-            continue
-        suffix = next((end for end in _SUFFIXES if word.endswith(end) and len(word) > len(end)), None)
-        if suffix is not None:
-            word, extra = word[: -len(suffix)], _SUFFIXES[suffix]
-            found += [w for w in (word, extra) if w]
-            continue
-        if word.isdigit() and int(word) < len(_NUMBERS):
-            word = _NUMBERS[int(word)]
-        found.append(_SPELLINGS.get(word, word))
-    return found
-
-
-def content_words(text: str) -> list[str]:
-    """The words of ``text`` that are not :data:`STOP_WORDS`, normalised as Whisper varies them
-    (contractions, possessives, small numbers), in order, once each."""
-    return list(dict.fromkeys(w for w in _normal_words(text) if w not in STOP_WORDS))
-
-
 def missed_words(transcript: str, expected: str) -> list[str]:
     """The content words of ``expected`` that ``transcript`` does not have."""
-    heard = set(_normal_words(transcript))
+    heard = set(normal_words(transcript))
     return [word for word in content_words(expected) if word not in heard]
 
 

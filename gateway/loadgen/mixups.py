@@ -12,41 +12,26 @@ Each recording of a run has a known transcript (``transcripts.tsv``). A turn is 
 
 A reply that matches one of the caller's *earlier* questions and not the current one is reported
 as ``stale <file>`` (its own history repeated: the model's, or an old reply played again), a
-warning rather than a leak. Words are compared as lower-case content words (numbers up to twelve
-spelled out, function words left out); a recording "matches" when at least :data:`MATCH` of its
-content words are in the text.
+warning rather than a leak. Words are compared as content words (``gateway.loadgen.words``: lower
+case, Whisper's spelling variants made one, function words left out); a recording "matches" when
+at least :data:`MATCH` of its content words are in the text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
+from gateway.loadgen.words import STOP_WORDS, content_words
+
 MATCH = 0.5  # share of a recording's content words a text must have to match it
-_NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
-_FUNCTION_WORDS = frozenset(
-    """a an the and or but if of to in on at by for from with as so not no is am are was were be been do
-    does did have has had will would can could may might must i me my we us our you your he him his she
-    her it its they them their this that these those there here what which who how then than""".split()
-)
-
-
-def content_words(text: str) -> set[str]:
-    """The lower-case words of ``text`` that carry content (digits up to 12 spelled out)."""
-    found = set()
-    for word in re.findall(r"[a-z0-9']+", text.lower()):
-        word = word.strip("'")
-        if word.isdigit() and int(word) < len(_NUMBERS):
-            word = _NUMBERS[int(word)]
-        if word and word not in _FUNCTION_WORDS:
-            found.add(word)
-    return found
+# Negations count as function words here (a recording matches by its topic words), not in ``says``.
+_FUNCTION_WORDS = STOP_WORDS | {"no", "not"}
 
 
 def share(text: str, reference: str) -> float:
     """The share of ``reference``'s content words that ``text`` has (0 when it has none)."""
-    wanted = content_words(reference)
-    return len(wanted & content_words(text)) / len(wanted) if wanted else 0.0
+    wanted = set(content_words(reference, _FUNCTION_WORDS))
+    return len(wanted & set(content_words(text, _FUNCTION_WORDS))) / len(wanted) if wanted else 0.0
 
 
 def _best(text: str, texts: Mapping[str, str], among: Sequence[str]) -> tuple[str, float]:
