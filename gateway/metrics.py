@@ -320,7 +320,9 @@ class _CapacityCollector(Collector):
                 "vg_call_cost_llm", "Share of the LLM's step thread one talking call takes", value=view["call_cost_llm"]
             )
             yield GaugeMetricFamily(
-                "vg_llm_busy_share", "Share of the last 30 s the LLM's step thread computed", value=view["llm_share"]
+                "vg_llm_busy_share",
+                "Share of the last 30 s the LLM's step thread computed work a turn waits for",
+                value=view["llm_share"],
             )
         yield GaugeMetricFamily("vg_live_calls", "Live calls", value=float(view["live"]))
         yield GaugeMetricFamily("vg_talkers", "Live calls with a recent turn", value=float(view["talkers"]))
