@@ -202,6 +202,13 @@ def main() -> int:
         help="try another value of a "
         "constant of gateway.pipeline.bargein or .backchannels (FIRST_PROBE_MS=250, MIN_PROBABILITY=0.45)",
     )
+    parser.add_argument(
+        "--probe-retry-penalty",
+        type=float,
+        default=None,
+        help="repetition penalty of a rejected probe's second decode (Whisper's default: 1.3; 1.0: no "
+        "second decode, as before 28f6f94)",
+    )
     args = parser.parse_args()
     for assignment in args.set:
         name, _, value = assignment.partition("=")
@@ -213,6 +220,9 @@ def main() -> int:
         SileroVad(),
         WhisperSpeechToText(config.stt_model, Path(config.model_cache_dir), threads=config.stt_threads),
     )
+    if args.probe_retry_penalty is not None:
+        stt.retry_repetition_penalty = args.probe_retry_penalty
+    print(f"probe retry repetition penalty: {stt.retry_repetition_penalty:g} (1 = no retry)")
     settings = CallSettings.defaults(config)
     outcomes = []
     for clip in clips(args.split, tuple(args.voice)):
@@ -225,6 +235,8 @@ def main() -> int:
         )
         print(line + (f"  {' | '.join(outcome.probes)}" if args.verbose else ""), flush=True)
     report(outcomes)
+    probes = sum(len(outcome.probe_ms) for outcome in outcomes)
+    print(f"probes decoded again (rejected first decode): {stt.retries} of {probes}")
     return 0
 
 

@@ -154,7 +154,14 @@ def require_module(name: str, install: str) -> ModuleType:
 class EchoingMicrophone(MicrophoneTrack):
     """A caller's microphone on a leg without echo cancellation (a speakerphone, a SIP bridge):
     it sends what :meth:`say` queued plus everything the client heard (``heard``), ``delay_ms``
-    later and ``gain_db`` quieter, as a loudspeaker next to the microphone would."""
+    later and ``gain_db`` quieter, as a loudspeaker next to the microphone would.
+
+    ``echoed_voiced``: how many 20 ms frames sent so far carried voiced echo (the heard audio's
+    peak above ``VOICED_LEVEL``, as :meth:`ReceivedAudio.voiced_times` counts it), so a test can wait
+    for an amount of echo sent rather than for wall-clock time (a loaded box makes the reply slower
+    than real time)."""
+
+    VOICED_LEVEL = 300  # int16 peak of a heard frame that is not silence
 
     def __init__(self, heard: ReceivedAudio, delay_ms: int = 150, gain_db: float = -12.0) -> None:
         super().__init__()
@@ -162,6 +169,7 @@ class EchoingMicrophone(MicrophoneTrack):
         self._taken = 0
         self._line = np.zeros(delay_ms * 48, np.float32)  # 48 samples a ms
         self._gain = 10 ** (gain_db / 20)
+        self.echoed_voiced = 0
 
     def next_samples(self) -> np.ndarray:
         own = super().next_samples().astype(np.float32)
@@ -172,4 +180,6 @@ class EchoingMicrophone(MicrophoneTrack):
         echo, self._line = self._line[: own.size], self._line[own.size :]
         if echo.size < own.size:
             echo = np.concatenate([echo, np.zeros(own.size - echo.size, np.float32)])
+        if echo.size and float(np.abs(echo).max()) > self.VOICED_LEVEL:
+            self.echoed_voiced += 1
         return np.clip(own + self._gain * echo, -32768, 32767).astype(np.int16)
