@@ -3,15 +3,17 @@
 A small model given tools in its prompt tends to call the first one for any question (Qwen2.5-Coder
 1.5B with "You are a helpful assistant.", ``get_weather`` and ``book_table``: 4 of 12 questions
 right). So whether to call and which tool are decided first, in a prompt of their own
-(:func:`decision_messages`): the tools' names and descriptions, the caller's last message, and the
-instruction to reply with a function's name or ``none``. The engine scores every option
-(:func:`option_names`: ``none`` and each name, as the reply's tokens) by its log-probability and
+(:func:`decision_messages`): worked :data:`EXAMPLES` with made-up functions, the tools' names and
+descriptions with the words option listed like one (``answer``: :data:`WORDS_LISTING`), the caller's
+last message, and the instruction to reply with a function's name or ``answer``. The engine scores
+every option (:func:`option_names`: ``answer`` and each name, as the reply's tokens) by its log-probability and
 :func:`decide` turns the scores into a :class:`Decision`: a call when the tools together hold at
 least ``threshold`` of the probability, of the likeliest tool. The arguments are generated next,
 under the chosen tool's schema grammar; a reply in words is generated from a prompt that lists no
 tools, so no tool syntax or schema text can be recited.
 
-After a tool's output (``function_call_output``) the same step decides again, on the caller's
+After a tool's output (``function_call_output``) the step decides again (with the earlier prompt:
+no examples, ``none``, :data:`CHAIN_CALL_THRESHOLD`), on the caller's
 request and the calls made for it so far with their outputs (:func:`chain_since_request`): another
 call (a chained call: the output names what the next one needs) or the answer in words. A chain is
 bounded: at most :data:`MAX_CHAIN_CALLS` calls answer one request, and a call that repeats one the
