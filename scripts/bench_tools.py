@@ -157,6 +157,7 @@ class Outcome:
     decision_s: Optional[float] = None  # the decision step alone (--direct)
     call_probability: Optional[float] = None
     scores: Optional[dict[str, float]] = None  # the decision's option log-probabilities
+    decision_read: Optional[int] = None  # decision prompt tokens read in its turn (not held already)
 
 
 def arguments_valid(tool_name: str, arguments: str) -> bool:
@@ -217,7 +218,14 @@ def run_direct(llm: Any, questions: list[Question], instructions: Optional[str],
             assert decision is not None, "--decisions needs an engine with a decision step"
             outcomes.append(
                 Outcome(
-                    decision.tool, "", "", decision_s or 0.0, decision_s, decision.call_probability, decision.scores
+                    decision.tool,
+                    "",
+                    "",
+                    decision_s or 0.0,
+                    decision_s,
+                    decision.call_probability,
+                    decision.scores,
+                    decision.prompt_tokens - decision.cached_tokens,
                 )
             )
             continue
@@ -232,6 +240,7 @@ def run_direct(llm: Any, questions: list[Question], instructions: Optional[str],
                 time.monotonic() - started,
                 decision_s,
                 decision.call_probability if decision else None,
+                decision_read=decision.prompt_tokens - decision.cached_tokens if decision else None,
             )
         )
     return outcomes
@@ -365,6 +374,7 @@ def summary(questions: list[Question], outcomes: list[Outcome]) -> dict[str, Any
         "s_tool": _median([o.seconds for q, o in calls]),
         "s_words": _median([o.seconds for q, o in words]),
         "decision_s": _median([o.decision_s for o in outcomes if o.decision_s is not None]),
+        "decision_read": _median([o.decision_read for o in outcomes if o.decision_read is not None]),
         "generated": any(o.text or o.arguments for o in outcomes),  # False: --decisions, nothing to check
     }
 
@@ -377,11 +387,15 @@ def _s(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _n(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
 def style_table(results: dict[str, dict[str, Any]]) -> None:
     """One row per instruction style (and the probe)."""
     print(
         "\n| set / instructions | decision right | calls not wanted | calls missed | wrong tool | arguments valid "
-        "| arguments right | replies reciting tool text | decision step s | median s (call / words) |"
+        "| arguments right | replies reciting tool text | decision step s (tokens read) | median s (call / words) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
@@ -390,7 +404,8 @@ def style_table(results: dict[str, dict[str, Any]]) -> None:
         print(
             f"| {name} | {100 * r['right'] / r['n']:.1f}% ({r['right']}/{r['n']}) | {r['false_calls']} | {r['missed']} "
             f"| {r['wrong_tool']} | {r['valid']}/{r['calls']} | {r['args_right']}/{r['right_calls']} "
-            f"| {r['recited']}/{r['words']} | {_s(r['decision_s'])} | {_s(r['s_tool'])} / {_s(r['s_words'])} |"
+            f"| {r['recited']}/{r['words']} | {_s(r['decision_s'])} ({_n(r['decision_read'])}) "
+            f"| {_s(r['s_tool'])} / {_s(r['s_words'])} |"
         )
 
 

@@ -3,15 +3,17 @@
 A small model given tools in its prompt tends to call the first one for any question (Qwen2.5-Coder
 1.5B with "You are a helpful assistant.", ``get_weather`` and ``book_table``: 4 of 12 questions
 right). So whether to call and which tool are decided first, in a prompt of their own
-(:func:`decision_messages`): the tools' names and descriptions, the caller's last message, and the
-instruction to reply with a function's name or ``none``. The engine scores every option
-(:func:`option_names`: ``none`` and each name, as the reply's tokens) by its log-probability and
+(:func:`decision_messages`): worked :data:`EXAMPLES` with made-up functions, the tools' names and
+descriptions with the words option listed like one (``answer``: :data:`WORDS_LISTING`), the caller's
+last message, and the instruction to reply with a function's name or ``answer``. The engine scores
+every option (:func:`option_names`: ``answer`` and each name, as the reply's tokens) by its log-probability and
 :func:`decide` turns the scores into a :class:`Decision`: a call when the tools together hold at
 least ``threshold`` of the probability, of the likeliest tool. The arguments are generated next,
 under the chosen tool's schema grammar; a reply in words is generated from a prompt that lists no
 tools, so no tool syntax or schema text can be recited.
 
-After a tool's output (``function_call_output``) the same step decides again, on the caller's
+After a tool's output (``function_call_output``) the step decides again (with the earlier prompt:
+no examples, ``none``, :data:`CHAIN_CALL_THRESHOLD`), on the caller's
 request and the calls made for it so far with their outputs (:func:`chain_since_request`): another
 call (a chained call: the output names what the next one needs) or the answer in words. A chain is
 bounded: at most :data:`MAX_CHAIN_CALLS` calls answer one request, and a call that repeats one the
@@ -33,39 +35,84 @@ from typing import Optional
 
 from gateway.models.base import ChatMessage, FunctionTool, ToolCall
 
-WORDS = "none"  # the option that answers in words
+WORDS = "answer"  # the option that answers in words, listed like a function (:data:`WORDS_LISTING`)
+WORDS_FALLBACK = "answer_in_words"  # its name when an app's own tool is named ``answer``
+WORDS_LISTING = (
+    "answer in words from general knowledge: facts, history, science, definitions, how-to, advice, "
+    "stories, jokes, greetings and thanks"
+)
 # The share of probability the tools must hold for "auto" to call one (calibrated on the tuning
 # questions of scripts/tool_questions.py, see scripts/bench_tools.py --calibrate).
-CALL_THRESHOLD = 0.85
+CALL_THRESHOLD = 0.7
+# A decision after a tool's output (a chained call) keeps the first round's prompt, option and
+# threshold: with the examples and the listed "answer", Qwen2.5-Coder-1.5B called get_weather again
+# after Paris's output (0.87-0.94 under five wordings tried; tests/models/test_tool_decision.py).
+CHAIN_WORDS = "none"
+CHAIN_CALL_THRESHOLD = 0.85
 MAX_CHAIN_CALLS = 4  # calls made for one request of the caller before "auto" answers in words
 _OUTPUT_CHARS = 600  # of each tool output shown to the decision (a long output is cut)
 
-_ASK = (
+# Worked examples with made-up functions that no app has (so none can be recited or called): a
+# question of knowledge on a function's subject is answered in words, a need put indirectly is the
+# call. They open the system turn, the same for every session and tool set, so their cells are
+# read once per process and shared (tuning, with the listed "answer" option: 45 -> 51 of 54 right,
+# see docs/BENCHMARKS.md).
+EXAMPLES = (
+    "Examples, with other functions (get_pollen_count: Get today's pollen count for a city; "
+    "order_pizza: Order a pizza for delivery):\n"
+    '- "What is pollen made of?" -> answer (knowledge about the subject, no live data)\n'
+    '- "My eyes itch, is it bad out there in Leeds today?" -> get_pollen_count '
+    "(today's data, asked indirectly)\n"
+    '- "Who invented pizza?" -> answer (history)\n'
+    '- "I\'m starving, get us a large margherita." -> order_pizza (the action)\n'
+    '- "How do I make pizza dough?" -> answer (advice)\n'
+    '- "Thanks, that\'s all." -> answer\n\n'
+)
+_ASK = EXAMPLES + (
+    "You decide whether the user's message needs one of these functions. A function is needed only "
+    "when the user asks for its action or its live data; a question of general knowledge, an "
+    "explanation, advice, a story, a joke, a greeting or thanks is answered in words.\n"
+    "Functions for this conversation:\n{listing}\n"
+    "Reply with the name of the function the message needs, or {words} if it is answered in words."
+)
+
+_ASK_CHAIN = (
     "You decide whether the user's message needs one of these functions. A function is needed only "
     "when the user asks for its action or its live data; a question of general knowledge, an "
     "explanation, advice, a story, a joke, a greeting or thanks is answered in words.\n"
     "{listing}\n"
     "Reply with the name of the function the message needs, or none if it is answered in words."
 )
-
-# After the calls made for a message (in its user turn, so the system turn stays the same).
+# After the calls made for a message (in its user turn).
 _AGAIN = "\nName a function only if the message still needs another call; none when these results answer it."
 
 
 @dataclass
 class Decision:
     """The choice made before a reply: ``tool`` (None: answer in words), ``call_probability`` (the
-    tools' share of the options' probability, 0..1) and each option's log-probability."""
+    tools' share of the options' probability, 0..1), each option's log-probability, and the
+    decision prompt's length in tokens with how many of them were already held (not read again)."""
 
     tool: Optional[str]
     call_probability: float
     scores: dict[str, float] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
 
 
-def option_names(tools: list[FunctionTool], choice: str) -> list[str]:
-    """The replies scored for ``choice`` ("auto": ``none`` and every tool; "required": the tools)."""
+def words_option(tools: list[FunctionTool], chained: bool = False) -> str:
+    """The name of the option that answers in words among ``tools``: :data:`WORDS`, unless a tool
+    has that name; :data:`CHAIN_WORDS` after a tool's output (``chained``)."""
+    if chained:
+        return CHAIN_WORDS
+    return WORDS_FALLBACK if any(t.name == WORDS for t in tools) else WORDS
+
+
+def option_names(tools: list[FunctionTool], choice: str, chained: bool = False) -> list[str]:
+    """The replies scored for ``choice`` ("auto": the words option and every tool; "required": the
+    tools); ``chained``: after a tool's output."""
     names = [t.name for t in tools]
-    return names if choice == "required" else [WORDS, *names]
+    return names if choice == "required" else [words_option(tools, chained), *names]
 
 
 def chain_since_request(messages: list[ChatMessage]) -> list[tuple[ToolCall, Optional[str]]]:
@@ -97,9 +144,12 @@ def _json(text: str) -> dict:
 
 
 def decision_messages(messages: list[ChatMessage], tools: list[FunctionTool]) -> list[ChatMessage]:
-    """The decision prompt: the tools (name: description) in the system turn, and in the user turn
-    the caller's last message, followed by the calls made for it so far and their outputs. The
-    system turn is the same for every turn of a session (read once, ``prepare``)."""
+    """The decision prompt: the worked :data:`EXAMPLES`, then the tools (name: description) and the
+    words option (:data:`WORDS_LISTING`) in the system turn, and in the user turn the caller's last
+    message, followed by the calls made for it so far and their outputs. The system turn is the
+    same for every turn of a session (read once, ``prepare``). After a tool's output the first
+    round's prompt is used (:data:`CHAIN_WORDS`: no examples, ``none`` not listed)."""
+    words = words_option(tools)
     listing = "\n".join(f"- {t.name}: {(t.description or t.name).strip()}" for t in tools)
     last = next((m.content for m in reversed(messages) if m.role == "user"), "")
     done = [
@@ -108,15 +158,18 @@ def decision_messages(messages: list[ChatMessage], tools: list[FunctionTool]) ->
     ]
     if done:
         last = f"{last}\n\nFunctions already called for this message:\n" + "\n".join(done) + _AGAIN
-    return [ChatMessage("system", _ASK.format(listing=listing)), ChatMessage("user", last)]
+        return [ChatMessage("system", _ASK_CHAIN.format(listing=listing)), ChatMessage("user", last)]
+    listing += f"\n- {words}: {WORDS_LISTING}"
+    return [ChatMessage("system", _ASK.format(listing=listing, words=words)), ChatMessage("user", last)]
 
 
-def decide(scores: dict[str, float], threshold: float = CALL_THRESHOLD) -> Decision:
-    """The :class:`Decision` from the options' log-probabilities (``scores``: option -> log p)."""
+def decide(scores: dict[str, float], threshold: float = CALL_THRESHOLD, words: str = WORDS) -> Decision:
+    """The :class:`Decision` from the options' log-probabilities (``scores``: option -> log p;
+    ``words``: the name of the words option, :func:`words_option`)."""
     top = max(scores.values())
     weights = {name: math.exp(score - top) for name, score in scores.items()}
     total = sum(weights.values())
-    called = {name: w for name, w in weights.items() if name != WORDS}
+    called = {name: w for name, w in weights.items() if name != words}
     share = sum(called.values()) / total
     if not called or share < threshold:
         return Decision(None, share, scores)

@@ -13,14 +13,19 @@ import pytest
 
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, ToolCall
 from gateway.models.tool_decision import (
+    CHAIN_WORDS,
+    EXAMPLES,
     MAX_CHAIN_CALLS,
     WORDS,
+    WORDS_FALLBACK,
+    WORDS_LISTING,
     Decision,
     chain_since_request,
     decide,
     decision_messages,
     option_names,
     repeats,
+    words_option,
 )
 
 PLAIN = ChatMessage("system", "You are a helpful assistant.")
@@ -61,6 +66,40 @@ def test_the_decision_prompt_holds_the_tools_and_the_last_question_only() -> Non
     assert "- book_table: Book a table at a restaurant." in system.content
     assert "helpful assistant" not in system.content and "parameters" not in system.content
     assert (user.role, user.content) == ("user", "Why?")
+
+
+def test_the_worked_examples_open_every_decision_prompt_and_name_no_real_tool() -> None:
+    """The examples are the same head for every session and tool set (read once per process); their
+    made-up functions are never options."""
+    one = decision_messages([PLAIN, ChatMessage("user", "Why?")], TOOLS)[0].content
+    other = decision_messages([ChatMessage("system", "An app."), ChatMessage("user", "Hi")], [BOOK])[0].content
+    assert one.startswith(EXAMPLES) and other.startswith(EXAMPLES)
+    assert "get_pollen_count" in EXAMPLES and f"-> {WORDS}" in EXAMPLES
+    assert one.index("- get_weather:") > len(EXAMPLES), "the listing follows the examples"
+    assert "get_pollen_count" not in option_names(TOOLS, "auto")
+
+
+def test_the_words_option_is_listed_like_a_function_and_never_shares_a_tools_name() -> None:
+    system = decision_messages([PLAIN, ChatMessage("user", "Why?")], TOOLS)[0].content
+    assert f"- {WORDS}: {WORDS_LISTING}" in system and f"or {WORDS} if it is answered in words" in system
+    own = FunctionTool("answer", "Answer the door intercom.", {"type": "object", "properties": {}})
+    assert words_option([own, WEATHER]) == WORDS_FALLBACK != WORDS
+    assert option_names([own, WEATHER], "auto") == [WORDS_FALLBACK, "answer", "get_weather"]
+    assert f"- {WORDS_FALLBACK}: {WORDS_LISTING}" in decision_messages([PLAIN], [own])[0].content
+    door = decide({WORDS_FALLBACK: -3.0, "answer": -0.1}, words=WORDS_FALLBACK)
+    assert door.tool == "answer", "the app's tool named answer is a call"
+    assert decide({WORDS_FALLBACK: -0.1, "answer": -3.0}, words=WORDS_FALLBACK).tool is None
+
+
+def test_a_decision_reads_only_the_message_after_the_held_head(models: ModelSet) -> None:
+    """The decision prompt's head (examples, listing: ~300 tokens) is not read again each turn: a
+    later question with the same tools reads only its own message."""
+    kettle = FunctionTool("boil_kettle", "Switch the office kettle on (test tool of its own).", BOOK.parameters)
+    options = GenerationOptions(tools=[kettle, WEATHER], tool_choice="auto")
+    first = models.llm.decide_tool([PLAIN, ChatMessage("user", "Why is tea brown?")], options)  # type: ignore[attr-defined]
+    second = models.llm.decide_tool([PLAIN, ChatMessage("user", "Is it windy in Oslo?")], options)  # type: ignore[attr-defined]
+    assert first.prompt_tokens > 200, first
+    assert second.prompt_tokens - second.cached_tokens <= 25, second
 
 
 @pytest.mark.parametrize(
@@ -149,7 +188,10 @@ def test_the_decision_after_an_output_sees_the_request_and_the_calls_made_for_it
     earlier = [ChatMessage("user", "Hi"), ChatMessage("assistant", "", tool_calls=[PARIS_CALL])]
     assert chain_since_request([*earlier, *SISTER[1:]]) == [(ANA_CALL, ANA)], "only calls since the last request"
     system, user = decision_messages(SISTER, [CONTACT, WEATHER])
-    assert system.content == decision_messages(SISTER[:2], [CONTACT, WEATHER])[0].content, "one system turn"
+    other = [*SISTER[:2], ChatMessage("assistant", "", tool_calls=[PARIS_CALL]), PARIS[3]]
+    assert system.content == decision_messages(other, [CONTACT, WEATHER])[0].content, "one system turn for chains"
+    assert not system.content.startswith(EXAMPLES) and f"- {WORDS}:" not in system.content, "the first round's prompt"
+    assert option_names([CONTACT, WEATHER], "auto", chained=True)[0] == CHAIN_WORDS
     assert user.content.startswith("What's the weather like where my sister Ana lives?")
     assert 'find_contact({"name": "Ana"}) returned: {"name": "Ana"' in user.content and "Porto" in user.content
     assert repeats(ToolCall("call_x", "find_contact", '{"name":"Ana"}'), chain_since_request(SISTER))
@@ -193,7 +235,7 @@ def test_a_call_repeating_the_chain_is_answered_in_words(models: ModelSet, monke
     then writes the same call, which the chain already made: the caller gets words instead."""
     import gateway.models.llama_cpp.llm as engine_module
 
-    monkeypatch.setattr(engine_module, "decide", lambda scores, threshold: Decision("get_weather", 1.0, scores))
+    monkeypatch.setattr(engine_module, "decide", lambda scores, threshold, words: Decision("get_weather", 1.0, scores))
     pieces: list[str] = []
     result = models.llm.generate(PARIS, 40, lambda: False, pieces.append, GenerationOptions(tools=TOOLS))
     assert not result.tool_calls and "18" in result.text and "".join(pieces) == result.text, result

@@ -82,6 +82,7 @@ from gateway.models.tool_calls import (
 )
 from gateway.models.tool_decision import (
     CALL_THRESHOLD,
+    CHAIN_CALL_THRESHOLD,
     MAX_CHAIN_CALLS,
     Decision,
     chain_since_request,
@@ -89,6 +90,7 @@ from gateway.models.tool_decision import (
     decision_messages,
     option_names,
     repeats,
+    words_option,
 )
 
 log = logging.getLogger(__name__)
@@ -379,15 +381,19 @@ class _Run:
         """Whether to call and which tool (:mod:`gateway.models.tool_decision`), scored on this
         turn's sequence before its prompt is read; None when stopped."""
         prompt = self.chat.tokenize(self.chat.render(decision_messages(messages, tools), GenerationOptions()))
-        first = self.evaluate(prompt)
+        first, cached = self.evaluate_kept(prompt)
         if first is None:
             return None
         tokenize = self.llm.tokenize
-        replies = {name: tokenize(name.encode(), add_bos=False, special=False) for name in option_names(tools, choice)}
+        chained = bool(chain_since_request(messages))
+        names = option_names(tools, choice, chained)
+        replies = {name: tokenize(name.encode(), add_bos=False, special=False) for name in names}
         scores = score_options(self.evaluate, prompt, first, replies)
         if scores is None:
             return None
-        decision = decide(scores, self.engine.call_threshold)
+        threshold = CHAIN_CALL_THRESHOLD if chained else self.engine.call_threshold
+        decision = decide(scores, threshold, words_option(tools, chained))
+        decision.prompt_tokens, decision.cached_tokens = len(prompt), cached
         log.debug("tool decision %s (call probability %.3f)", decision.tool, decision.call_probability)
         return decision
 
