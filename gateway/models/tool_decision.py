@@ -68,20 +68,19 @@ EXAMPLES = (
     '- "How do I make pizza dough?" -> answer (advice)\n'
     '- "Thanks, that\'s all." -> answer\n\n'
 )
-_ASK = EXAMPLES + (
+# When a function is needed (both prompts).
+_WHEN = (
     "You decide whether the user's message needs one of these functions. A function is needed only "
     "when the user asks for its action or its live data; a question of general knowledge, an "
     "explanation, advice, a story, a joke, a greeting or thanks is answered in words.\n"
-    "Functions for this conversation:\n{listing}\n"
+)
+_ASK = (
+    EXAMPLES + _WHEN + "Functions for this conversation:\n{listing}\n"
     "Reply with the name of the function the message needs, or {words} if it is answered in words."
 )
 
 _ASK_CHAIN = (
-    "You decide whether the user's message needs one of these functions. A function is needed only "
-    "when the user asks for its action or its live data; a question of general knowledge, an "
-    "explanation, advice, a story, a joke, a greeting or thanks is answered in words.\n"
-    "{listing}\n"
-    "Reply with the name of the function the message needs, or none if it is answered in words."
+    _WHEN + "{listing}\nReply with the name of the function the message needs, or none if it is answered in words."
 )
 # After the calls made for a message (in its user turn).
 _AGAIN = "\nName a function only if the message still needs another call; none when these results answer it."
