@@ -90,7 +90,17 @@ async def test_own_echo_fires_no_barge_in_and_a_voice_over_it_still_does(models,
         # The caller speaks over the echo: that is a barge-in. What Whisper makes of the two words under
         # the echo is often unsure ("Wait" at p < 0.4); unsure words that are no backchannel never
         # resume the answer (before, they did in some runs).
+        spoke = len(client.events)
         client.say(caller_speech("Wait, stop."))
-        cleared = await client.wait_for("output_audio_buffer.cleared", timeout=20, after=mark)
+        try:
+            cleared = await client.wait_for("output_audio_buffer.cleared", timeout=20, after=mark)
+        except TimeoutError:
+            # Say what the gateway did instead (a CI run once timed out here with nothing else shown).
+            seen = [
+                (e["type"], e.get("decision"), e.get("transcript")) if e["type"] == "gateway.barge_in" else e["type"]
+                for e in client.events[spoke:]
+                if not e["type"].endswith(".delta")
+            ]
+            pytest.fail(f"no output_audio_buffer.cleared within 20 s of the caller's words; events since: {seen}")
         assert cleared["response_id"] == started["response_id"]
         await client.hangup()
