@@ -45,11 +45,16 @@ async def wait_pool_idle(
     """Wait until ``GET /v1/pool`` shows no unit in use (active, draining or stuck: a hung-up call's
     unit drains first), so that the next offer is not refused and what a call's end counts has
     landed. ``headers``: e.g. ``Authorization`` (a gateway with an API key wants it on
-    ``/v1/pool``). True once idle; after ``timeout`` s RuntimeError, or False when not ``required``."""
+    ``/v1/pool``). True once idle; after ``timeout`` s RuntimeError, or False when not ``required``;
+    PermissionError at once when the gateway refuses the key (401, 403: waiting would not help)."""
     async with aiohttp.ClientSession() as http:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             async with http.get(f"{url}/v1/pool", headers=headers) as response:
+                if response.status in (401, 403):
+                    raise PermissionError(
+                        f"GET /v1/pool: {response.status} {(await response.text())[:200]} (give the gateway's API key)"
+                    )
                 body = await response.json() if response.status == 200 else {}
                 if body.get("in_use") == 0:
                     return True

@@ -25,12 +25,14 @@ import aiohttp
 import numpy as np
 
 from gateway.media.audio_format import PCM16_24K, AudioFormat, OutputAudioEncoder, to_linear
+from gateway.realtime.events import GA_TO_BETA
 
 FRAME_S = 0.02
 RATE = 48000  # what ``say`` takes
 OUT_RATE = 24000  # PCM16 24 kHz: the session's default audio format both ways
 VOICED = 300  # peak of an int16 delta over which it is the reply's voice, not silence
-AUDIO_DELTAS = ("response.output_audio.delta", "response.audio.delta")  # GA, beta
+AUDIO_DELTAS = ("response.output_audio.delta", GA_TO_BETA["response.output_audio.delta"])  # GA, beta
+CLOSE_WAIT_S = 5.0  # how long close() waits for the reader to record the last events
 
 
 class RealtimeSocket:
@@ -38,7 +40,8 @@ class RealtimeSocket:
     ``GET /v1/realtime`` + ``query`` (default ``?model=gpt-realtime``), ``headers`` (e.g.
     ``Authorization``), offering the subprotocols ``protocols``. Every server event is kept in
     ``events``, its arrival (time.monotonic() s) in ``event_times``; ``closed`` is set once the
-    server's side of the socket is closed. :meth:`open` connects, :meth:`close` ends it."""
+    server's side of the socket is closed, or once reading it failed (a frame that is not JSON:
+    ``read_error`` holds why). :meth:`open` connects, :meth:`close` ends it."""
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class RealtimeSocket:
         self.events: list[dict] = []
         self.event_times: list[float] = []
         self.closed = asyncio.Event()
+        self.read_error: Optional[BaseException] = None
         self.ws: Optional[aiohttp.ClientWebSocketResponse] = None
         self._http: Optional[aiohttp.ClientSession] = None
         self._reader: Optional[asyncio.Task] = None
@@ -73,28 +77,41 @@ class RealtimeSocket:
         self._reader = asyncio.ensure_future(self._read())
 
     async def close(self) -> None:
-        """Close the socket, wait (5 s at most) for the last events to be recorded, end the session."""
+        """Close the socket, wait (:data:`CLOSE_WAIT_S` at most) for the last events to be recorded
+        (a reader still busy then is cancelled), end the session. Never raises for a reader that
+        failed or hung: that is :attr:`read_error` / the events it recorded."""
         try:
             if self.ws is not None:
                 await self.ws.close()
-            if self._reader is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait_for(self._reader, 5)
+            if self._reader is not None and not self._reader.done():
+                finished, _ = await asyncio.wait({self._reader}, timeout=CLOSE_WAIT_S)
+                if not finished:
+                    self._reader.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await self._reader
         finally:
             if self._http is not None:
                 await self._http.close()
 
     async def _read(self) -> None:
+        """Record server events until the socket closes or a frame cannot be read (not JSON, not
+        an object): then :attr:`read_error`; either way ``closed`` is set, so waiters stop waiting."""
         assert self.ws is not None
-        async for message in self.ws:
-            if message.type is aiohttp.WSMsgType.TEXT:
-                event = json.loads(message.data)
-                async with self._changed:
-                    self._record(event, time.monotonic())
-                    self._changed.notify_all()
-        async with self._changed:
-            self.closed.set()
-            self._changed.notify_all()
+        try:
+            async for message in self.ws:
+                if message.type is aiohttp.WSMsgType.TEXT:
+                    event = json.loads(message.data)
+                    if not isinstance(event, dict):
+                        raise ValueError(f"server event is not a JSON object: {message.data[:80]!r}")
+                    async with self._changed:
+                        self._record(event, time.monotonic())
+                        self._changed.notify_all()
+        except Exception as failed:
+            self.read_error = failed
+        finally:
+            async with self._changed:
+                self.closed.set()
+                self._changed.notify_all()
 
     def _record(self, event: dict[str, Any], now: float) -> None:
         """Keep one server event that arrived at ``now`` (monotonic s); subclasses add to it."""
@@ -144,7 +161,9 @@ class RealtimeSocket:
             await asyncio.wait_for(self._changed.wait_for(lambda: found() is not None or self.closed.is_set()), timeout)
         event = found()
         if event is None:
-            raise ConnectionError(f"socket closed before {event_type}: {[e['type'] for e in self.events][-8:]}")
+            why = f" (reading failed: {self.read_error!r})" if self.read_error is not None else ""
+            last = [e.get("type") for e in self.events][-8:]
+            raise ConnectionError(f"socket closed before {event_type}{why}: {last}")
         return event
 
     def audio(self, fmt: AudioFormat = PCM16_24K, after: int = 0, response_id: Optional[str] = None) -> np.ndarray:

@@ -5,6 +5,7 @@ preemptive replies by outcome among them)."""
 
 from __future__ import annotations
 
+import time
 import wave
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from gateway.loadgen.plot import svg_plot
 from gateway.loadgen.report import Phase, as_json, counters_line, summary_table, turn_table
 from gateway.loadgen.run import Plan, run, run_phase, wait_admitting
 from gateway.loadgen.speech import conversation, load_questions, speech_files
+from gateway.loadgen.turns import wait_pool_idle
 from gateway.loadgen.watch import PREEMPTIVE, counters, labelled_key
 from tests.doubles import DrainingGatewayDouble, SettlingPoolDouble
 from tests.helpers import QUESTION, app_idle, says, serve, wait_until
@@ -144,3 +146,18 @@ async def test_a_phases_counters_are_read_once_its_units_have_drained(key) -> No
         phase = await run_phase(url, plan, callers=0, gateway=None)
     assert gateway.pool_polls >= 3, "polled /v1/pool until the unit had drained"
     assert phase.counters == {labelled_key(PREEMPTIVE, "outcome", "discarded"): 1.0}, phase.counters
+
+
+async def test_a_refused_key_is_said_at_once_not_waited_out() -> None:
+    """A gateway with an API key answers ``/v1/pool`` 401 to a run without it: the wait for the
+    pool to drain said so only after its timeout, as "did not become idle" (or not at all when
+    not required); it now raises PermissionError on the first answer."""
+    gateway = DrainingGatewayDouble(drain_polls=0, key="sk-test")
+    async with TestServer(gateway.app(), host="127.0.0.1") as server:
+        url = str(server.make_url("")).rstrip("/")
+        for required in (True, False):
+            started = time.monotonic()
+            with pytest.raises(PermissionError, match="401"):
+                await wait_pool_idle(url, timeout=20.0, headers={"Authorization": "Bearer wrong"}, required=required)
+            assert time.monotonic() - started < 5
+        assert await wait_pool_idle(url, timeout=5.0, headers={"Authorization": "Bearer sk-test"})
