@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Optional
 
 from gateway.config import GatewayConfig
@@ -31,7 +32,8 @@ from gateway.transports.live_session import LiveSession
 from gateway.transports.sip.dialog import Dialog
 from gateway.transports.sip.message import SipRequest, SipResponse, is_digits, make_response
 from gateway.transports.sip.rtp import RtpStream
-from gateway.transports.sip.sdp import AudioOffer, build_answer
+from gateway.transports.sip.sdp import AudioOffer, SdpError, build_answer, new_origin, parse_offer
+from gateway.transports.sip.srtp import SdesKeys
 from gateway.transports.sip.transactions import RetransmitBudget, ServerTransaction
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ class SipCall:
         rtp: RtpStream,
         send_request: Callable[[SipRequest, RetransmitBudget], Awaitable[SipResponse]],
         on_closed: Callable[[SipCall], None],
+        srtp_policy: str = "optional",
     ) -> None:
         self.session = session
         self.id = session.id
@@ -80,6 +83,9 @@ class SipCall:
         self.acknowledged = asyncio.Event()
         self.answer_sdp = ""
         self.rtp_port: Optional[int] = None  # the local RTP port, once open
+        self.srtp_policy = srtp_policy  # the INVITE's (gateway.transports.sip.sdp.srtp_policy)
+        self._answered_at: tuple[str, int] = ("", 0)  # our RTP address and port in the answer
+        self._origin = new_origin()  # the answer's o= session id and version
         self._send_request = send_request
         # a forged INVITE names whom its dialog's requests go to: they share its responses' budget
         self.request_budget = transaction.budget
@@ -156,7 +162,8 @@ class SipCall:
         if update is not None:
             session.realtime.apply_update(update)
         self.state = "answered"
-        self.answer_sdp = build_answer(self.offer, local_address, rtp_port)
+        self._answered_at = (local_address, rtp_port)
+        self.answer_sdp = build_answer(self.offer, local_address, rtp_port, self._origin)
         self.respond(200, body=self.answer_sdp)
         session.realtime.start()
         self._track = session.lease.new_output_track()
@@ -201,10 +208,11 @@ class SipCall:
     # ----- requests of the caller -----
     def on_request(self, request: SipRequest, transaction: ServerTransaction) -> None:
         """An in-dialog request (not ACK): BYE, INFO (``application/dtmf-relay``), NOTIFY (of our
-        REFER), a re-INVITE (answered with the same SDP), OPTIONS; others: 405."""
+        REFER), a re-INVITE (:meth:`_reoffer`), OPTIONS; others: 405."""
         method = request.method
         status = 200
         body = ""
+        warning = ""
         if method == "BYE":
             transaction.respond(make_response(request, 200, to_tag=self.dialog.local_tag))
             self.session.hangup_soon(EndReason.CALLER_BYE)
@@ -213,18 +221,52 @@ class SipCall:
             self._on_info(request)
         elif method == "NOTIFY":
             self._on_notify(request)
-        elif method == "INVITE":  # a session refresh or hold: the media stays as answered
-            body = self.answer_sdp
+        elif method == "INVITE":
+            try:
+                body = self._reoffer(request)
+            except SdpError as exc:
+                status, warning = 488, str(exc)
         elif method not in ("OPTIONS", "UPDATE"):
             status = 405
         response = make_response(request, status, to_tag=self.dialog.local_tag)
         if status == 405:
             response.add("Allow", "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, NOTIFY")
+        if warning:
+            response.add("Warning", f'399 voice-gateway "{warning}"')
         if body:
             response.add("Contact", self.dialog.contact)
             response.add("Content-Type", "application/sdp")
             response.body = body.encode()
         transaction.respond(response)
+
+    def _reoffer(self, request: SipRequest) -> str:
+        """The answer to a re-INVITE (RFC 3264 8): a session refresh or hold repeats the answer
+        (the media stays as answered); an offer with new SRTP keys (RFC 4568 7.1.4) re-keys what
+        comes in and is answered with the offer's tag and our key, the ``o=`` version one up. A
+        re-INVITE without SDP gets the current answer. Raises SdpError (-> 488, the call goes on
+        as it was) for an offer that cannot be answered, or that changes the codec or drops or
+        adds SRTP (not supported mid-call)."""
+        content_type = (request.get("Content-Type") or "").split(";")[0].strip().lower()
+        if content_type != "application/sdp" or not request.body:
+            return self.answer_sdp
+        offer = parse_offer(request.body.decode("utf-8", "replace"), self.srtp_policy)
+        if (offer.payload_type, offer.codec) != (self.offer.payload_type, self.offer.codec):
+            raise SdpError(f"a codec change mid-call ({self.offer.codec} -> {offer.codec}) is not supported")
+        current, offered = self.offer.keys, offer.keys
+        if (current is None) != (offered is None):
+            raise SdpError("turning SRTP on or off mid-call is not supported")
+        if current is None or offered is None or self.rtp.srtp is None:
+            return self.answer_sdp
+        if (offered.tag, offered.suite, offered.remote_key) == (current.tag, current.suite, current.remote_key):
+            return self.answer_sdp
+        local_key = current.local_key if offered.suite == current.suite else offered.local_key
+        keys = SdesKeys(offered.tag, offered.suite, offered.remote_key, local_key)
+        self.rtp.srtp.rekey(keys)
+        self.offer = replace(self.offer, keys=keys)
+        self._origin = (self._origin[0], self._origin[1] + 1)
+        self.answer_sdp = build_answer(self.offer, *self._answered_at, self._origin)
+        log.info("call %s: the caller's re-INVITE changed its SRTP key (tag %s)", self.id, keys.tag)
+        return self.answer_sdp
 
     def _on_info(self, request: SipRequest) -> None:
         """SIP INFO with ``application/dtmf-relay`` (``Signal=5``, ``Duration=160``): a key press."""

@@ -189,16 +189,22 @@ def _audio(description: SdpDescription, media: SdpMedia, session_address: str) -
 _ANSWER_DIRECTION = {"sendrecv": "sendrecv", "sendonly": "recvonly", "recvonly": "sendonly", "inactive": "inactive"}
 
 
-def build_answer(offer: AudioOffer, address: str, port: int) -> str:
+def new_origin() -> tuple[int, int]:
+    """A new answer's ``o=`` session id and version (RFC 4566 5.2: the version an NTP-like time)."""
+    return secrets.randbelow(2**31), int(time.time())
+
+
+def build_answer(offer: AudioOffer, address: str, port: int, origin: Optional[tuple[int, int]] = None) -> str:
     """The SDP answer: our RTP ``address`` and ``port``, the offer's profile, the chosen codec,
     ``telephone-event`` if offered (events 0-15: the DTMF digits), our SRTP key if SRTP (RFC 4568:
-    the offer's tag and suite), 20 ms packets, the direction that mirrors the offer's."""
-    session = secrets.randbelow(2**31)
+    the offer's tag and suite), 20 ms packets, the direction that mirrors the offer's. ``origin``:
+    the ``o=`` session id and version (a re-INVITE's answer keeps the id, RFC 3264 8; default new)."""
+    session, version = origin or new_origin()
     family = "IP6" if ":" in address else "IP4"
     formats = [str(offer.payload_type)]
     lines = [
         "v=0",
-        f"o=voice-gateway {session} {int(time.time())} IN {family} {address}",
+        f"o=voice-gateway {session} {version} IN {family} {address}",
         "s=voice-gateway",
         f"c=IN {family} {address}",
         "t=0 0",

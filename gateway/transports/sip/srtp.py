@@ -15,6 +15,10 @@ protected and checked with libsrtp (``pylibsrtp``, the binding aiortc uses for D
   key, an outbound one with ours. A packet that fails authentication (a wrong key, a forged or
   corrupted packet) or the replay check is dropped and counted, never decoded: libsrtp keeps a
   stream for a new SSRC only once one of its packets has authenticated.
+- **New keys in a re-INVITE** (:meth:`SrtpContext.rekey`, RFC 4568 7.1.4): the caller's new key
+  checks what comes in from then on; packets still in flight under its previous key are accepted
+  until the first one under the new key authenticates. The gateway keeps its own key (and its
+  outbound stream) unless the suite changes.
 - **RTCP**: the gateway sends none (nor SRTCP); an SRTCP packet arriving on the RTP port counts for
   the caller's presence only once it authenticates (:meth:`SrtpContext.unprotect_rtcp`).
 
@@ -144,11 +148,25 @@ class SrtpContext:
 
     def __init__(self, keys: SdesKeys) -> None:
         profile = keys.suite.profile
+        self.keys = keys
         self._inbound = Session(Policy(keys.remote_key, Policy.SSRC_ANY_INBOUND, srtp_profile=profile))
         self._outbound = Session(Policy(keys.local_key, Policy.SSRC_ANY_OUTBOUND, srtp_profile=profile))
+        self._previous: Optional[Session] = None  # the caller's last key, until its new one is used
         self.rejected = 0
         self.replayed = 0
         self.last_drop = ""
+
+    def rekey(self, keys: SdesKeys) -> None:
+        """Use ``keys`` (a re-INVITE's, see the module docstring): the caller's new key for what
+        comes in, the previous one still accepted until a packet under the new one authenticates;
+        a new outbound stream only when our key or the suite changed."""
+        profile = keys.suite.profile
+        if keys.remote_key != self.keys.remote_key or keys.suite != self.keys.suite:
+            self._previous = self._inbound
+            self._inbound = Session(Policy(keys.remote_key, Policy.SSRC_ANY_INBOUND, srtp_profile=profile))
+        if keys.local_key != self.keys.local_key or keys.suite != self.keys.suite:
+            self._outbound = Session(Policy(keys.local_key, Policy.SSRC_ANY_OUTBOUND, srtp_profile=profile))
+        self.keys = keys
 
     def protect(self, packet: bytes) -> bytes:
         """An RTP packet -> its SRTP form (encrypted payload, authentication tag)."""
@@ -156,22 +174,35 @@ class SrtpContext:
 
     def unprotect(self, packet: bytes) -> Optional[bytes]:
         """An SRTP packet -> the RTP packet, None (counted) when it fails authentication or replay."""
-        return self._check(self._inbound.unprotect, packet)
+        return self._check(lambda session: session.unprotect(packet))
 
     def unprotect_rtcp(self, packet: bytes) -> Optional[bytes]:
         """An SRTCP packet -> the RTCP packet, None (counted) when it fails authentication or replay."""
-        return self._check(self._inbound.unprotect_rtcp, packet)
+        return self._check(lambda session: session.unprotect_rtcp(packet))
 
-    def _check(self, unprotect: Callable[[bytes], bytes], packet: bytes) -> Optional[bytes]:
-        try:
-            return bytes(unprotect(packet))
-        except pylibsrtp.Error as exc:
-            replayed = str(exc).startswith("replay check failed")
-        except ValueError:  # longer than libsrtp's buffer: no packet of a call
-            replayed = False
+    def _check(self, unprotect: Callable[[Session], bytes]) -> Optional[bytes]:
+        clear, replayed = _open(unprotect, self._inbound)
+        if clear is not None:
+            self._previous = None  # the caller uses its new key: the old one is done
+            return clear
+        if self._previous is not None:
+            clear, _ = _open(unprotect, self._previous)
+            if clear is not None:
+                return clear
         if replayed:
             self.replayed += 1
         else:
             self.rejected += 1
         self.last_drop = "replay" if replayed else "authentication"
         return None
+
+
+def _open(unprotect: Callable[[Session], bytes], session: Session) -> tuple[Optional[bytes], bool]:
+    """(the packet ``session`` opened, False), or (None, whether it failed the replay check rather
+    than authentication)."""
+    try:
+        return bytes(unprotect(session)), False
+    except pylibsrtp.Error as exc:
+        return None, str(exc).startswith("replay check failed")
+    except ValueError:  # longer than libsrtp's buffer: no packet of a call
+        return None, False

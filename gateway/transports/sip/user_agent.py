@@ -269,9 +269,8 @@ class SipUserAgent:
         try:
             if content_type != "application/sdp" or not invite.body:
                 raise SdpError("an INVITE without an SDP offer (late offer) is not answered")
-            offer = parse_offer(
-                invite.body.decode("utf-8", "replace"), srtp_policy(self.srtp, transaction.peer.transport, invite.uri)
-            )
+            policy = srtp_policy(self.srtp, transaction.peer.transport, invite.uri)
+            offer = parse_offer(invite.body.decode("utf-8", "replace"), policy)
         except SdpError as exc:
             response = make_response(invite, 488)
             response.add("Warning", f'399 voice-gateway "{exc}"')
@@ -310,6 +309,7 @@ class SipUserAgent:
                 rtp=rtp,
                 send_request=lambda request, budget: self._send_in_dialog(call, request, budget),
                 on_closed=self._closed,
+                srtp_policy=policy,
             )
             calls.append(call)
             return call
