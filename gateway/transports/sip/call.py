@@ -14,6 +14,7 @@ ringing, BYE once answered). The session's events reach the backend on sideband 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -70,6 +71,7 @@ class SipCall:
         send_request: Callable[[SipRequest, RetransmitBudget], Awaitable[SipResponse]],
         on_closed: Callable[[SipCall], None],
         srtp_policy: str = "optional",
+        latch_trust: Callable[[str], Optional[tuple[str, ...]]] = lambda address: (),
     ) -> None:
         self.session = session
         self.id = session.id
@@ -84,6 +86,7 @@ class SipCall:
         self.answer_sdp = ""
         self.rtp_port: Optional[int] = None  # the local RTP port, once open
         self.srtp_policy = srtp_policy  # the INVITE's (gateway.transports.sip.sdp.srtp_policy)
+        self._latch_trust = latch_trust  # the IPs RTP may latch from, for an SDP address (trust.latch_sources)
         self._answered_at: tuple[str, int] = ("", 0)  # our RTP address and port in the answer
         self._origin = new_origin()  # the answer's o= session id and version
         self._send_request = send_request
@@ -240,12 +243,13 @@ class SipCall:
         transaction.respond(response)
 
     def _reoffer(self, request: SipRequest) -> str:
-        """The answer to a re-INVITE (RFC 3264 8): a session refresh or hold repeats the answer
-        (the media stays as answered); an offer with new SRTP keys (RFC 4568 7.1.4) re-keys what
-        comes in and is answered with the offer's tag and our key, the ``o=`` version one up. A
-        re-INVITE without SDP gets the current answer. Raises SdpError (-> 488, the call goes on
-        as it was) for an offer that cannot be answered, or that changes the codec or drops or
-        adds SRTP (not supported mid-call)."""
+        """The answer to a re-INVITE (RFC 3264 8): a session refresh or hold repeats the answer;
+        an offer with a new media address or port moves the RTP there (:meth:`RtpStream.move`;
+        not an unspecified address or port 0: the old way to hold); an offer with new SRTP keys
+        (RFC 4568 7.1.4) re-keys what comes in and is answered with the offer's tag and our key,
+        the ``o=`` version one up. A re-INVITE without SDP gets the current answer. Raises
+        SdpError (-> 488, the call goes on as it was) for an offer that cannot be answered, or
+        that changes the codec or drops or adds SRTP (not supported mid-call)."""
         content_type = (request.get("Content-Type") or "").split(";")[0].strip().lower()
         if content_type != "application/sdp" or not request.body:
             return self.answer_sdp
@@ -255,6 +259,10 @@ class SipCall:
         current, offered = self.offer.keys, offer.keys
         if (current is None) != (offered is None):
             raise SdpError("turning SRTP on or off mid-call is not supported")
+        moved = (offer.address, offer.port) != (self.offer.address, self.offer.port)
+        if moved and offer.port and not ipaddress.ip_address(offer.address).is_unspecified:
+            self.rtp.move((offer.address, offer.port), self._latch_trust(offer.address))
+            self.offer = replace(self.offer, address=offer.address, port=offer.port)
         if current is None or offered is None or self.rtp.srtp is None:
             return self.answer_sdp
         if (offered.tag, offered.suite, offered.remote_key) == (current.tag, current.suite, current.remote_key):

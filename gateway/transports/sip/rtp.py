@@ -15,7 +15,8 @@
   (with SRTP: authenticated) packet whose source IP is one of ``trusted``
   (``gateway.transports.sip.trust``: by default the signalling source's only; None: any source).
   Afterwards datagrams from any other address (IP and port) or with another SSRC are dropped, so
-  a third party cannot hijack the call's audio or inject key presses.
+  a third party cannot hijack the call's audio or inject key presses; only the caller's own
+  re-INVITE moving its media (:meth:`RtpStream.move`) latches again.
 - **Who is sent to**: nothing before the call is proven, by its latch or by the dialog's ACK
   (:meth:`RtpStream.acknowledged`: whoever sends it saw the 200 OK). After an ACK without a latch
   replies go to the SDP's address, but at most :data:`MAX_UNPROVEN_PACKETS` of them while that
@@ -269,6 +270,19 @@ class RtpStream:
         if reason == "authentication" and not self._srtp_logged:
             self._srtp_logged = True
             log.info("SRTP from %s:%d failed authentication: dropped (a wrong key, or not the caller's)", *source)
+
+    def move(self, remote: tuple[str, int], trusted: Optional[Iterable[str]] = ()) -> None:
+        """The caller's re-INVITE moved its media to ``remote`` (a PBX handing the media to the
+        phone, a bridge after a transfer): replies go there, and the stream latches again on the
+        first packet from one of ``trusted`` (as at the start: empty, ``remote``'s IP; None: any);
+        the new address gets :data:`MAX_UNPROVEN_PACKETS` before it has sent back."""
+        log.info("RTP moved by a re-INVITE: %s:%d -> %s:%d", *self.remote, *remote)
+        self.remote = remote
+        self.trusted = None if trusted is None else frozenset(trusted or (remote[0],))
+        self.latched = False
+        self._remote_ssrc = None
+        self._unproven = 0
+        self._foreign_logged = False
 
     def acknowledged(self) -> None:
         """The call's 200 OK was acknowledged (its ACK came): replies may go to the SDP's address

@@ -310,6 +310,7 @@ class SipUserAgent:
                 send_request=lambda request, budget: self._send_in_dialog(call, request, budget),
                 on_closed=self._closed,
                 srtp_policy=policy,
+                latch_trust=lambda address: latch_sources(self.rtp_latch, peer.address[0], address),
             )
             calls.append(call)
             return call

@@ -25,9 +25,10 @@ BARESIP_SDP = (
 )
 
 # baresip 1.0 with ``mediaenc=srtp-mand`` (captured on loopback): RTP/SAVP and one SDES key
+OFFERED_KEY = "zCIoFOVGyjmiyiTbWRi+K+o/alU2WZnsBTMa4dOd"  # the caller's SDES key in BARESIP_SRTP_SDP
 BARESIP_SRTP_SDP = BARESIP_SDP.replace("RTP/AVP", "RTP/SAVP").replace(
     "a=minptime:20\r\n",
-    "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:zCIoFOVGyjmiyiTbWRi+K+o/alU2WZnsBTMa4dOd\r\na=minptime:20\r\n",
+    f"a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:{OFFERED_KEY}\r\na=minptime:20\r\n",
 )
 # baresip 1.0 with the opus and g711 modules (captured on loopback): Opus first
 BARESIP_OPUS_SDP = BARESIP_SDP.replace("RTP/AVP 0 8 101", "RTP/AVP 96 0 8 101").replace(

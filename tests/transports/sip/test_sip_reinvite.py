@@ -1,0 +1,187 @@
+"""Re-INVITEs of an answered SIP call against a real gateway (real pool and models, auto-accept)
+from raw sockets on loopback: a session refresh gets the same answer; new SDES keys re-key the
+call (RFC 4568 7.1.4); a new media address moves the RTP (a PBX handing the media to the phone);
+a codec change gets 488 and the call goes on as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+
+import numpy as np
+from pylibsrtp import Policy, Session
+
+from gateway.media.g711 import encode_mulaw
+from gateway.server.app_keys import METRICS, SIP
+from gateway.transports.sip.message import SipResponse, parse_name_addr
+from gateway.transports.sip.rtp import RtpPacket, build_rtp
+from tests.helpers import app_idle, serve, wait_until
+from tests.transports.sip import sip_samples
+from tests.transports.sip.conftest import sip_config
+from tests.transports.sip.sip_socket import SipSocket
+
+OFFERED_KEY = sip_samples.OFFERED_KEY
+TONE = encode_mulaw((np.sin(np.arange(160) / 3) * 8000).astype(np.int16))
+
+
+class _Media(asyncio.DatagramProtocol):
+    """A caller's RTP port: keeps what the gateway sends."""
+
+    def __init__(self) -> None:
+        self.datagrams: list[bytes] = []
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.datagrams.append(data)
+
+
+async def _media_port() -> tuple[asyncio.DatagramTransport, _Media, int]:
+    transport, media = await asyncio.get_running_loop().create_datagram_endpoint(_Media, local_addr=("127.0.0.1", 0))
+    return transport, media, transport.get_extra_info("sockname")[1]
+
+
+def _dropped(app, reason: str) -> float:
+    return app[METRICS].registry.get_sample_value("vg_sip_srtp_dropped_total", {"reason": reason}) or 0.0
+
+
+def _reinvite(port: int, tag: str, caller_port: int, sdp: str, rtp_port: int, cseq: int) -> bytes:
+    body = sdp.format(rtp_host="127.0.0.1", rtp_port=rtp_port)
+    return sip_samples.in_dialog(
+        "INVITE", port, tag, caller_port=caller_port, branch=f"z9hG4bKre{cseq}", cseq=cseq,
+        body=body, content_type="application/sdp",
+    )  # fmt: skip
+
+
+async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config):
+    """A caller (or its bridge) may change its SDES key in a re-INVITE (RFC 4568 7.1.4). Before,
+    every re-INVITE was answered with the first answer and the key was never read: from then on
+    each of the caller's packets failed authentication and the call went deaf. Now the new key
+    checks what comes in (packets in flight under the old one still count until the new one is
+    used), the answer keeps our key with the offer's tag and the next ``o=`` version; a refresh
+    repeats the answer; a codec change gets 488 and the call goes on as it was."""
+    config = sip_config(gateway_config, media_timeout_s=30.0)
+    media_socket, _media, rtp_port = await _media_port()
+    new_key = base64.b64encode(bytes(range(30))).decode()
+    old_sender = Session(Policy(base64.b64decode(OFFERED_KEY), Policy.SSRC_ANY_OUTBOUND))
+    new_sender = Session(Policy(base64.b64decode(new_key), Policy.SSRC_ANY_OUTBOUND))
+    sequence = 0
+
+    def send(session: Session, count: int) -> None:
+        nonlocal sequence
+        for _ in range(count):
+            sequence += 1
+            rtp = build_rtp(RtpPacket(0, False, sequence, 160 * sequence, 99, TONE))
+            media_socket.sendto(session.protect(rtp), ("127.0.0.1", gateway_port))
+
+    def origin(sdp: str) -> tuple[str, int]:
+        found = re.search(r"o=voice-gateway (\d+) (\d+) ", sdp)
+        assert found, sdp
+        return found.group(1), int(found.group(2))
+
+    try:
+        async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
+            port = config.sip_port
+            srtp_sdp = sip_samples.BARESIP_SRTP_SDP
+            caller.send(sip_samples.invite(port, caller_port=caller.port, rtp_port=rtp_port, sdp=srtp_sdp))
+            ok = await caller.response(200, within=15)
+            assert isinstance(ok, SipResponse)
+            answer = ok.body.decode()
+            gateway_port = int(re.search(r"m=audio (\d+) RTP/SAVP 0 101", answer).group(1))  # type: ignore[union-attr]
+            tag = parse_name_addr(ok.get("To") or "").tag
+            caller.send(sip_samples.ack(port, tag, branch="z9hG4bKrekeyack", caller_port=caller.port))
+            call = next(iter(app[SIP].calls.values()))
+            send(old_sender, 10)
+            assert await wait_until(lambda: call.rtp.packets == 10, 10)
+
+            def reinvite(sdp: str, cseq: int) -> bytes:
+                return _reinvite(port, tag, caller.port, sdp, rtp_port, cseq)
+
+            caller.send(reinvite(srtp_sdp, 39458))  # a session refresh: the same offer
+            refreshed = await caller.response(200)
+            assert refreshed.body.decode() == answer
+
+            caller.send(reinvite(srtp_sdp.replace(OFFERED_KEY, new_key).replace("crypto:1", "crypto:2"), 39459))
+            rekeyed = (await caller.response(200)).body.decode()
+            ours = re.search(r"a=crypto:(\d+) AES_CM_128_HMAC_SHA1_80 inline:(\S+)", rekeyed)
+            first = re.search(r"a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:(\S+)", answer)
+            assert ours and first and ours.group(1) == "2" and ours.group(2) == first.group(1), rekeyed
+            assert origin(rekeyed) == (origin(answer)[0], origin(answer)[1] + 1)
+
+            send(old_sender, 2)  # still in flight under the old key
+            assert await wait_until(lambda: call.rtp.packets == 12, 10)
+            send(new_sender, 10)
+            assert await wait_until(lambda: call.rtp.packets == 22, 10), _dropped(app, "authentication")
+            assert _dropped(app, "authentication") == 0
+            send(old_sender, 3)  # the new key is in use: the old one is done
+            assert await wait_until(lambda: _dropped(app, "authentication") == 3, 10)
+
+            pcma_only = srtp_sdp.replace("RTP/SAVP 0 8 101", "RTP/SAVP 8 101").replace(OFFERED_KEY, new_key)
+            caller.send(reinvite(pcma_only.replace("crypto:1", "crypto:2"), 39460))
+            refused = await caller.response(488)
+            assert "codec change" in (refused.get("Warning") or ""), refused.get("Warning")
+            send(new_sender, 5)  # the call goes on as it was
+            assert await wait_until(lambda: call.rtp.packets == 27, 10)
+            assert call.end_reason is None
+
+            caller.send(sip_samples.in_dialog("BYE", port, tag, caller_port=caller.port, cseq=39461))
+            assert await wait_until(lambda: not app[SIP].calls and app_idle(app), 15)
+    finally:
+        media_socket.close()
+
+
+async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config):
+    """A PBX that answers first and then hands the media to the phone (Asterisk's direct media) or
+    a bridge after a transfer sends a re-INVITE with a new ``c=``/``m=`` port. Before, the stream
+    stayed latched to the first address: the new one's packets were dropped as foreign and the
+    replies went to the old port, so the call went deaf and mute. Now the RTP moves: replies go to
+    the new port and its packets are heard (latched again, from a trusted address); an offer
+    holding the call the old way (port 0) moves nothing."""
+    config = sip_config(gateway_config, media_timeout_s=30.0)
+    first_socket, first, first_port = await _media_port()
+    second_socket, second, second_port = await _media_port()
+    sequence = 0
+
+    def send(socket: asyncio.DatagramTransport, ssrc: int, count: int) -> None:
+        nonlocal sequence
+        for _ in range(count):
+            sequence += 1
+            packet = build_rtp(RtpPacket(0, False, sequence, 160 * sequence, ssrc, TONE))
+            socket.sendto(packet, ("127.0.0.1", gateway_port))
+
+    try:
+        async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
+            port = config.sip_port
+            caller.send(sip_samples.invite(port, caller_port=caller.port, rtp_port=first_port))
+            ok = await caller.response(200, within=15)
+            assert isinstance(ok, SipResponse)
+            gateway_port = int(re.search(r"m=audio (\d+) RTP/AVP", ok.body.decode()).group(1))  # type: ignore[union-attr]
+            tag = parse_name_addr(ok.get("To") or "").tag
+            caller.send(sip_samples.ack(port, tag, branch="z9hG4bKmoveack", caller_port=caller.port))
+            call = next(iter(app[SIP].calls.values()))
+            send(first_socket, 11, 10)
+            assert await wait_until(lambda: call.rtp.packets == 10 and call.rtp.latched, 10)
+            assert await wait_until(lambda: len(first.datagrams) >= 5, 10)  # replies (silence) go there
+
+            caller.send(_reinvite(port, tag, caller.port, sip_samples.BARESIP_SDP, second_port, 39458))
+            assert (await caller.response(200)).body
+            sent_before = len(second.datagrams)
+            send(second_socket, 22, 10)  # the phone, now sending itself
+            assert await wait_until(lambda: call.rtp.packets == 20, 10), (call.rtp.packets, call.rtp.dropped)
+            assert call.rtp.remote == ("127.0.0.1", second_port)
+            assert await wait_until(lambda: len(second.datagrams) >= sent_before + 5, 10)
+            at_first = len(first.datagrams)
+            send(first_socket, 11, 5)  # the old leg is no longer the call's
+            assert await wait_until(lambda: call.rtp.dropped >= 5, 10)
+            await asyncio.sleep(0.3)
+            assert len(first.datagrams) == at_first and call.rtp.packets == 20
+
+            held = sip_samples.BARESIP_SDP.replace("m=audio {rtp_port}", "m=audio 0")
+            caller.send(_reinvite(port, tag, caller.port, held, second_port, 39459))
+            assert (await caller.response(200)).body
+            assert call.rtp.remote == ("127.0.0.1", second_port) and call.end_reason is None
+
+            caller.send(sip_samples.in_dialog("BYE", port, tag, caller_port=caller.port, cseq=39460))
+            assert await wait_until(lambda: not app[SIP].calls and app_idle(app), 15)
+    finally:
+        first_socket.close()
+        second_socket.close()
