@@ -60,14 +60,16 @@ class TurnResult:
 
 @dataclass
 class CallResult:
-    """One caller: the offer's HTTP ``status`` (201: answered), for a refusal its error ``code`` and
-    ``retry_after`` (the header, s), ``offer_ms`` (the offer's round trip), its turns and its
-    ``log``: every input transcript and reply of the call in order (``t`` s since the run began,
-    ``kind`` ``heard`` or ``said``, ``id``: the item or response, ``status`` of a reply, ``text``)."""
+    """One caller: the offer's HTTP ``status`` (201: answered), for a refusal its error ``code``,
+    ``message`` (why: e.g. which admission rule refused) and ``retry_after`` (the header, s),
+    ``offer_ms`` (the offer's round trip), its turns and its ``log``: every input transcript and
+    reply of the call in order (``t`` s since the run began, ``kind`` ``heard`` or ``said``,
+    ``id``: the item or response, ``status`` of a reply, ``text``)."""
 
     caller: int
     status: int = 0
     code: str = ""
+    message: str = ""
     retry_after: Optional[str] = None
     offer_ms: Optional[float] = None
     turns: list[TurnResult] = field(default_factory=list)
@@ -110,7 +112,8 @@ async def converse(
     if result.status != 201:
         result.retry_after = client.retry_after
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            result.code = json.loads(client.error_body or "")["error"]["code"]
+            error = json.loads(client.error_body or "")["error"]
+            result.code, result.message = error["code"], str(error.get("message") or "")
         await client.close()
         return result
     try:

@@ -220,6 +220,15 @@ def caller_table(phase: Phase) -> str:
     return "\n".join(rows)
 
 
+def refusal_lines(phase: Phase) -> list[str]:
+    """Why the gateway refused the callers of ``phase`` (the 503 body's message: which admission
+    rule, with its figures), one line per refused caller; none when all were admitted."""
+    return [
+        f"caller {call.caller + 1} refused: {call.message or call.code or call.error or call.status}"
+        for call in phase.refused
+    ]
+
+
 def counters_line(phase: Phase) -> str:
     """The gateway's counters over ``phase`` (deltas), by their table names, and its preemptive
     replies by outcome."""
@@ -274,6 +283,7 @@ def as_json(phases: list[Phase], machine: dict[str, Any]) -> dict[str, Any]:
                         "caller": c.caller,
                         "status": c.status,
                         "code": c.code,
+                        "message": c.message,
                         "retry_after": c.retry_after,
                         "offer_ms": c.offer_ms,
                         "error": c.error,

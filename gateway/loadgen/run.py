@@ -37,6 +37,7 @@ from gateway.loadgen.report import (
     counters_line,
     load_line,
     mixup_line,
+    refusal_lines,
     summary_table,
     turn_table,
 )
@@ -217,6 +218,8 @@ def print_phase(phase: Phase, lone: Optional[Phase]) -> None:
     print(turn_table(phase, lone if lone is not phase else None))
     print()
     print(caller_table(phase))
+    for line in refusal_lines(phase):
+        print(line)
     print(f"\n{counters_line(phase)}\n{load_line(phase)}", flush=True)
     if not phase.silent:
         print(mixup_line(phase), flush=True)

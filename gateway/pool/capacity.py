@@ -195,7 +195,8 @@ class Admission:
 
     def llm_busy_s(self) -> Optional[float]:
         """Seconds the LLM's batched decoder computed work a turn waits for so far (its ``busy_s``:
-        speculative steps not counted); None without one."""
+        speculative steps not counted; a lone call's steps on both cores count twice, as thread
+        time of the busy setting); None without one."""
         return self._decoder.busy_s if self._decoder is not None else None
 
     def step_ms(self) -> dict[int, float]:

@@ -20,7 +20,8 @@
   phase lasts only as long as its evidence;
 - **the LLM's load** (an engine with a batched decoder): the share of the time its step thread
   computes work a turn waits for (``llm_share``; 1.0: it never rests; read-aheads and preemptive
-  replies held unadopted give way to any turn and are not counted: ``BatchDecoder.yielding_s``)
+  replies held unadopted give way to any turn and are not counted: ``BatchDecoder.yielding_s``;
+  a lone call's steps on ``llm_idle_threads`` count their threads: ``BatchDecoder.busy_s``)
   and the share one talking conversation takes
   (``llm_cost``: an exponential average of ``llm_share`` / talking calls, seeded by
   :func:`prior_llm_cost` and going back to it while nobody talks). The LLM runs on one thread

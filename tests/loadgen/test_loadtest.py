@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.cli import build_parser
 from gateway.loadgen.plot import svg_plot
-from gateway.loadgen.report import Phase, as_json, counters_line, summary_table, turn_table
+from gateway.loadgen.report import Phase, as_json, counters_line, refusal_lines, summary_table, turn_table
 from gateway.loadgen.run import Plan, run, run_phase, wait_admitting
 from gateway.loadgen.speech import conversation, load_questions, speech_files
 from gateway.loadgen.turns import wait_pool_idle
@@ -161,3 +161,17 @@ async def test_a_refused_key_is_said_at_once_not_waited_out() -> None:
                 await wait_pool_idle(url, timeout=20.0, headers={"Authorization": "Bearer wrong"}, required=required)
             assert time.monotonic() - started < 5
         assert await wait_pool_idle(url, timeout=5.0, headers={"Authorization": "Bearer sk-test"})
+
+
+async def test_a_refused_caller_says_why_the_gateway_refused_it(models, gateway_config) -> None:
+    """A 503 says which admission rule refused the call (its body's message, with the figures); the
+    load generator kept only the code (``compute_busy``), so a run could not tell which rule left
+    capacity unused. Two silent callers over real WebRTC, a gateway that takes one at a time."""
+    plan = Plan([], callers=[2], baseline=False, stagger_s=0.5)
+    async with serve(gateway_config(pool_size=2, talking_capacity=1), models) as (url, _app):
+        phase = await run_phase(url, plan, callers=2, gateway=None, silent=True)
+    first, second = phase.calls
+    assert first.status == 201 and second.status == 503 and second.code == "compute_busy", phase.calls
+    assert "answers 1 calls at once (setting)" in second.message, second.message
+    assert refusal_lines(phase) == [f"caller 2 refused: {second.message}"]
+    assert as_json([phase], {})["phases"][0]["calls"][1]["message"] == second.message

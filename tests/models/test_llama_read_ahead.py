@@ -224,3 +224,58 @@ def test_the_llm_load_the_admission_learns_counts_no_work_that_yields(llm) -> No
         assert decoder.busy_s > 0.0
     finally:
         decoder.close()
+
+
+class _TimedLib:
+    """llama.cpp's library as the decoder calls it, with the wall time of its llama_decode calls."""
+
+    def __init__(self, lib) -> None:
+        self._lib, self.decode_s = lib, 0.0
+
+    def __getattr__(self, name: str):
+        return getattr(self._lib, name)
+
+    def llama_decode(self, ctx, batch) -> int:
+        started = time.perf_counter()
+        try:
+            return self._lib.llama_decode(ctx, batch)
+        finally:
+            self.decode_s += time.perf_counter() - started
+
+
+def test_the_llm_load_of_a_lone_call_counts_the_threads_its_steps_take(llm) -> None:
+    """A lone call's steps run on ``llm_idle_threads`` (2: both cores), a talker's beside others on
+    the busy setting's one thread. The decoder's ``busy_s`` (the admission's LLM share) counted wall
+    time, so a lone caller taught about half the share a talker takes (loadtest, 8.3 tok/s: 0.15 of
+    the thread after the lone phase against 0.20-0.25 per talker with 3-5 talking), and the default
+    admission took a 4th talker at 1.59x / 2.39x the lone turn. Now a step counts its threads over
+    the busy setting's: 2x on 2 threads, 1x on the busy setting."""
+    from gateway.models.compute.core_use import CORE_USE, LlamaThreads
+    from gateway.models.llama_cpp.batch import BatchDecoder
+
+    decoder = BatchDecoder(llm._llm, n_ctx=512, sequences=2, prefixes=1)
+    decoder.threads = LlamaThreads(decode=1, prompt=1, several=1, idle=2)
+    timed = _TimedLib(decoder._lib)
+    decoder._lib = timed
+    saved_calls = CORE_USE.calls
+    question = llm.chat.tokenize(" ".join(f"north{i}" for i in range(20)))[:40]
+
+    def turn_on(threads: tuple[int, int]) -> tuple[float, float]:
+        busy_before, decode_before = decoder.busy_s, timed.decode_s
+        lease = decoder.lease()
+        logits, _ = lease.evaluate(question, lambda: False)
+        assert logits is not None
+        lease.release()
+        assert decoder._threads_now == threads
+        return decoder.busy_s - busy_before, timed.decode_s - decode_before
+
+    try:
+        CORE_USE.calls = 1  # one call connected, no heavy model call: the idle setting, both cores
+        counted, took = turn_on((2, 2))
+        assert took > 0 and counted == pytest.approx(2 * took, rel=0.05), (counted, took)
+        with CORE_USE.heavy():  # an STT call beside it: the busy setting, one thread
+            counted, took = turn_on((1, 1))
+        assert took > 0 and counted == pytest.approx(took, rel=0.05), (counted, took)
+    finally:
+        CORE_USE.calls = saved_calls
+        decoder.close()

@@ -120,9 +120,9 @@ class BatchDecoder:
         self.steps = 0
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
         self.step_times = StepTimes()  # pure decode steps by size (admission's talking capacity)
-        # Seconds the step thread spent in llama_decode so far: ``busy_s`` for work a turn waits for
-        # (admission's LLM load), ``yielding_s`` for speculative steps (read-aheads, held preemptive
-        # replies), which give way to any turn and so take no share a talking call needs.
+        # Seconds in llama_decode so far, as thread time of the busy setting (_threads_over_busy):
+        # ``busy_s`` for work a turn waits for (admission's LLM load), ``yielding_s`` for speculative
+        # steps (read-aheads, held preemptive replies), which give way to any turn.
         self.busy_s = 0.0
         self.yielding_s = 0.0
         self._closed = False
@@ -420,6 +420,13 @@ class BatchDecoder:
             self._threads_now = threads
         return threads == self.threads.for_step(size, busy=True)
 
+    def _threads_over_busy(self, size: int, tokens: int) -> float:
+        """A step's threads over the busy setting's (``n_threads`` for one token, else
+        ``n_threads_batch``): a lone call's steps on ``llm_idle_threads`` count that many times in
+        ``busy_s``, the thread time a talker beside others takes (as wall time, 2 threads: half)."""
+        index = 0 if tokens == 1 else 1
+        return self._threads_now[index] / max(1, self.threads.for_step(size, busy=True)[index])
+
     def _step(self, plan: list[tuple[Evaluation, int]], yielding: bool = False) -> None:
         lib, batch = self._lib, self._batch
         timed = self._use_threads(len(plan), busy=CORE_USE.busy > 0)
@@ -439,9 +446,9 @@ class BatchDecoder:
         status = lib.llama_decode(self.ctx, batch)
         took = time.perf_counter() - started
         if yielding:  # only this thread writes either
-            self.yielding_s += took
+            self.yielding_s += took * self._threads_over_busy(len(plan), n)
         else:
-            self.busy_s += took
+            self.busy_s += took * self._threads_over_busy(len(plan), n)
         if status == 0 and n == len(plan) and timed:  # a pure decode step (one token per sequence)
             self.step_times.record(n, took)
         with self._cond:
