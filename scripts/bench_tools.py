@@ -215,7 +215,10 @@ def run_direct(llm: Any, questions: list[Question], instructions: Optional[str],
             decision = llm.decide_tool(messages, options)
             decision_s = time.monotonic() - started
         if decide_only:
-            assert decision is not None, "--decisions needs an engine with a decision step"
+            assert decision_s is not None, "--decisions needs an engine with a decision step"
+            if decision is None:  # past its share of the compute budget: "auto" answers in words
+                outcomes.append(Outcome(None, "", "[decision out of budget]", decision_s, decision_s))
+                continue
             outcomes.append(
                 Outcome(
                     decision.tool,
@@ -428,7 +431,10 @@ def calibrate(questions: list[Question], outcomes: list[Outcome]) -> None:
 
     print("\n| threshold | decision right (tuning) |\n|---|---|")
     for threshold in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
-        right = sum(decide(o.scores or {}, threshold).tool == q.tool for q, o in zip(questions, outcomes, strict=True))
+        right = sum(
+            (decide(o.scores, threshold).tool if o.scores else None) == q.tool
+            for q, o in zip(questions, outcomes, strict=True)
+        )
         print(f"| {threshold} | {100 * right / len(questions):.1f}% ({right}/{len(questions)}) |")
 
 

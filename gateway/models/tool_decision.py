@@ -50,6 +50,10 @@ CALL_THRESHOLD = 0.7
 CHAIN_WORDS = "none"
 CHAIN_CALL_THRESHOLD = 0.85
 MAX_CHAIN_CALLS = 4  # calls made for one request of the caller before "auto" answers in words
+# The share of a request's compute budget the decision may use: one cut by it (a loaded box) is
+# answered in words under "auto", with the rest of the budget, and fails the request under
+# "required" (no call can be chosen): never an empty reply.
+DECISION_BUDGET_SHARE = 0.5
 _OUTPUT_CHARS = 600  # of each tool output shown to the decision (a long output is cut)
 
 # Worked examples with made-up functions that no app has (so none can be recited or called): a
@@ -148,18 +152,26 @@ def decision_messages(messages: list[ChatMessage], tools: list[FunctionTool]) ->
     message, followed by the calls made for it so far and their outputs. The system turn is the
     same for every turn of a session (read once, ``prepare``). After a tool's output the first
     round's prompt is used (:data:`CHAIN_WORDS`: no examples, ``none`` not listed)."""
-    words = words_option(tools)
-    listing = "\n".join(f"- {t.name}: {(t.description or t.name).strip()}" for t in tools)
     last = next((m.content for m in reversed(messages) if m.role == "user"), "")
     done = [
         f"- {c.name}({c.arguments}) returned: {(output or '')[:_OUTPUT_CHARS]}"
         for c, output in chain_since_request(messages)
     ]
+    first, chained = decision_systems(messages, tools)
     if done:
         last = f"{last}\n\nFunctions already called for this message:\n" + "\n".join(done) + _AGAIN
-        return [ChatMessage("system", _ASK_CHAIN.format(listing=listing)), ChatMessage("user", last)]
-    listing += f"\n- {words}: {WORDS_LISTING}"
-    return [ChatMessage("system", _ASK.format(listing=listing, words=words)), ChatMessage("user", last)]
+        return [chained, ChatMessage("user", last)]
+    return [first, ChatMessage("user", last)]
+
+
+def decision_systems(messages: list[ChatMessage], tools: list[FunctionTool]) -> tuple[ChatMessage, ChatMessage]:
+    """The system turns of a session's decision prompts: the first decision's and the one after a
+    tool's output (a chained decision). Each is the same for every turn of the session, so
+    ``prepare`` reads both ahead."""
+    words = words_option(tools)
+    listing = "\n".join(f"- {t.name}: {(t.description or t.name).strip()}" for t in tools)
+    first = _ASK.format(listing=f"{listing}\n- {words}: {WORDS_LISTING}", words=words)
+    return ChatMessage("system", first), ChatMessage("system", _ASK_CHAIN.format(listing=listing))
 
 
 def decide(scores: dict[str, float], threshold: float = CALL_THRESHOLD, words: str = WORDS) -> Decision:

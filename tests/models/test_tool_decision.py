@@ -7,11 +7,12 @@ The questions are of the kind an app reported (plain instructions, ``get_weather
 from __future__ import annotations
 
 import json
+import time
 
 import jsonschema
 import pytest
 
-from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, ToolCall
+from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, LanguageModelError, ModelSet, ToolCall
 from gateway.models.tool_decision import (
     CHAIN_WORDS,
     EXAMPLES,
@@ -254,3 +255,52 @@ def test_a_chain_stops_calling_after_its_bound(models: ModelSet) -> None:
 
 
 CITIES = ["Rome", "Madrid", "Berlin", "Vienna"][:MAX_CHAIN_CALLS]
+
+
+def test_prepare_reads_the_chained_decisions_head_too(models: ModelSet) -> None:
+    """Failed before: ``prepare`` read the first decision's system turn only, so the first decision
+    after a tool's output (its system turn differs) read the tools' listing again (~100 tokens)."""
+    llm = models.llm
+    pager = FunctionTool("page_nurse", "Page the ward's nurse on duty (test tool of its own).", CONTACT.parameters)
+    system = ChatMessage("system", "You are the ward's bedside assistant.")
+    options = GenerationOptions(tools=[pager, WEATHER], tool_choice="auto")
+    warm = llm.prepare([system], options)  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 120
+    while warm is not None and not warm.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    call = ToolCall("call_page", "page_nurse", '{"name": "Sam"}')
+    chain = [
+        system,
+        ChatMessage("user", "Please call the nurse for me."),
+        ChatMessage("assistant", "", tool_calls=[call]),
+        ChatMessage("tool", '{"status": "paged", "nurse": "Sam"}', tool_call_id="call_page"),
+    ]
+    head = llm.chat.prefix_tokens(decision_messages(chain, options.tools)[:1], GenerationOptions())  # type: ignore[attr-defined]
+    decision = llm.decide_tool(chain, options)  # type: ignore[attr-defined]
+    assert decision is not None and len(head) > 80, (decision, len(head))
+    assert decision.cached_tokens >= len(head) - 1, (decision, len(head))
+
+
+def test_a_decision_out_of_its_budget_share_is_answered_in_words_under_auto(
+    models: ModelSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before: a decision cut by the compute budget (a loaded box) ended the reply empty
+    ("budget": the client got an incomplete response with no output and no error). The decision
+    now has a share of the budget; past it "auto" answers in words with the rest."""
+    monkeypatch.setattr(models.llm, "decision_budget_share", 0.0, raising=False)
+    messages = [PLAIN, ChatMessage("user", "What's the weather like in Lisbon today?")]
+    result = models.llm.generate(messages, 12, lambda: False, lambda piece: None, GenerationOptions(tools=TOOLS))
+    assert not result.tool_calls and result.text.strip() and result.finish_reason in ("stop", "length"), result
+
+
+def test_a_required_call_whose_decision_ran_out_of_budget_is_an_error(
+    models: ModelSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under "required" a reply in words is not allowed: the request fails (an ``error`` event and
+    a failed response for the client) rather than ending empty."""
+    monkeypatch.setattr(models.llm, "decision_budget_share", 0.0, raising=False)
+    messages = [PLAIN, ChatMessage("user", "Book a table for two at Luigi's at 7 pm.")]
+    with pytest.raises(LanguageModelError, match="budget"):
+        models.llm.generate(
+            messages, 12, lambda: False, lambda piece: None, GenerationOptions(tools=TOOLS, tool_choice="required")
+        )

@@ -134,3 +134,18 @@ class SequenceLease:
     def release(self) -> None:
         """Give the sequence back; its cells stay for a later turn (and are saved to the state cache)."""
         self._decoder.give_back(self.seq_id)
+
+
+class Warms:
+    """One session's hold on several background warms (:class:`~gateway.models.base.PromptWarm`)."""
+
+    def __init__(self, warms: list[Warm]) -> None:
+        self._warms = warms
+
+    def cancel(self) -> None:
+        for warm in self._warms:
+            warm.cancel()
+
+    @property
+    def done(self) -> bool:
+        return all(warm.done for warm in self._warms)

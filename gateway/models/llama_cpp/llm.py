@@ -68,7 +68,7 @@ from gateway.models.llama_cpp.batch import BatchDecoder
 from gateway.models.llama_cpp.chat_format import ChatFormat
 from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 from gateway.models.llama_cpp.grammar_sampler import GrammarSampler, sample_token
-from gateway.models.llama_cpp.holds import SequenceLease, Warm
+from gateway.models.llama_cpp.holds import SequenceLease, Warm, Warms
 from gateway.models.llama_cpp.option_scores import score_options
 from gateway.models.llama_cpp.state_cache import LlamaStateCache
 from gateway.models.tool_calls import (
@@ -83,11 +83,13 @@ from gateway.models.tool_calls import (
 from gateway.models.tool_decision import (
     CALL_THRESHOLD,
     CHAIN_CALL_THRESHOLD,
+    DECISION_BUDGET_SHARE,
     MAX_CHAIN_CALLS,
     Decision,
     chain_since_request,
     decide,
     decision_messages,
+    decision_systems,
     option_names,
     repeats,
     words_option,
@@ -156,6 +158,7 @@ class LlamaCppLanguageModel:
             self._llm,
             n_ctx=kv_cells or n_ctx * min(2, max(1, (sequences + 1) // 2)),
             sequences=sequences,
+            prefixes=3,  # a session's reply head, its decision's and its chained decision's (``prepare``)
             threads=threads,
             chunk=max(prefill_chunk, 8),
             shared_chunk=max(prefill_chunk // 2, 4),
@@ -164,6 +167,7 @@ class LlamaCppLanguageModel:
         self._defaults = GenerationOptions(temperature=temperature, top_p=top_p, budget_s=budget_s)
         self.chat = ChatFormat(self._llm, n_ctx)
         self.call_threshold = call_threshold
+        self.decision_budget_share = DECISION_BUDGET_SHARE
 
     # ----- reading ahead -----
 
@@ -172,7 +176,8 @@ class LlamaCppLanguageModel:
         turn does not have to; sessions with the same ones share those cells. That is the head of
         the prompt its replies are read after (the system message with the tools ``options`` lets
         a reply list: none under "auto"), and with tools to decide among ("auto", "required") the
-        head of the call decision's prompt (the tools' listing) too. Returns at once: the session's
+        heads of the call decision's prompts (the tools' listing), the first one's and the one after
+        a tool's output (a chained decision). Returns at once: the session's
         hold on the reading (``cancel()`` it when the session ends or its instructions change), or
         None when nothing is read."""
         options = options or GenerationOptions()
@@ -185,9 +190,10 @@ class LlamaCppLanguageModel:
             [] if options.tool_choice == "required" else [self.chat.prefix_tokens(messages, _reply_options(options))]
         )
         if deciding:
-            heads.append(self.chat.prefix_tokens(decision_messages(messages, options.tools), GenerationOptions()))
+            systems = decision_systems(messages, options.tools)
+            heads += [self.chat.prefix_tokens([system], GenerationOptions()) for system in systems]
         warms = [warm for warm in (self.decoder.warm(head) for head in heads) if warm is not None]
-        return _Warms(warms) if len(warms) > 1 else (warms[0] if warms else None)
+        return Warms(warms) if len(warms) > 1 else (warms[0] if warms else None)
 
     def read_ahead(
         self, messages: list[ChatMessage], max_tokens: int, options: Optional[GenerationOptions] = None
@@ -262,21 +268,6 @@ def _reply_options(options: GenerationOptions) -> GenerationOptions:
     return replace(options, tool_choice="none") if options.tool_choice == "auto" else options
 
 
-class _Warms:
-    """One session's hold on several background warms (:class:`~gateway.models.base.PromptWarm`)."""
-
-    def __init__(self, warms: list[Warm]) -> None:
-        self._warms = warms
-
-    def cancel(self) -> None:
-        for warm in self._warms:
-            warm.cancel()
-
-    @property
-    def done(self) -> bool:
-        return all(warm.done for warm in self._warms)
-
-
 class _Run:
     """One generation on its leased KV sequence: prompt, decode, maybe a constrained call."""
 
@@ -299,6 +290,8 @@ class _Run:
         self.top_p = requested.top_p if requested.top_p is not None else defaults.top_p or 0.95
         budget = requested.budget_s if requested.budget_s is not None else defaults.budget_s
         self.deadline = turn.started + budget if budget and budget > 0 else float("inf")
+        share = engine.decision_budget_share  # of the budget the call decision may use
+        self.decision_deadline = turn.started + share * budget if budget and budget > 0 else float("inf")
         self.should_stop = should_stop
         self.max_tokens = max(1, max_tokens)
         self.pace = requested.due
@@ -342,10 +335,14 @@ class _Run:
             tools = []  # the chain is long enough: its outputs are answered in words
         if tools and choice in ("auto", "required"):
             decision = self.decide(messages, tools, choice)
-            if decision is None:
-                return Generation("", 0, self.stop_reason() or "cancelled")
-            self.call_probability = decision.call_probability
-            tools = [t for t in tools if t.name == decision.tool]
+            if decision is None and self.should_stop():
+                return Generation("", 0, "cancelled")
+            if decision is None and choice == "required":
+                raise LanguageModelError("the call decision ran out of its compute budget: no tool could be chosen")
+            if decision is None:  # its share of the budget ran out: "auto" answers in words, with the rest
+                log.warning("tool decision ran out of its compute budget: answered in words")
+            self.call_probability = decision.call_probability if decision else None
+            tools = [t for t in tools if decision and t.name == decision.tool]
         may_call = len(chain) < MAX_CHAIN_CALLS
         if tools:
             called = self.make_call(messages, tools)
@@ -379,7 +376,15 @@ class _Run:
 
     def decide(self, messages: list[ChatMessage], tools: list, choice: str) -> Optional[Decision]:
         """Whether to call and which tool (:mod:`gateway.models.tool_decision`), scored on this
-        turn's sequence before its prompt is read; None when stopped."""
+        turn's sequence before its prompt is read; None when stopped or past the decision's share
+        of the budget (``decision_budget_share``)."""
+        whole, self.deadline = self.deadline, min(self.deadline, self.decision_deadline)
+        try:
+            return None if self.interrupted() else self._decide(messages, tools, choice)
+        finally:
+            self.deadline = whole
+
+    def _decide(self, messages: list[ChatMessage], tools: list, choice: str) -> Optional[Decision]:
         prompt = self.chat.tokenize(self.chat.render(decision_messages(messages, tools), GenerationOptions()))
         first, cached = self.evaluate_kept(prompt)
         if first is None:
