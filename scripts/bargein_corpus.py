@@ -26,7 +26,9 @@ and phrase are both tuning material. **held-out**: the other voices (Kokoro ``jf
 read while the fuzzy spellings were chosen, so they are not clean held-out material. **fresh**:
 phrases and voice variants (:data:`FRESH_PHRASES`, :data:`FRESH_VOICES`: Kokoro voices read slower
 or faster, Piper joe lower and slower) added once the rules were frozen, measured once and never
-tuned on.
+tuned on. **fresh2** and **fresh3** (:data:`FRESH2_PHRASES`, :data:`FRESH3_PHRASES` and their voices
+and recording cuts): later fresh sets, each made before the rules it judged were measured on it,
+measured once, and never part of ``--split all``.
 """
 
 from __future__ import annotations
