@@ -122,7 +122,9 @@ class RtpStream:
     address only; None, any address (``gateway.transports.sip.trust.latch_sources``). ``codec``
     is the row of the codec table of ``payload_type`` (None: the static payload type's row);
     ``telephone_event_rate`` the clock rate of ``telephone_event`` (Hz); ``srtp`` the call's SRTP
-    sessions (None: plain RTP). Raises ValueError for a codec this leg cannot make RTP of."""
+    sessions (None: plain RTP). ``sending`` False withholds every packet (the caller receives
+    nothing: a hold), ``listening`` False drops the caller's audio before ``on_audio`` (key presses
+    still count). Raises ValueError for a codec this leg cannot make RTP of."""
 
     def __init__(
         self,
@@ -157,6 +159,8 @@ class RtpStream:
         self.remote = remote
         self.latched = False
         self.trusted: Optional[frozenset[str]] = None if trusted is None else frozenset(trusted or (remote[0],))
+        self.sending = True
+        self.listening = True
         self.packets = 0
         self.dropped = 0
         self._remote_ssrc: Optional[int] = None
@@ -222,7 +226,7 @@ class RtpStream:
             if packet.payload:
                 samples = self._decode(packet.payload)
                 audio = self._in.resample_array(samples, self.clock_rate) if samples.size else samples
-                if audio.size:
+                if audio.size and self.listening:
                     self.on_audio(audio, time.monotonic())
         else:
             press = self._keys.packet(packet.ssrc, packet.timestamp, packet.payload, self.telephone_event_rate)
@@ -292,9 +296,13 @@ class RtpStream:
 
     def send_samples(self, samples: np.ndarray, marker: bool) -> None:
         """Send :attr:`packet_samples` int16 samples at the codec's clock rate (20 ms) as one
-        packet, SRTP-protected under SRTP (withheld while nobody is proven to send to: the
-        timestamp still advances, RFC 3550 5.1)."""
+        packet, SRTP-protected under SRTP (withheld while nobody is proven to send to, or not
+        :attr:`sending`: the timestamp still advances, RFC 3550 5.1)."""
         if self._transport is None or self._transport.is_closing():
+            return
+        if not self.sending:
+            self.withheld += 1
+            self._timestamp = (self._timestamp + self.packet_samples) & 0xFFFFFFFF
             return
         if not self.latched:
             if not self._acknowledged or self._unproven >= MAX_UNPROVEN_PACKETS:
