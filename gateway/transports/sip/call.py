@@ -211,7 +211,7 @@ class SipCall:
         self, response: SipResponse, transaction: ServerTransaction, acknowledged: asyncio.Event
     ) -> None:
         """RFC 3261 13.3.1.4: the 2xx of an INVITE or re-INVITE again at T1, doubling to T2, until
-        ``acknowledged`` is set by its ACK (retransmitted over UDP only, within the transaction's
+        ``acknowledged`` is set by its ACK (whatever the transport; over UDP within the transaction's
         :class:`RetransmitBudget`); none within 64*T1: the call ends (BYE)."""
         timers = transaction.timers
         encoded = response.encode()
@@ -224,7 +224,7 @@ class SipCall:
             except TimeoutError:
                 if self.end_reason is not None:
                     return
-                transaction.retransmit(encoded)  # within its budget (a spoofed caller); none over TCP
+                transaction.retransmit(encoded)  # over UDP within its budget (a spoofed caller)
                 interval = min(2 * interval, timers.t2)
         log.info("call %s: no ACK for the 200 OK (%s)", self.id, response.get("CSeq"))
         self.session.hangup_soon(EndReason.ACK_TIMEOUT, "the caller did not acknowledge the answer")

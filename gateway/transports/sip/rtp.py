@@ -111,6 +111,11 @@ class _Endpoint(asyncio.DatagramProtocol):
         log.debug("RTP socket error: %s", exc)
 
 
+def _latch_sources(remote: tuple[str, int], trusted: Optional[Iterable[str]]) -> Optional[frozenset[str]]:
+    """The IPs a latching packet may come from: ``trusted``, ``remote``'s IP when empty, any (None)."""
+    return None if trusted is None else frozenset(trusted or (remote[0],))
+
+
 class RtpStream:
     """The RTP of one call on one local UDP port (:meth:`open`). Set ``on_audio(samples,
     arrival)`` to get int16 mono at ``rate`` Hz (``time.monotonic()`` arrival), ``on_key(press)``
@@ -158,7 +163,7 @@ class RtpStream:
         self.on_srtp_dropped: Callable[[str], None] = lambda reason: None
         self.remote = remote
         self.latched = False
-        self.trusted: Optional[frozenset[str]] = None if trusted is None else frozenset(trusted or (remote[0],))
+        self.trusted = _latch_sources(remote, trusted)
         self.sending = True
         self.listening = True
         self.packets = 0
@@ -282,7 +287,7 @@ class RtpStream:
         the new address gets :data:`MAX_UNPROVEN_PACKETS` before it has sent back."""
         log.info("RTP moved by a re-INVITE: %s:%d -> %s:%d", *self.remote, *remote)
         self.remote = remote
-        self.trusted = None if trusted is None else frozenset(trusted or (remote[0],))
+        self.trusted = _latch_sources(remote, trusted)
         self.latched = False
         self._remote_ssrc = None
         self._unproven = 0
