@@ -41,7 +41,8 @@ class CallerMedia:
     """Between the inbound reader and the unit: :meth:`audio` is the reader's ``on_audio``
     (int16 mono samples at ``rate`` Hz, arrival in ``time.monotonic()`` s), passed on to
     ``on_audio``; :meth:`run` (a task, started once ICE/DTLS connected) fills gaps with silence and
-    calls ``on_gone()`` once when neither audio nor any packet came for ``media_timeout_s``.
+    calls ``on_gone()`` once when neither audio nor any packet came for ``media_timeout_s`` (never while
+    :attr:`paused`: a call on hold).
 
     ``packets_received()`` returns the transport's count of received packets (None when unknown:
     then only audio frames count). Gaps are filled only after the first frame: a caller that never
@@ -65,6 +66,7 @@ class CallerMedia:
         self._clock_at: Optional[float] = None  # end of the audio given so far (monotonic s)
         self.last_frame_at: Optional[float] = None
         self.filled_ms = 0.0  # silence given in place of missing frames
+        self.paused = False  # the call is on hold: no media is no reason to hang up
 
     def audio(self, samples: np.ndarray, arrival: float) -> None:
         """A decoded frame of caller audio (the reader's ``on_audio``)."""
@@ -97,6 +99,8 @@ class CallerMedia:
             next_check = now + check_every
             if self.last_frame_at is not None:
                 heard_at = max(heard_at, self.last_frame_at)
+            if self.paused:
+                heard_at = now
             count = await self._packets_received()
             if count is not None and last_count is not None and count > last_count:
                 heard_at = now

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -41,6 +42,11 @@ log = logging.getLogger(__name__)
 
 # The final response a ringing call gets for the reason it ends (others: 480).
 _RINGING_END = {EndReason.CALLER_CANCEL: 487, EndReason.CALLER_BYE: 487, EndReason.SERVER_SHUTDOWN: 503}
+
+
+def _no_media_address(offer: AudioOffer) -> bool:
+    """True for an offer whose address is unspecified (``0.0.0.0``) or port 0: no media there."""
+    return not offer.port or ipaddress.ip_address(offer.address).is_unspecified
 
 
 class CallStateError(RuntimeError):
@@ -82,7 +88,10 @@ class SipCall:
         self.config = config
         self.rtp = rtp
         self.state = "ringing"
-        self.acknowledged = asyncio.Event()
+        self.acknowledged = asyncio.Event()  # the ACK of the INVITE's 2xx came
+        # the CSeq number of each re-INVITE whose 2xx awaits its ACK (RFC 3261 13.3.1.4)
+        self._reinvites: dict[int, asyncio.Event] = {}
+        self._media: Optional[CallerMedia] = None
         self.answer_sdp = ""
         self.rtp_port: Optional[int] = None  # the local RTP port, once open
         self.srtp_policy = srtp_policy  # the INVITE's (gateway.transports.sip.sdp.srtp_policy)
@@ -153,7 +162,7 @@ class SipCall:
             response.body = body.encode()
         self.transaction.respond(response)
         if 200 <= status < 300:
-            self.session.spawn(self._retransmit_2xx(response))
+            self.session.spawn(self._retransmit_2xx(response, self.transaction, self.acknowledged))
 
     def accept(self, update: Optional[SessionUpdate], local_address: str, rtp_port: int) -> None:
         """Answer the call: apply ``update`` (parsed at the edge), 200 OK with the SDP answer,
@@ -180,32 +189,44 @@ class SipCall:
             packets_received=self._packets_received,
         )
         self.rtp.on_audio = media.audio
+        self._media = media
+        self._follow_direction()
         session.spawn(media.run())
         session.spawn(session.watch())
 
-    def acknowledge(self) -> None:
-        """The caller's ACK of our 2xx (RFC 3261 13.3.1.4): the 200 OK stops, RTP may start."""
+    def acknowledge(self, sequence: Optional[int] = None) -> None:
+        """The caller's ACK of a 2xx (RFC 3261 13.3.1.4), ``sequence`` its CSeq number: the 200 OK
+        of the INVITE (or of the re-INVITE of that number) stops; after the first, RTP may start."""
+        pending = self._reinvites.pop(sequence, None) if sequence is not None else None
+        if pending is not None:
+            pending.set()
+            return
         self.acknowledged.set()
         self.rtp.acknowledged()
 
     async def _packets_received(self) -> Optional[int]:
         return self.rtp.packets
 
-    async def _retransmit_2xx(self, response: SipResponse) -> None:
-        """RFC 3261 13.3.1.4: the 2xx again at T1, doubling to T2, until the ACK (over UDP within
-        the transaction's :class:`RetransmitBudget`); none within 64*T1: the call ends (BYE)."""
-        timers = self.transaction.timers
+    async def _retransmit_2xx(
+        self, response: SipResponse, transaction: ServerTransaction, acknowledged: asyncio.Event
+    ) -> None:
+        """RFC 3261 13.3.1.4: the 2xx of an INVITE or re-INVITE again at T1, doubling to T2, until
+        ``acknowledged`` is set by its ACK (whatever the transport; over UDP within the transaction's
+        :class:`RetransmitBudget`); none within 64*T1: the call ends (BYE)."""
+        timers = transaction.timers
         encoded = response.encode()
         interval = timers.t1
         deadline = time.monotonic() + timers.timeout
         while time.monotonic() < deadline:
             try:
-                await asyncio.wait_for(self.acknowledged.wait(), interval)
+                await asyncio.wait_for(acknowledged.wait(), interval)
                 return
             except TimeoutError:
-                self.transaction.retransmit(encoded)  # within its budget (a spoofed caller)
+                if self.end_reason is not None:
+                    return
+                transaction.retransmit(encoded)  # over UDP within its budget (a spoofed caller)
                 interval = min(2 * interval, timers.t2)
-        log.info("call %s: no ACK for the 200 OK", self.id)
+        log.info("call %s: no ACK for the 200 OK (%s)", self.id, response.get("CSeq"))
         self.session.hangup_soon(EndReason.ACK_TIMEOUT, "the caller did not acknowledge the answer")
 
     # ----- requests of the caller -----
@@ -214,8 +235,7 @@ class SipCall:
         REFER), a re-INVITE (:meth:`_reoffer`), OPTIONS; others: 405."""
         method = request.method
         status = 200
-        body = ""
-        warning = ""
+        body = warning = retry_after = ""
         if method == "BYE":
             transaction.respond(make_response(request, 200, to_tag=self.dialog.local_tag))
             self.session.hangup_soon(EndReason.CALLER_BYE)
@@ -224,6 +244,9 @@ class SipCall:
             self._on_info(request)
         elif method == "NOTIFY":
             self._on_notify(request)
+        elif method == "INVITE" and self.state == "ringing":
+            # RFC 3261 14.2: an INVITE on the dialog before the first one's final response
+            status, retry_after = 500, str(random.randint(0, 10))
         elif method == "INVITE":
             try:
                 body = self._reoffer(request)
@@ -234,6 +257,8 @@ class SipCall:
         response = make_response(request, status, to_tag=self.dialog.local_tag)
         if status == 405:
             response.add("Allow", "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, NOTIFY")
+        if status == 500:
+            response.add("Retry-After", retry_after)
         if warning:
             response.add("Warning", f'399 voice-gateway "{warning}"')
         if body:
@@ -241,15 +266,19 @@ class SipCall:
             response.add("Content-Type", "application/sdp")
             response.body = body.encode()
         transaction.respond(response)
+        if method == "INVITE" and status == 200:
+            acknowledged = self._reinvites[request.cseq[0]] = asyncio.Event()
+            self.session.spawn(self._retransmit_2xx(response, transaction, acknowledged))
 
     def _reoffer(self, request: SipRequest) -> str:
-        """The answer to a re-INVITE (RFC 3264 8): a session refresh or hold repeats the answer;
-        an offer with a new media address or port moves the RTP there (:meth:`RtpStream.move`;
-        not an unspecified address or port 0: the old way to hold); an offer with new SRTP keys
-        (RFC 4568 7.1.4) re-keys what comes in and is answered with the offer's tag and our key,
-        the ``o=`` version one up. A re-INVITE without SDP gets the current answer. Raises
-        SdpError (-> 488, the call goes on as it was) for an offer that cannot be answered, or
-        that changes the codec or drops or adds SRTP (not supported mid-call)."""
+        """The answer to a re-INVITE (RFC 3264 8): a session refresh repeats the answer; an offer
+        with a new media address or port moves the RTP there (:meth:`RtpStream.move`; not an
+        unspecified address or port 0: the old way to hold); a new direction is mirrored and
+        followed (:meth:`_follow_direction`: hold and resume); new SRTP keys (RFC 4568 7.1.4)
+        re-key what comes in and are answered with the offer's tag and our key. An answer that
+        changed takes the ``o=`` version one up. A re-INVITE without SDP gets the current answer.
+        Raises SdpError (-> 488, the call goes on as it was) for an offer that cannot be answered,
+        or that changes the codec or drops or adds SRTP (not supported mid-call)."""
         content_type = (request.get("Content-Type") or "").split(";")[0].strip().lower()
         if content_type != "application/sdp" or not request.body:
             return self.answer_sdp
@@ -260,21 +289,40 @@ class SipCall:
         if (current is None) != (offered is None):
             raise SdpError("turning SRTP on or off mid-call is not supported")
         moved = (offer.address, offer.port) != (self.offer.address, self.offer.port)
-        if moved and offer.port and not ipaddress.ip_address(offer.address).is_unspecified:
+        if moved and not _no_media_address(offer):
             self.rtp.move((offer.address, offer.port), self._latch_trust(offer.address))
             self.offer = replace(self.offer, address=offer.address, port=offer.port)
-        if current is None or offered is None or self.rtp.srtp is None:
-            return self.answer_sdp
-        if (offered.tag, offered.suite, offered.remote_key) == (current.tag, current.suite, current.remote_key):
-            return self.answer_sdp
-        local_key = current.local_key if offered.suite == current.suite else offered.local_key
-        keys = SdesKeys(offered.tag, offered.suite, offered.remote_key, local_key)
-        self.rtp.srtp.rekey(keys)
-        self.offer = replace(self.offer, keys=keys)
-        self._origin = (self._origin[0], self._origin[1] + 1)
-        self.answer_sdp = build_answer(self.offer, *self._answered_at, self._origin)
-        log.info("call %s: the caller's re-INVITE changed its SRTP key (tag %s)", self.id, keys.tag)
+        self.offer = replace(self.offer, direction=offer.direction)
+        self._follow_direction(held_by_address=_no_media_address(offer))
+        if current is not None and offered is not None and self.rtp.srtp is not None:
+            if (offered.tag, offered.suite, offered.remote_key) != (current.tag, current.suite, current.remote_key):
+                local_key = current.local_key if offered.suite == current.suite else offered.local_key
+                keys = SdesKeys(offered.tag, offered.suite, offered.remote_key, local_key)
+                self.rtp.srtp.rekey(keys)
+                self.offer = replace(self.offer, keys=keys)
+                log.info("call %s: the caller's re-INVITE changed its SRTP key (tag %s)", self.id, keys.tag)
+        answer = build_answer(self.offer, *self._answered_at, self._origin)
+        if answer != self.answer_sdp:
+            self._origin = (self._origin[0], self._origin[1] + 1)
+            self.answer_sdp = build_answer(self.offer, *self._answered_at, self._origin)
         return self.answer_sdp
+
+    def _follow_direction(self, held_by_address: bool = False) -> None:
+        """Follow the direction of the caller's offer (RFC 3264 6.1, 8.4): the gateway sends only
+        when the caller receives (``sendrecv``, ``recvonly``) at a real address; anything but
+        ``sendrecv`` (``sendonly``: a PBX's hold, often with music; ``inactive``), or an unspecified
+        address or port 0 (``held_by_address``, RFC 2543's hold), holds the call: what comes in
+        (hold music) is not heard, as if the caller were silent, and no media does not end the
+        call (the media timeout waits); the reply being spoken goes on, unheard."""
+        direction = self.offer.direction
+        held = direction != "sendrecv" or held_by_address
+        sending = direction in ("sendrecv", "recvonly") and not held_by_address
+        if held != (not self.rtp.listening):
+            log.info("call %s: %s (the caller's offer: %s)", self.id, "on hold" if held else "resumed", direction)
+        self.rtp.sending = sending
+        self.rtp.listening = not held
+        if self._media is not None:
+            self._media.paused = held
 
     def _on_info(self, request: SipRequest) -> None:
         """SIP INFO with ``application/dtmf-relay`` (``Signal=5``, ``Duration=160``): a key press."""

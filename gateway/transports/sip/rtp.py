@@ -111,6 +111,11 @@ class _Endpoint(asyncio.DatagramProtocol):
         log.debug("RTP socket error: %s", exc)
 
 
+def _latch_sources(remote: tuple[str, int], trusted: Optional[Iterable[str]]) -> Optional[frozenset[str]]:
+    """The IPs a latching packet may come from: ``trusted``, ``remote``'s IP when empty, any (None)."""
+    return None if trusted is None else frozenset(trusted or (remote[0],))
+
+
 class RtpStream:
     """The RTP of one call on one local UDP port (:meth:`open`). Set ``on_audio(samples,
     arrival)`` to get int16 mono at ``rate`` Hz (``time.monotonic()`` arrival), ``on_key(press)``
@@ -122,7 +127,9 @@ class RtpStream:
     address only; None, any address (``gateway.transports.sip.trust.latch_sources``). ``codec``
     is the row of the codec table of ``payload_type`` (None: the static payload type's row);
     ``telephone_event_rate`` the clock rate of ``telephone_event`` (Hz); ``srtp`` the call's SRTP
-    sessions (None: plain RTP). Raises ValueError for a codec this leg cannot make RTP of."""
+    sessions (None: plain RTP). ``sending`` False withholds every packet (the caller receives
+    nothing: a hold), ``listening`` False drops the caller's audio before ``on_audio`` (key presses
+    still count). Raises ValueError for a codec this leg cannot make RTP of."""
 
     def __init__(
         self,
@@ -156,7 +163,9 @@ class RtpStream:
         self.on_srtp_dropped: Callable[[str], None] = lambda reason: None
         self.remote = remote
         self.latched = False
-        self.trusted: Optional[frozenset[str]] = None if trusted is None else frozenset(trusted or (remote[0],))
+        self.trusted = _latch_sources(remote, trusted)
+        self.sending = True
+        self.listening = True
         self.packets = 0
         self.dropped = 0
         self._remote_ssrc: Optional[int] = None
@@ -222,7 +231,7 @@ class RtpStream:
             if packet.payload:
                 samples = self._decode(packet.payload)
                 audio = self._in.resample_array(samples, self.clock_rate) if samples.size else samples
-                if audio.size:
+                if audio.size and self.listening:
                     self.on_audio(audio, time.monotonic())
         else:
             press = self._keys.packet(packet.ssrc, packet.timestamp, packet.payload, self.telephone_event_rate)
@@ -278,7 +287,7 @@ class RtpStream:
         the new address gets :data:`MAX_UNPROVEN_PACKETS` before it has sent back."""
         log.info("RTP moved by a re-INVITE: %s:%d -> %s:%d", *self.remote, *remote)
         self.remote = remote
-        self.trusted = None if trusted is None else frozenset(trusted or (remote[0],))
+        self.trusted = _latch_sources(remote, trusted)
         self.latched = False
         self._remote_ssrc = None
         self._unproven = 0
@@ -292,9 +301,13 @@ class RtpStream:
 
     def send_samples(self, samples: np.ndarray, marker: bool) -> None:
         """Send :attr:`packet_samples` int16 samples at the codec's clock rate (20 ms) as one
-        packet, SRTP-protected under SRTP (withheld while nobody is proven to send to: the
-        timestamp still advances, RFC 3550 5.1)."""
+        packet, SRTP-protected under SRTP (withheld while nobody is proven to send to, or not
+        :attr:`sending`: the timestamp still advances, RFC 3550 5.1)."""
         if self._transport is None or self._transport.is_closing():
+            return
+        if not self.sending:
+            self.withheld += 1
+            self._timestamp = (self._timestamp + self.packet_samples) & 0xFFFFFFFF
             return
         if not self.latched:
             if not self._acknowledged or self._unproven >= MAX_UNPROVEN_PACKETS:

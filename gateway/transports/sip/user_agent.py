@@ -188,7 +188,7 @@ class SipUserAgent:
             return
         call = self._dialog_of(ack)
         if call is not None:
-            call.acknowledge()
+            call.acknowledge(ack.cseq[0])
 
     def _dialog_of(self, request: SipRequest) -> Optional[SipCall]:
         """The call of an in-dialog request: its Call-ID, To tag (ours) and From tag (the

@@ -1,15 +1,19 @@
-"""Re-INVITEs of an answered SIP call against a real gateway (real pool and models, auto-accept)
-from raw sockets on loopback: a session refresh gets the same answer; new SDES keys re-key the
-call (RFC 4568 7.1.4); a new media address moves the RTP (a PBX handing the media to the phone);
-a codec change gets 488 and the call goes on as it was."""
+"""Re-INVITEs of a SIP call against a real gateway (real pool and models, auto-accept unless a
+webhook rings) from raw sockets on loopback: a session refresh gets the same answer; new SDES keys
+re-key the call (RFC 4568 7.1.4); a new media address moves the RTP (a PBX handing the media to
+the phone); a codec change gets 488 and the call goes on as it was; hold and resume are mirrored
+and followed; a re-INVITE's 2xx is retransmitted until its ACK; a re-INVITE while the call still
+rings gets 500 with Retry-After (RFC 3261 14.2)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import re
+import time
 
 import numpy as np
+import pytest
 from pylibsrtp import Policy, Session
 
 from gateway.media.g711 import encode_mulaw
@@ -50,6 +54,21 @@ def _reinvite(port: int, tag: str, caller_port: int, sdp: str, rtp_port: int, cs
         "INVITE", port, tag, caller_port=caller_port, branch=f"z9hG4bKre{cseq}", cseq=cseq,
         body=body, content_type="application/sdp",
     )  # fmt: skip
+
+
+async def _offered(
+    caller: SipSocket, port: int, tag: str, sdp: str, rtp_port: int, cseq: int, *, ack: bool = True
+) -> SipResponse:
+    """Send a re-INVITE; its final response (others skipped: a 2xx of an earlier re-INVITE may
+    come again), its 2xx ACKed unless ``ack`` is False."""
+    caller.send(_reinvite(port, tag, caller.port, sdp, rtp_port, cseq))
+    while True:
+        response = await caller.response(within=10)
+        if response.get("CSeq") == f"{cseq} INVITE" and response.status >= 200:
+            break
+    if ack and 200 <= response.status < 300:
+        caller.send(sip_samples.ack(port, tag, branch=f"z9hG4bKreack{cseq}", caller_port=caller.port, cseq=cseq))
+    return response
 
 
 async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config):
@@ -93,15 +112,11 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
             send(old_sender, 10)
             assert await wait_until(lambda: call.rtp.packets == 10, 10)
 
-            def reinvite(sdp: str, cseq: int) -> bytes:
-                return _reinvite(port, tag, caller.port, sdp, rtp_port, cseq)
+            refreshed = await _offered(caller, port, tag, srtp_sdp, rtp_port, 39458)  # a session refresh
+            assert refreshed.status == 200 and refreshed.body.decode() == answer
 
-            caller.send(reinvite(srtp_sdp, 39458))  # a session refresh: the same offer
-            refreshed = await caller.response(200)
-            assert refreshed.body.decode() == answer
-
-            caller.send(reinvite(srtp_sdp.replace(OFFERED_KEY, new_key).replace("crypto:1", "crypto:2"), 39459))
-            rekeyed = (await caller.response(200)).body.decode()
+            new_offer = srtp_sdp.replace(OFFERED_KEY, new_key).replace("crypto:1", "crypto:2")
+            rekeyed = (await _offered(caller, port, tag, new_offer, rtp_port, 39459)).body.decode()
             ours = re.search(r"a=crypto:(\d+) AES_CM_128_HMAC_SHA1_80 inline:(\S+)", rekeyed)
             first = re.search(r"a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:(\S+)", answer)
             assert ours and first and ours.group(1) == "2" and ours.group(2) == first.group(1), rekeyed
@@ -116,8 +131,8 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
             assert await wait_until(lambda: _dropped(app, "authentication") == 3, 10)
 
             pcma_only = srtp_sdp.replace("RTP/SAVP 0 8 101", "RTP/SAVP 8 101").replace(OFFERED_KEY, new_key)
-            caller.send(reinvite(pcma_only.replace("crypto:1", "crypto:2"), 39460))
-            refused = await caller.response(488)
+            refused = await _offered(caller, port, tag, pcma_only.replace("crypto:1", "crypto:2"), rtp_port, 39460)
+            assert refused.status == 488
             assert "codec change" in (refused.get("Warning") or ""), refused.get("Warning")
             send(new_sender, 5)  # the call goes on as it was
             assert await wait_until(lambda: call.rtp.packets == 27, 10)
@@ -162,8 +177,7 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
             assert await wait_until(lambda: call.rtp.packets == 10 and call.rtp.latched, 10)
             assert await wait_until(lambda: len(first.datagrams) >= 5, 10)  # replies (silence) go there
 
-            caller.send(_reinvite(port, tag, caller.port, sip_samples.BARESIP_SDP, second_port, 39458))
-            assert (await caller.response(200)).body
+            assert (await _offered(caller, port, tag, sip_samples.BARESIP_SDP, second_port, 39458)).body
             sent_before = len(second.datagrams)
             send(second_socket, 22, 10)  # the phone, now sending itself
             assert await wait_until(lambda: call.rtp.packets == 20, 10), (call.rtp.packets, call.rtp.dropped)
@@ -176,8 +190,7 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
             assert len(first.datagrams) == at_first and call.rtp.packets == 20
 
             held = sip_samples.BARESIP_SDP.replace("m=audio {rtp_port}", "m=audio 0")
-            caller.send(_reinvite(port, tag, caller.port, held, second_port, 39459))
-            assert (await caller.response(200)).body
+            assert (await _offered(caller, port, tag, held, second_port, 39459)).body
             assert call.rtp.remote == ("127.0.0.1", second_port) and call.end_reason is None
 
             caller.send(sip_samples.in_dialog("BYE", port, tag, caller_port=caller.port, cseq=39460))
@@ -185,3 +198,107 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
     finally:
         first_socket.close()
         second_socket.close()
+
+
+def _origin(sdp: str) -> tuple[str, int]:
+    found = re.search(r"o=voice-gateway (\d+) (\d+) ", sdp)
+    assert found, sdp
+    return found.group(1), int(found.group(2))
+
+
+@pytest.mark.slow
+async def test_hold_and_resume_are_followed_and_a_reinvites_2xx_is_retransmitted(models, gateway_config):
+    """A PBX puts the call on hold with a re-INVITE (``a=sendonly``, often playing music; or
+    ``a=inactive``, sending nothing) and takes it off with ``a=sendrecv``. Before, every re-INVITE
+    got the first answer back (``a=sendrecv``, against RFC 3264 6.1), the gateway kept sending its
+    audio, heard the hold music as the caller, and a hold without media ended the call at the media
+    timeout. Now the answer mirrors the direction (``recvonly``, ``inactive``, ``sendrecv``, each a
+    new ``o=`` version), nothing is sent or heard while held, the media timeout waits, and resuming
+    restores both. Also before: the 2xx of a re-INVITE was sent once, so over UDP a lost 200 made
+    the caller's re-INVITE time out (RFC 3261 14.1: the caller then ends the call); now it is
+    retransmitted until its ACK (13.3.1.4)."""
+    config = sip_config(gateway_config, media_timeout_s=1.5)
+    media_socket, media, rtp_port = await _media_port()
+    sequence = 0
+
+    def send(count: int) -> None:
+        nonlocal sequence
+        for _ in range(count):
+            sequence += 1
+            packet = build_rtp(RtpPacket(0, False, sequence, 160 * sequence, 7, TONE))
+            media_socket.sendto(packet, ("127.0.0.1", gateway_port))
+
+    try:
+        async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
+            port = config.sip_port
+            caller.send(sip_samples.invite(port, caller_port=caller.port, rtp_port=rtp_port))
+            ok = await caller.response(200, within=15)
+            answer = ok.body.decode()
+            gateway_port = int(re.search(r"m=audio (\d+) RTP/AVP", answer).group(1))  # type: ignore[union-attr]
+            tag = parse_name_addr(ok.get("To") or "").tag
+            caller.send(sip_samples.ack(port, tag, branch="z9hG4bKholdack", caller_port=caller.port))
+            call = next(iter(app[SIP].calls.values()))
+            send(10)
+            assert await wait_until(lambda: call.rtp.latched and len(media.datagrams) >= 5, 10)
+            heard = []
+            call.rtp.on_audio = lambda samples, arrival, inner=call.rtp.on_audio: (
+                heard.append(1),
+                inner(samples, arrival),
+            )
+
+            # On hold with music: answered recvonly, the 200 retransmitted until its ACK
+            music_hold = sip_samples.BARESIP_SDP.replace("a=sendrecv", "a=sendonly")
+            held = await _offered(caller, port, tag, music_hold, rtp_port, 39458, ack=False)
+            assert "a=recvonly" in held.body.decode() and "a=sendrecv" not in held.body.decode()
+            assert _origin(held.body.decode()) == (_origin(answer)[0], _origin(answer)[1] + 1)
+            again = await caller.response(200, within=3)  # T1 = 0.5 s: the same 200 again
+            assert again.get("CSeq") == "39458 INVITE" and again.body == held.body
+            caller.send(sip_samples.ack(port, tag, branch="z9hG4bKholdack2", caller_port=caller.port, cseq=39458))
+            await asyncio.sleep(0.3)
+            sent, heard_before = len(media.datagrams), len(heard)
+            for _ in range(10):  # the hold music plays for 1 s: not heard; nothing is sent
+                send(5)
+                await asyncio.sleep(0.1)
+            assert len(media.datagrams) == sent and len(heard) == heard_before
+            with pytest.raises(TimeoutError):  # acknowledged: no more retransmissions
+                await caller.response(200, within=2)
+
+            # On hold without media, longer than the media timeout: the call stays
+            inactive = sip_samples.BARESIP_SDP.replace("a=sendrecv", "a=inactive")
+            paused = await _offered(caller, port, tag, inactive, rtp_port, 39459)
+            assert "a=inactive" in paused.body.decode()
+            started = time.monotonic()
+            await asyncio.sleep(3 * config.media_timeout_s)
+            assert call.end_reason is None, (call.end_reason, time.monotonic() - started)
+
+            # Resumed: sendrecv again, heard and sent to
+            resumed = await _offered(caller, port, tag, sip_samples.BARESIP_SDP, rtp_port, 39460)
+            assert "a=sendrecv" in resumed.body.decode()
+            assert _origin(resumed.body.decode())[1] == _origin(answer)[1] + 3
+            send(10)
+            assert await wait_until(lambda: len(heard) > heard_before and len(media.datagrams) > sent + 5, 10)
+
+            caller.send(sip_samples.in_dialog("BYE", port, tag, caller_port=caller.port, cseq=39461))
+            assert await wait_until(lambda: not app[SIP].calls and app_idle(app), 15)
+    finally:
+        media_socket.close()
+
+
+@pytest.mark.slow
+async def test_a_reinvite_while_the_call_rings_gets_500_with_retry_after(models, gateway_config, webhook):
+    """RFC 3261 14.2: an INVITE on the dialog before the first one's final response gets 500 with
+    a Retry-After of 0-10 s. Before, it was taken as a re-INVITE of an answered call: a 200 without
+    an answer (there was none yet), and its SDP moved or re-keyed media not set up."""
+    config = sip_config(gateway_config, pool_size=1, sip_webhook_url=webhook.url, sip_accept_timeout_s=60)
+    async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
+        port = config.sip_port
+        caller.send(sip_samples.invite(port, caller_port=caller.port))
+        ringing = await caller.response(180, within=15)
+        tag = parse_name_addr(ringing.get("To") or "").tag
+        call = next(iter(app[SIP].calls.values()))
+        refused = await _offered(caller, port, tag, sip_samples.BARESIP_SDP, 20006, 39458)
+        assert refused.status == 500 and 0 <= int(refused.get("Retry-After") or "-1") <= 10, refused.encode()
+        assert call.state == "ringing" and call.rtp.remote == ("127.0.0.1", 20004)
+        caller.send(sip_samples.cancel(port, caller_port=caller.port, branch="z9hG4bK9d8481eb70f7749f"))
+        assert (await caller.response(487, within=15)).status == 487
+        assert await wait_until(lambda: not app[SIP].calls and app_idle(app), 15)
