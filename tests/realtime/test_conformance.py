@@ -921,6 +921,47 @@ def test_a_last_turn_of_punctuation_answers_the_words_held_back_for_it(no_words:
     assert len(noise_only.pipeline.requests) == 1, "after an answer, a turn of punctuation alone starts no reply"
 
 
+def test_a_reply_cancelled_before_it_said_a_word_leaves_the_words_unanswered() -> None:
+    """Failed before (the load generator's JFK asked third, "the last turn got no completed
+    response", issue h38): the reply to "...for your country." had started when the breath after
+    it began, the breath's speech cancelled it before it said a word (``turn_detected``), and the
+    breath's turn came back with no words. The cancelled reply's empty assistant item counted as
+    the answer, so nothing was said: the caller waited until hanging up."""
+    h = Harness()
+    for step in [
+        speech_started(0),
+        speech_stopped(2000),
+        committed(2000),
+        transcribed("Ask what you can do for your country."),
+    ]:
+        h.run(step)
+    assert len(h.pipeline.requests) == 1
+    for step in [speech_started(2300), barge_in(), speech_stopped(2400), committed(420)]:
+        h.run(step)
+    assert h.last("response.done")["response"]["status"] == "cancelled"
+    h.run(transcribed(""))
+    assert len(h.pipeline.requests) == 2, "the words are answered after all"
+    prompt = h.pipeline.requests[1][0]
+    assert prompt[-1].role == "user" and prompt[-1].content == "Ask what you can do for your country."
+
+    heard = Harness()
+    for step in [
+        speech_started(0),
+        speech_stopped(2000),
+        committed(2000),
+        transcribed("Ask what you can do for your country."),
+        said("Ask what"),
+        playback_started(),
+        speech_started(2300),
+        barge_in(),
+        speech_stopped(2400),
+        committed(420),
+        transcribed(""),
+    ]:
+        heard.run(step)
+    assert len(heard.pipeline.requests) == 1, "a reply cut after some words were heard is an answer"
+
+
 # ---------------------------------------------------------------- dispatch tables and the seam
 def _concrete_pipeline_events() -> list[type]:
     return [
