@@ -239,14 +239,14 @@ class Conversation:
         return self.items[index] if index is not None else None
 
     def caller_unanswered(self) -> bool:
-        """True when the caller's last words have no reply yet: the newest item, past the caller's
-        turns with no words (a click or a breath transcribed as nothing), is a user message with
-        words (no response, tool call or output came after it)."""
+        """True when the caller's last words have no reply yet: the newest item, past the messages
+        with no words (the caller's click or breath transcribed as nothing, a reply cancelled before
+        it said a word), is a user message with words (no reply, tool call or output came after it)."""
         for item in reversed(self.items):
-            user = item.get("type") == "message" and item.get("role") == "user"
-            if user and not item_text(item):
+            message = item.get("type") == "message"
+            if message and not item_text(item):
                 continue
-            return user
+            return message and item.get("role") == "user"
         return False
 
     # ----- the prompt -----

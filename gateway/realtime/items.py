@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from gateway.realtime.events import new_id
+
+_WORD = re.compile(r"\w")
 
 
 class ClientError(Exception):
@@ -22,12 +25,20 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def has_words(transcript: str) -> bool:
+    """True when a transcript holds a word (a letter or digit of any script). Speech-to-text writes
+    a breath or a click as punctuation alone (Whisper: ".", "...", "?"; music as "♪"): no words."""
+    return _WORD.search(transcript) is not None
+
+
 def item_text(item: dict) -> str:
-    """The words of a message item (text and transcripts of its parts), for the LLM prompt."""
+    """The words of a message item (text and transcripts of its parts), for the LLM prompt. A
+    transcript with no words (:func:`has_words`) is left out; a text is kept as it was written."""
     pieces = []
     for part in item.get("content", []):
         text = part.get("text") if part.get("text") is not None else part.get("transcript")
-        if isinstance(text, str) and text.strip():
+        spoken = part.get("text") is None
+        if isinstance(text, str) and text.strip() and (has_words(text) or not spoken):
             pieces.append(text.strip())
     return " ".join(pieces)
 

@@ -29,7 +29,7 @@ from gateway.realtime.control import PipelineControl
 from gateway.realtime.conversation import Conversation, PromptSpec
 from gateway.realtime.events import new_id
 from gateway.realtime.idle_timer import CallLater, IdleTimer
-from gateway.realtime.items import ClientError
+from gateway.realtime.items import ClientError, has_words
 from gateway.realtime.limits import SessionLimits
 from gateway.realtime.response_params import parse_response_params
 from gateway.realtime.response_tracker import ResponseTracker
@@ -398,7 +398,7 @@ class RealtimeSession:
     def _on_transcript_drafted(self, event: pe.TranscriptDrafted) -> None:
         # Only when this turn's end would start a response at once. (STT keeps order: a turn still
         # awaiting its transcript now is the one this draft is of, committed during the pause.)
-        if self.responses.active() is None and self.answers_by_itself() and event.transcript.strip():
+        if self.responses.active() is None and self.answers_by_itself() and has_words(event.transcript):
             self.responses.read_ahead(event.transcript)
 
     def _on_speech_resumed(self, event: pe.SpeechResumed) -> None:
@@ -414,9 +414,10 @@ class RealtimeSession:
             return
         # A caller who is speaking again, or whose next turn is still being transcribed, has not
         # finished: answer once, after the last of their turns (a pause mid-sentence splits a turn).
-        # A last turn with no words (a click after the sentence) answers the words held back for it.
+        # A last turn with no words (a click or a breath after the sentence, written as "" or ".")
+        # answers the words held back for it.
         caller_continues = self._speaking or self.conversation.awaiting_transcript
-        words = bool(event.transcript.strip()) or self.conversation.caller_unanswered()
+        words = has_words(event.transcript) or self.conversation.caller_unanswered()
         if item is not None and self.answers_by_itself() and words and not caller_continues:
             self.responses.start(PromptSpec(), self.settings.audio, latency=event.latency)
         else:

@@ -888,6 +888,80 @@ def test_a_last_turn_with_no_words_answers_the_words_held_back_for_it() -> None:
     assert noise_only.pipeline.requests == [], "a turn of noise alone starts no reply"
 
 
+@pytest.mark.parametrize("no_words", [".", " . ", "...", "?", "♪"])
+def test_a_last_turn_of_punctuation_answers_the_words_held_back_for_it(no_words: str) -> None:
+    """Failed before (the load generator's JFK asked third, "the answer was never played"; issue
+    h38): the breath at the recording's end, 0.3 s after "...for your country.", was a turn of its
+    own (0.42 s), and Whisper wrote it as "." — words, by ``strip()``. The reply then answered "."
+    (the prompt's last user message), the LLM ended it at once (1 output token, no text), and the
+    response completed with no audio: the caller was never answered. A transcript with no word in
+    it is a turn with no words: the held-back words are answered, and "." is not in the prompt."""
+    h = Harness()
+    for step in [
+        speech_started(0),
+        speech_stopped(2000),
+        committed(2000),
+        speech_started(2300),  # the breath
+        transcribed("Ask what you can do for your country."),
+        speech_stopped(2400),
+        committed(420),
+    ]:
+        h.run(step)
+    assert h.pipeline.requests == []  # a later turn is still being transcribed
+    h.run(transcribed(no_words))
+    assert len(h.pipeline.requests) == 1, "the held-back words are answered"
+    prompt = h.pipeline.requests[0][0]
+    assert prompt[-1].role == "user" and prompt[-1].content == "Ask what you can do for your country."
+    assert all(m.content.strip() != no_words.strip() for m in prompt)
+
+    noise_only = Harness()
+    answered(noise_only)
+    for step in [speech_started(0), speech_stopped(300), committed(300), transcribed(no_words)]:
+        noise_only.run(step)
+    assert len(noise_only.pipeline.requests) == 1, "after an answer, a turn of punctuation alone starts no reply"
+
+
+def test_a_reply_cancelled_before_it_said_a_word_leaves_the_words_unanswered() -> None:
+    """Failed before (the load generator's JFK asked third, "the last turn got no completed
+    response", issue h38): the reply to "...for your country." had started when the breath after
+    it began, the breath's speech cancelled it before it said a word (``turn_detected``), and the
+    breath's turn came back with no words. The cancelled reply's empty assistant item counted as
+    the answer, so nothing was said: the caller waited until hanging up."""
+    h = Harness()
+    for step in [
+        speech_started(0),
+        speech_stopped(2000),
+        committed(2000),
+        transcribed("Ask what you can do for your country."),
+    ]:
+        h.run(step)
+    assert len(h.pipeline.requests) == 1
+    for step in [speech_started(2300), barge_in(), speech_stopped(2400), committed(420)]:
+        h.run(step)
+    assert h.last("response.done")["response"]["status"] == "cancelled"
+    h.run(transcribed(""))
+    assert len(h.pipeline.requests) == 2, "the words are answered after all"
+    prompt = h.pipeline.requests[1][0]
+    assert prompt[-1].role == "user" and prompt[-1].content == "Ask what you can do for your country."
+
+    heard = Harness()
+    for step in [
+        speech_started(0),
+        speech_stopped(2000),
+        committed(2000),
+        transcribed("Ask what you can do for your country."),
+        said("Ask what"),
+        playback_started(),
+        speech_started(2300),
+        barge_in(),
+        speech_stopped(2400),
+        committed(420),
+        transcribed(""),
+    ]:
+        heard.run(step)
+    assert len(heard.pipeline.requests) == 1, "a reply cut after some words were heard is an answer"
+
+
 # ---------------------------------------------------------------- dispatch tables and the seam
 def _concrete_pipeline_events() -> list[type]:
     return [
