@@ -142,6 +142,16 @@ class BargeInDecider:
     def start(self) -> int:
         return self._held.start if self._held is not None else 0
 
+    @property
+    def probe(self) -> int:
+        """Number of the held turn's last probe (0: none)."""
+        return self._held.probe if self._held is not None else 0
+
+    @property
+    def probe_cut(self) -> int:
+        """Position up to which the last probe heard."""
+        return self._held.probe_cut if self._held is not None else 0
+
     def clear(self) -> None:
         """Forget the held turn (it was reported, dropped, or the input was cleared)."""
         self._held = None

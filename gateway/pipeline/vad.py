@@ -133,6 +133,7 @@ class VadStage(Stage):
             if self._barge.held:
                 self._drop_held()
         elif isinstance(message, BargeInHeard):
+            self._log_heard(message)
             self._act(self._barge.heard(message.speculation, message.transcript, message.words, message.trusted))
 
     def _on_audio(self, message: AudioIn) -> None:
@@ -261,6 +262,9 @@ class VadStage(Stage):
         )
         if turn.interrupt_response and rules.enabled and self.ctx.pause_reply():
             self._barge.begin(self._speech_start, rules)  # words decide: see _act
+            log.debug(
+                "barge-in: speech at %d ms under the reply's audio; reply paused, turn held", event.audio_start_ms
+            )
             self._held_start = event
             self._resume_reported = False
             return
@@ -316,6 +320,22 @@ class VadStage(Stage):
         self._barge.probe_sent(self._speculation, self._position)
         self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, probe=True))
 
+    def _log_heard(self, message: BargeInHeard) -> None:
+        """DEBUG: what a barge-in probe heard, word by word, and which stretch of the held speech it
+        covers (ms from the speech's onset; the probe also holds ``prefix_padding_ms`` before it)."""
+        if not log.isEnabledFor(logging.DEBUG) or not self._barge.held:
+            return
+        cut = self._barge.probe_cut if message.speculation == self._barge.probe else None
+        words = " ".join(f"{w.text!r}:{w.probability:.2f}" for w in message.words) or "-"
+        log.debug(
+            "barge-in probe %d (0-%s ms of the held speech%s) heard %r: %s",
+            message.speculation,
+            "?" if cut is None else self._ms(cut - self._barge.start),
+            "" if message.trusted else ", not trusted",
+            message.transcript,
+            words,
+        )
+
     def _hold_end(self, stopped: SpeechStopped) -> None:
         """The held turn ended: keep its events and utterance until the decision."""
         taken = self._take_turn(manual=False)
@@ -344,11 +364,15 @@ class VadStage(Stage):
         self.ctx.resume_reply()
 
     def _report(self, decision: str, transcript: Optional[str] = None, start_ms: Optional[int] = None) -> None:
+        text = self._barge.transcript if transcript is None else transcript
+        log.debug(
+            "barge-in %s at %d ms of the input stream (last probe heard %r)", decision, self._ms(self._position), text
+        )
         self.ctx.notify(
             BargeInDecided(
                 self._call,
                 decision=decision,
-                transcript=self._barge.transcript if transcript is None else transcript,
+                transcript=text,
                 audio_start_ms=self._ms(self._barge.start) if start_ms is None else start_ms,
                 decided_ms=self._ms(self._position),
             )
