@@ -261,6 +261,34 @@ def interrupting_words(
     ]
 
 
+def without_echo(
+    words: Sequence[HeardWord], played: Sequence[str]
+) -> tuple[tuple[HeardWord, ...], tuple[HeardWord, ...]]:
+    """``words`` split into the caller's and the assistant's own echo: a word that is a word of
+    ``played`` (the reply's words played while the probe's audio was picked up) in canonical form,
+    or, of 4 letters or more, one edit from one or either one beginning the other (a cut-off or
+    lengthened echo: "Fear", "Fearlessly" for "fearless"). On a leg without echo cancellation the
+    probes hear the reply's story under the caller's voice; its words are neither a backchannel
+    nor a word that asks for the turn."""
+    forms = {canonical(word) for word in played} - {""}
+    if not forms:
+        return tuple(words), ()
+    kept: list[HeardWord] = []
+    echoed: list[HeardWord] = []
+    for word in words:
+        form = canonical(word.text)
+        (echoed if form and any(_echoes(form, listed) for listed in forms) else kept).append(word)
+    return tuple(kept), tuple(echoed)
+
+
+def _echoes(heard: str, played: str) -> bool:
+    if heard == played:
+        return True
+    if min(len(heard), len(played)) < 4:
+        return False
+    return edit_distance(heard, played) <= 1 or heard.startswith(played) or played.startswith(heard)
+
+
 def _is_cue(heard: _Heard, table: Backchannels) -> bool:
     """The piece (or its stem before an apostrophe: "where's") is a cue word, or a number."""
     stem = canonical(heard.piece.split("'")[0])

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gateway.models.base import HeardWord
-from gateway.pipeline.backchannels import Verdict, judge
+from gateway.pipeline.backchannels import Verdict, judge, without_echo
 
 # Speech heard before the first probe, ms (from its onset), and speech between two probes while it
 # goes on (each also waits for the last answer: one probe at a time).
@@ -95,7 +95,7 @@ class _Held:
     in_flight: bool = False  # the last probe's answer is not back yet
     answered: bool = False  # the last probe's words are known
     transcript: str = ""
-    words: tuple[HeardWord, ...] = field(default_factory=tuple)
+    words: tuple[HeardWord, ...] = field(default_factory=tuple)  # the last answer's, the reply's echo left out
     voiced_end: int = 0  # end of the last voiced chunk
     voiced_after_probe: bool = False
     probed_this_pause: bool = False
@@ -240,10 +240,19 @@ class BargeInDecider:
             return Action.NONE  # the last answer was not trusted: the timeout decides
         return self._decide()
 
-    def heard(self, number: int, transcript: str, words: tuple[HeardWord, ...] = (), trusted: bool = True) -> Action:
+    def heard(
+        self,
+        number: int,
+        transcript: str,
+        words: tuple[HeardWord, ...] = (),
+        trusted: bool = True,
+        echo: tuple[str, ...] = (),
+    ) -> Action:
         """Probe ``number``'s answer (its words with their probabilities; none given: the words of
         ``transcript``, each sure); an older probe's is ignored. An answer not ``trusted`` decides
-        nothing: the speech goes on to the next probe, the length rule or the timeout."""
+        nothing: the speech goes on to the next probe, the length rule or the timeout. ``echo``: the
+        reply's words played while the probe's audio was picked up; heard words among them are the
+        assistant's own echo and count for nothing (``backchannels.without_echo``)."""
         held = self._held
         if held is None or number != held.probe:
             return Action.NONE
@@ -252,7 +261,7 @@ class BargeInDecider:
         if not trusted:
             return self._next_probe(held, self._position) if not held.ended else Action.NONE
         held.answered = True
-        held.words = words or tuple(HeardWord(word) for word in transcript.split())
+        held.words, _ = without_echo(words or tuple(HeardWord(word) for word in transcript.split()), echo)
         complete = not held.voiced_after_probe and (held.ended or self._ms(self._silence) >= PROBE_PAUSE_MS)
         if complete:
             return self._decide()

@@ -9,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from gateway.media.echo_reference import MAX_DELAY_MS
 from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
 from gateway.models.compute.core_use import CORE_USE
@@ -113,6 +114,7 @@ class VadStage(Stage):
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
         self._resume_reported = False
+        self._echo_since = 0.0  # monotonic s from which the reply's words may echo in the held turn's probes
 
     def _reset_pause(self) -> None:
         self._pause_probability: Optional[float] = None  # the semantic model's answer for this pause
@@ -133,8 +135,11 @@ class VadStage(Stage):
             if self._barge.held:
                 self._drop_held()
         elif isinstance(message, BargeInHeard):
-            self._log_heard(message)
-            self._act(self._barge.heard(message.speculation, message.transcript, message.words, message.trusted))
+            echo = tuple(self.ctx.reply_words_since(self._echo_since)) if self._barge.held else ()
+            self._log_heard(message, echo)
+            self._act(
+                self._barge.heard(message.speculation, message.transcript, message.words, message.trusted, echo=echo)
+            )
 
     def _on_audio(self, message: AudioIn) -> None:
         samples = message.samples
@@ -168,7 +173,7 @@ class VadStage(Stage):
                 self._candidate.append(chunk)
                 self._last_voiced_at = received_at
                 if len(self._candidate) * chunk_ms >= turn.min_speech_ms and not self._is_echo(turn, received_at):
-                    self._start_turn(turn)
+                    self._start_turn(turn, received_at)
             else:
                 # A short blip is not a turn; it becomes prefix audio.
                 for held in self._candidate:
@@ -244,7 +249,7 @@ class VadStage(Stage):
                 self._model_failed = True
             return None
 
-    def _start_turn(self, turn: TurnDetection) -> None:
+    def _start_turn(self, turn: TurnDetection, received_at: float) -> None:
         if self._barge.held:
             self._release_held()  # a second turn under the reply: the caller is taking the turn
         self._in_speech = True
@@ -262,6 +267,10 @@ class VadStage(Stage):
         )
         if turn.interrupt_response and rules.enabled and self.ctx.pause_reply():
             self._barge.begin(self._speech_start, rules)  # words decide: see _act
+            # The reply's words that may echo in the probes' audio: those played from the echo path's
+            # longest delay before the probes' first sample (the turn's prefix) on.
+            heard_s = sum(chunk.size for chunk in self._utterance) / self._rate
+            self._echo_since = received_at - heard_s - MAX_DELAY_MS / 1000
             log.debug(
                 "barge-in: speech at %d ms under the reply's audio; reply paused, turn held", event.audio_start_ms
             )
@@ -320,20 +329,22 @@ class VadStage(Stage):
         self._barge.probe_sent(self._speculation, self._position)
         self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, probe=True))
 
-    def _log_heard(self, message: BargeInHeard) -> None:
+    def _log_heard(self, message: BargeInHeard, echo: tuple[str, ...]) -> None:
         """DEBUG: what a barge-in probe heard, word by word, and which stretch of the held speech it
-        covers (ms from the speech's onset; the probe also holds ``prefix_padding_ms`` before it)."""
+        covers (ms from the speech's onset; the probe also holds ``prefix_padding_ms`` before it),
+        with the reply's words that may echo in it."""
         if not log.isEnabledFor(logging.DEBUG) or not self._barge.held:
             return
         cut = self._barge.probe_cut if message.speculation == self._barge.probe else None
         words = " ".join(f"{w.text!r}:{w.probability:.2f}" for w in message.words) or "-"
         log.debug(
-            "barge-in probe %d (0-%s ms of the held speech%s) heard %r: %s",
+            "barge-in probe %d (0-%s ms of the held speech%s) heard %r: %s; the reply played meanwhile: %r",
             message.speculation,
             "?" if cut is None else self._ms(cut - self._barge.start),
             "" if message.trusted else ", not trusted",
             message.transcript,
             words,
+            " ".join(echo),
         )
 
     def _hold_end(self, stopped: SpeechStopped) -> None:

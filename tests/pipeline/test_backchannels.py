@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from gateway.models.base import HeardWord
-from gateway.pipeline.backchannels import SHAPE_MAX_MS, Verdict, canonical, interrupting_words, judge
+from gateway.pipeline.backchannels import (
+    SHAPE_MAX_MS,
+    Verdict,
+    canonical,
+    interrupting_words,
+    judge,
+    without_echo,
+)
 
 
 @pytest.mark.parametrize(
@@ -137,3 +144,16 @@ def test_each_language_lists_its_continuers() -> None:
     assert interrupting_words("Oui, vas-y.", language="fr") == []
     assert interrupting_words("Ja, mach weiter.", language="de") == []
     assert interrupting_words("Sí, sigue.", language="es") == []
+
+
+def test_words_the_reply_played_are_its_echo_whatever_their_case_and_punctuation() -> None:
+    heard = [HeardWord("Fearless,", 0.25), HeardWord("weight", 0.41), HeardWord("Stop!", 0.65)]
+    kept, echoed = without_echo(heard, "was a fierce and fearless dragon.".split())
+    assert [w.text for w in kept] == ["weight", "Stop!"] and [w.text for w in echoed] == ["Fearless,"]
+    assert without_echo(heard, ()) == (tuple(heard), ())
+    # One edit from a word of 4 letters or more ("Elara" heard "Alara"); a short word must be the same.
+    kept, echoed = without_echo([HeardWord("Alara"), HeardWord("an")], ["Elara", "a"])
+    assert [w.text for w in kept] == ["an"] and [w.text for w in echoed] == ["Alara"]
+    # A cut-off or lengthened echo of a word of 4 letters or more (heard in real calls).
+    kept, echoed = without_echo([HeardWord("Fear"), HeardWord("Fearlessly"), HeardWord("stop")], ["fearless", "to"])
+    assert [w.text for w in kept] == ["stop"] and [w.text for w in echoed] == ["Fear", "Fearlessly"]

@@ -225,3 +225,27 @@ def test_words_of_a_backchannels_shape_at_a_pause_resume_only_once_the_turn_ende
     decider.probe_sent(2, 512 * 30)
     heard = (HeardWord("Hold", 0.45), HeardWord("on", 0.9), HeardWord("what", 0.9), HeardWord("about", 0.8))
     assert decider.heard(2, "Hold on, what about", heard) is Action.INTERRUPT
+
+
+def test_the_replys_own_words_echoed_under_the_callers_are_not_the_callers() -> None:
+    # A leg without echo cancellation (a speakerphone): the probes hear the assistant's story under
+    # the caller's "Yeah." ("Yeah, the dragon will", the echo's "the dragon will" played just before).
+    # Before, the echo's words were taken for the caller's ("will" a cue word): the answer was cut
+    # by its own echo.
+    chain = chain_under_reply("Yeah, the dragon will")
+    chain.play(quiet(0.3))
+    chain.ctx.played = [(chain.clock - 1.0 + 0.2 * i, word) for i, word in enumerate("the little dragon will".split())]
+    chain.play(tone(0.3))
+    chain.play(quiet(1.0))
+    assert not chain.ctx.of(SpeechStarted)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "resumed"
+    # Words the reply played long before the speech (not in its echo) are the caller's: "Wait" interrupts.
+    chain = chain_under_reply("Wait, the dragon")
+    chain.ctx.played = [(0.0, "Wait"), (0.1, "the"), (0.2, "dragon")]
+    chain.play(quiet(5.0))
+    chain.play(tone(0.3))
+    chain.play(quiet(1.0))
+    assert chain.ctx.of(SpeechStarted)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "interrupted"
