@@ -55,6 +55,11 @@ FIRST_PROBE_MS = 200
 PROBE_EVERY_MS = 160
 # Pause in the held speech after which it is transcribed whole (a final probe), ms: 3 VAD chunks.
 PROBE_PAUSE_MS = 96
+# Audio a probe holds before the speech's onset, ms (the turn keeps ``prefix_padding_ms``): the soft
+# start of the first word. Under the reply, what comes before it is the reply's own echo on a leg
+# without echo cancellation, and with the turn's whole 300 ms of it Whisper wrote the echo, or one
+# stray word, for the caller's clear "Wait, stop." ("your" in every probe: the answer resumed).
+PROBE_PREFIX_MS = 100
 
 
 class Action(enum.Enum):

@@ -13,7 +13,7 @@ from gateway.media.echo_reference import MAX_DELAY_MS
 from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
 from gateway.models.compute.core_use import CORE_USE
-from gateway.pipeline.bargein import Action, BargeInDecider, BargeInRules
+from gateway.pipeline.bargein import PROBE_PREFIX_MS, Action, BargeInDecider, BargeInRules
 from gateway.pipeline.events import (
     BargeInDecided,
     InputCommitted,
@@ -115,6 +115,7 @@ class VadStage(Stage):
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
         self._resume_reported = False
         self._echo_since = 0.0  # monotonic s from which the reply's words may echo in the held turn's probes
+        self._probe_skip = 0  # samples of the held turn's prefix its probes leave out (PROBE_PREFIX_MS kept)
 
     def _reset_pause(self) -> None:
         self._pause_probability: Optional[float] = None  # the semantic model's answer for this pause
@@ -257,6 +258,7 @@ class VadStage(Stage):
         self._reset_pause()
         self._speculation_stands = False
         self._speech_start = self._candidate_start
+        prefix = sum(chunk.size for chunk in self._prefix)
         self._utterance = list(self._prefix) + self._candidate
         self._prefix.clear()
         self._candidate = []
@@ -271,6 +273,7 @@ class VadStage(Stage):
             # longest delay before the probes' first sample (the turn's prefix) on.
             heard_s = sum(chunk.size for chunk in self._utterance) / self._rate
             self._echo_since = received_at - heard_s - MAX_DELAY_MS / 1000
+            self._probe_skip = max(0, prefix - int(PROBE_PREFIX_MS * self._rate / 1000))
             log.debug(
                 "barge-in: speech at %d ms under the reply's audio; reply paused, turn held", event.audio_start_ms
             )
@@ -326,12 +329,13 @@ class VadStage(Stage):
         else:
             audio = np.concatenate(self._utterance)
             self._speculation_stands = True
+        audio = audio[self._probe_skip :]  # PROBE_PREFIX_MS before the speech, not all the turn's prefix
         self._barge.probe_sent(self._speculation, self._position)
         self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, probe=True))
 
     def _log_heard(self, message: BargeInHeard, echo: tuple[str, ...]) -> None:
         """DEBUG: what a barge-in probe heard, word by word, and which stretch of the held speech it
-        covers (ms from the speech's onset; the probe also holds ``prefix_padding_ms`` before it),
+        covers (ms from the speech's onset; the probe also holds ``PROBE_PREFIX_MS`` before it),
         with the reply's words that may echo in it."""
         if not log.isEnabledFor(logging.DEBUG) or not self._barge.held:
             return
