@@ -55,10 +55,11 @@ FIRST_PROBE_MS = 200
 PROBE_EVERY_MS = 160
 # Pause in the held speech after which it is transcribed whole (a final probe), ms: 3 VAD chunks.
 PROBE_PAUSE_MS = 96
-# Audio a probe holds before the speech's onset, ms (the turn keeps ``prefix_padding_ms``): the soft
-# start of the first word. Under the reply, what comes before it is the reply's own echo on a leg
-# without echo cancellation, and with the turn's whole 300 ms of it Whisper wrote the echo, or one
-# stray word, for the caller's clear "Wait, stop." ("your" in every probe: the answer resumed).
+# Audio a probe holds before the speech's onset when that is the reply's own echo (a leg without
+# echo cancellation), ms; the turn keeps its whole ``prefix_padding_ms``. With all 288 ms of echo
+# Whisper wrote the echo, or one stray word, for the caller's clear "Wait, stop." ("your" in every
+# probe: the answer resumed). A prefix that is no echo is kept whole: cut to 100 ms, soft onsets
+# went ("Sorry to cut in." heard "Soak it in" and kept, on the corpus's fresh3 set).
 PROBE_PREFIX_MS = 100
 
 

@@ -115,7 +115,7 @@ class VadStage(Stage):
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
         self._resume_reported = False
         self._echo_since = 0.0  # monotonic s from which the reply's words may echo in the held turn's probes
-        self._probe_skip = 0  # samples of the held turn's prefix its probes leave out (PROBE_PREFIX_MS kept)
+        self._probe_skip = 0  # samples of the held turn's echoed prefix its probes leave out
 
     def _reset_pause(self) -> None:
         self._pause_probability: Optional[float] = None  # the semantic model's answer for this pause
@@ -258,7 +258,7 @@ class VadStage(Stage):
         self._reset_pause()
         self._speculation_stands = False
         self._speech_start = self._candidate_start
-        prefix = sum(chunk.size for chunk in self._prefix)
+        prefix = list(self._prefix)
         self._utterance = list(self._prefix) + self._candidate
         self._prefix.clear()
         self._candidate = []
@@ -273,7 +273,7 @@ class VadStage(Stage):
             # longest delay before the probes' first sample (the turn's prefix) on.
             heard_s = sum(chunk.size for chunk in self._utterance) / self._rate
             self._echo_since = received_at - heard_s - MAX_DELAY_MS / 1000
-            self._probe_skip = max(0, prefix - int(PROBE_PREFIX_MS * self._rate / 1000))
+            self._probe_skip = self._echoed_prefix(prefix, turn, received_at)
             log.debug(
                 "barge-in: speech at %d ms under the reply's audio; reply paused, turn held", event.audio_start_ms
             )
@@ -284,6 +284,19 @@ class VadStage(Stage):
         self.ctx.on_speech_started(event)
 
     # --- barge-in under the reply's audio ---
+    def _echoed_prefix(self, prefix: list[np.ndarray], turn: TurnDetection, received_at: float) -> int:
+        """Samples of the held turn's prefix its probes leave out: all but ``PROBE_PREFIX_MS`` when
+        the prefix is mostly the reply's own echo (``echo_guard_correlation`` or more: a leg without
+        echo cancellation), else none."""
+        keep = int(PROBE_PREFIX_MS * self._rate / 1000)
+        size = sum(chunk.size for chunk in prefix)
+        if size <= keep:
+            return 0
+        candidate_s = sum(chunk.size for chunk in self._utterance[len(prefix) :]) / self._rate
+        if self.ctx.echo_share(np.concatenate(prefix), received_at - candidate_s) < turn.echo_guard_correlation:
+            return 0
+        return size - keep
+
     def _is_echo(self, turn: TurnDetection, received_at: float) -> bool:
         """True when the speech about to start a turn is mostly the reply's own echo."""
         if not turn.echo_guard:
@@ -329,7 +342,7 @@ class VadStage(Stage):
         else:
             audio = np.concatenate(self._utterance)
             self._speculation_stands = True
-        audio = audio[self._probe_skip :]  # PROBE_PREFIX_MS before the speech, not all the turn's prefix
+        audio = audio[self._probe_skip :]  # an echoed prefix: PROBE_PREFIX_MS of it, not all
         self._barge.probe_sent(self._speculation, self._position)
         self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, probe=True))
 

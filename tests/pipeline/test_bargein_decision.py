@@ -251,20 +251,23 @@ def test_the_replys_own_words_echoed_under_the_callers_are_not_the_callers() -> 
     assert decided.decision == "interrupted"
 
 
-def test_a_probe_holds_only_the_start_of_the_audio_before_the_speech() -> None:
+def test_a_probe_holds_only_the_start_of_an_echoed_prefix() -> None:
     # Before the caller's onset, under the reply, lies the reply's own echo on a leg without echo
     # cancellation: with the turn's whole prefix of it (288 ms) in every probe, Whisper wrote "your"
     # (or the echo's "Fear", "Fearless") for the caller's clear "Wait, stop." and the answer resumed
-    # (tests/pool/test_bargein_words.py; the same audio without it: "Wait, stop."). Before, a
-    # probe held all of it; the turn itself still keeps its whole prefix.
-    chain = chain_under_reply("Wait, stop.", prefix_padding_ms=300)
-    chain.play(quiet(1.0))
-    chain.play(tone(0.4))
-    chain.play(quiet(1.0))
-    [decided] = chain.ctx.of(BargeInDecided)
-    assert decided.decision == "interrupted"
-    probe, turn = chain.sent[0], chain.sent[-1]
-    assert probe.probe and not turn.speculative
-    speech_ms = probe.audio.size * 1000 / RATE - PROBE_PREFIX_MS
-    assert 200 <= speech_ms <= 240, speech_ms  # the first probe: its onset and ~200 ms of speech after it
-    assert turn.audio.size * 1000 / RATE >= 288 + 400  # the turn: its whole prefix and the speech
+    # (tests/pool/test_bargein_words.py; the same audio with 100 ms of it: "Wait, stop."). Before,
+    # a probe held all of it. The turn itself keeps its whole prefix, and so does a probe whose
+    # prefix is no echo (cut, soft onsets went: "Sorry" heard "Soak").
+    for echo, prefix_ms in ((0.9, PROBE_PREFIX_MS), (0.0, 288)):
+        chain = chain_under_reply("Wait, stop.", prefix_padding_ms=300, echo_guard=False)
+        chain.ctx.echo = echo  # what echo_share answers: the prefix is (or is not) the reply's echo
+        chain.play(quiet(1.0))
+        chain.play(tone(0.4))
+        chain.play(quiet(1.0))
+        [decided] = chain.ctx.of(BargeInDecided)
+        assert decided.decision == "interrupted"
+        probe, turn = chain.sent[0], chain.sent[-1]
+        assert probe.probe and not turn.speculative
+        speech_ms = probe.audio.size * 1000 / RATE - prefix_ms
+        assert 200 <= speech_ms <= 240, (echo, speech_ms)  # the first probe: its onset, ~200 ms of speech after it
+        assert turn.audio.size * 1000 / RATE >= 288 + 400  # the turn: its whole prefix and the speech
