@@ -144,7 +144,8 @@ ENGLISH = Backchannels(
     ),
     phrases=(
         "i see", "got it", "all right", "of course", "makes sense", "that's right", "that's true",
-        "i know", "i understand", "go on", "sounds good", "fair enough", "oh my", "thank you",
+        "i know", "i understand", "sounds good", "fair enough", "oh my", "thank you",
+        "go on", "keep going", "carry on", "go ahead",  # continuers: "Uh-huh, go on." asks for more of the answer
         "uh huh", "mm hmm", "oh okay", "oh yeah", "oh right", "oh i see",
     ),
     noise=("you", "bye", "thanks"),
@@ -159,16 +160,16 @@ ENGLISH = Backchannels(
 LANGUAGES: dict[str, Backchannels] = {
     "en": ENGLISH,
     "es": Backchannels(
-        ("sí", "si", "vale", "claro", "ajá", "bueno", "exacto", "ya", "okay", "vale", "cierto", "perfecto"),
-        ("de acuerdo", "ya veo", "claro que sí", "está bien"),
+        ("sí", "si", "vale", "claro", "ajá", "bueno", "exacto", "ya", "okay", "cierto", "perfecto", "sigue"),
+        ("de acuerdo", "ya veo", "claro que sí", "está bien", "adelante"),
     ),
     "fr": Backchannels(
-        ("oui", "ouais", "ok", "okay", "voilà", "exactement", "d'accord", "effectivement", "bon", "bien"),
-        ("ah bon", "bien sûr", "je vois", "c'est ça", "tout à fait"),
+        ("oui", "ouais", "ok", "okay", "voilà", "exactement", "d'accord", "effectivement", "bon", "bien", "continuez"),
+        ("ah bon", "bien sûr", "je vois", "c'est ça", "tout à fait", "vas-y", "allez-y"),
     ),
     "de": Backchannels(
-        ("ja", "genau", "okay", "stimmt", "richtig", "klar", "achso", "gut", "jawohl", "sicher", "eben"),
-        ("ach so", "alles klar", "ich verstehe", "na klar"),
+        ("ja", "genau", "okay", "stimmt", "richtig", "klar", "achso", "gut", "jawohl", "sicher", "eben", "weiter"),
+        ("ach so", "alles klar", "ich verstehe", "na klar", "mach weiter", "erzähl weiter"),
     ),
     "ja": Backchannels(
         ("はい", "うん", "ええ", "そう", "なるほど", "そうですね", "そうか", "へえ", "ふーん", "確かに")
