@@ -86,6 +86,9 @@ class Context:
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
         return 0.0
 
+    def reply_words_since(self, since: float) -> list[str]:
+        return []  # the "reply" is silence: no echo of its words in the clips
+
 
 @dataclass
 class Outcome:

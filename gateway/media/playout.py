@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ from typing import Optional, Protocol
 import numpy as np
 
 SAMPLE_RATE = 48000
+# How long the words of played reply audio are kept (:meth:`PlayoutBuffer.words_played_since`), s.
+SPOKEN_HISTORY_S = 10.0
 
 
 class ReadAhead(Protocol):
@@ -53,8 +56,12 @@ class PlayoutBuffer:
     write and at read time, so late output of a cancelled response is never played.
     """
 
-    def __init__(self, is_current: Callable[[int], bool], capacity_ms: int = 400) -> None:
+    def __init__(
+        self, is_current: Callable[[int], bool], capacity_ms: int = 400, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._is_current = is_current
+        self._clock = clock
+        self._spoken: deque[tuple[float, str]] = deque()  # (when its piece began to play, word), oldest first
         self._capacity = int(SAMPLE_RATE * capacity_ms / 1000)
         self._entries: deque[_Entry] = deque()
         self._buffered = 0
@@ -127,6 +134,8 @@ class PlayoutBuffer:
                 if self._playing != entry.generation:
                     self._playing = entry.generation
                     events.started = entry.generation
+                if entry.offset == 0 and entry.words:
+                    self._note_spoken(entry.words)
                 take = entry.samples[entry.offset : entry.offset + need]
                 entry.offset += take.size
                 self._buffered -= take.size
@@ -144,6 +153,20 @@ class PlayoutBuffer:
         if frame.size < samples:
             frame = np.concatenate([frame, np.zeros(samples - frame.size, np.int16)])
         return frame, events
+
+    def _note_spoken(self, words: list[str]) -> None:
+        """A piece with ``words`` begins to play (the lock held): remember them with the time."""
+        now = self._clock()
+        self._spoken.extend((now, word) for word in words)
+        while self._spoken and self._spoken[0][0] < now - SPOKEN_HISTORY_S:
+            self._spoken.popleft()
+
+    def words_played_since(self, since: float) -> list[str]:
+        """The words of the reply audio that began to play at or after ``since`` (monotonic s; the
+        last :data:`SPOKEN_HISTORY_S`, any response), in order: what the caller's microphone may
+        pick up as echo. 100 ms granularity (a sentence's words are spread evenly over its audio)."""
+        with self._cond:
+            return [word for when, word in self._spoken if when >= since]
 
     def _count_starving(self, missing: int) -> None:
         """After a frame read with ``missing`` samples short (the lock held): whether the response

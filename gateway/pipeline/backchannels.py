@@ -144,7 +144,8 @@ ENGLISH = Backchannels(
     ),
     phrases=(
         "i see", "got it", "all right", "of course", "makes sense", "that's right", "that's true",
-        "i know", "i understand", "go on", "sounds good", "fair enough", "oh my", "thank you",
+        "i know", "i understand", "sounds good", "fair enough", "oh my", "thank you",
+        "go on", "keep going", "carry on", "go ahead",  # continuers: "Uh-huh, go on." asks for more of the answer
         "uh huh", "mm hmm", "oh okay", "oh yeah", "oh right", "oh i see",
     ),
     noise=("you", "bye", "thanks"),
@@ -159,16 +160,16 @@ ENGLISH = Backchannels(
 LANGUAGES: dict[str, Backchannels] = {
     "en": ENGLISH,
     "es": Backchannels(
-        ("sí", "si", "vale", "claro", "ajá", "bueno", "exacto", "ya", "okay", "vale", "cierto", "perfecto"),
-        ("de acuerdo", "ya veo", "claro que sí", "está bien"),
+        ("sí", "si", "vale", "claro", "ajá", "bueno", "exacto", "ya", "okay", "cierto", "perfecto", "sigue"),
+        ("de acuerdo", "ya veo", "claro que sí", "está bien", "adelante"),
     ),
     "fr": Backchannels(
-        ("oui", "ouais", "ok", "okay", "voilà", "exactement", "d'accord", "effectivement", "bon", "bien"),
-        ("ah bon", "bien sûr", "je vois", "c'est ça", "tout à fait"),
+        ("oui", "ouais", "ok", "okay", "voilà", "exactement", "d'accord", "effectivement", "bon", "bien", "continuez"),
+        ("ah bon", "bien sûr", "je vois", "c'est ça", "tout à fait", "vas-y", "allez-y"),
     ),
     "de": Backchannels(
-        ("ja", "genau", "okay", "stimmt", "richtig", "klar", "achso", "gut", "jawohl", "sicher", "eben"),
-        ("ach so", "alles klar", "ich verstehe", "na klar"),
+        ("ja", "genau", "okay", "stimmt", "richtig", "klar", "achso", "gut", "jawohl", "sicher", "eben", "weiter"),
+        ("ach so", "alles klar", "ich verstehe", "na klar", "mach weiter", "erzähl weiter"),
     ),
     "ja": Backchannels(
         ("はい", "うん", "ええ", "そう", "なるほど", "そうですね", "そうか", "へえ", "ふーん", "確かに")
@@ -258,6 +259,34 @@ def interrupting_words(
         if heard.probability >= (surer if heard.last and not complete else sure)
         and not (heard.last and heard.form in table.lead_forms)
     ]
+
+
+def without_echo(
+    words: Sequence[HeardWord], played: Sequence[str]
+) -> tuple[tuple[HeardWord, ...], tuple[HeardWord, ...]]:
+    """``words`` split into the caller's and the assistant's own echo: a word that is a word of
+    ``played`` (the reply's words played while the probe's audio was picked up) in canonical form,
+    or, of 4 letters or more, one edit from one or either one beginning the other (a cut-off or
+    lengthened echo: "Fear", "Fearlessly" for "fearless"). On a leg without echo cancellation the
+    probes hear the reply's story under the caller's voice; its words are neither a backchannel
+    nor a word that asks for the turn."""
+    forms = {canonical(word) for word in played} - {""}
+    if not forms:
+        return tuple(words), ()
+    kept: list[HeardWord] = []
+    echoed: list[HeardWord] = []
+    for word in words:
+        form = canonical(word.text)
+        (echoed if form and any(_echoes(form, listed) for listed in forms) else kept).append(word)
+    return tuple(kept), tuple(echoed)
+
+
+def _echoes(heard: str, played: str) -> bool:
+    if heard == played:
+        return True
+    if min(len(heard), len(played)) < 4:
+        return False
+    return edit_distance(heard, played) <= 1 or heard.startswith(played) or played.startswith(heard)
 
 
 def _is_cue(heard: _Heard, table: Backchannels) -> bool:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gateway.models.base import HeardWord
-from gateway.pipeline.backchannels import Verdict, judge
+from gateway.pipeline.backchannels import Verdict, judge, without_echo
 
 # Speech heard before the first probe, ms (from its onset), and speech between two probes while it
 # goes on (each also waits for the last answer: one probe at a time).
@@ -55,6 +55,12 @@ FIRST_PROBE_MS = 200
 PROBE_EVERY_MS = 160
 # Pause in the held speech after which it is transcribed whole (a final probe), ms: 3 VAD chunks.
 PROBE_PAUSE_MS = 96
+# Audio a probe holds before the speech's onset when that is the reply's own echo (a leg without
+# echo cancellation), ms; the turn keeps its whole ``prefix_padding_ms``. With all 288 ms of echo
+# Whisper wrote the echo, or one stray word, for the caller's clear "Wait, stop." ("your" in every
+# probe: the answer resumed). A prefix that is no echo is kept whole: cut to 100 ms, soft onsets
+# went ("Sorry to cut in." heard "Soak it in" and kept, on the corpus's fresh3 set).
+PROBE_PREFIX_MS = 100
 
 
 class Action(enum.Enum):
@@ -95,7 +101,7 @@ class _Held:
     in_flight: bool = False  # the last probe's answer is not back yet
     answered: bool = False  # the last probe's words are known
     transcript: str = ""
-    words: tuple[HeardWord, ...] = field(default_factory=tuple)
+    words: tuple[HeardWord, ...] = field(default_factory=tuple)  # the last answer's, the reply's echo left out
     voiced_end: int = 0  # end of the last voiced chunk
     voiced_after_probe: bool = False
     probed_this_pause: bool = False
@@ -141,6 +147,16 @@ class BargeInDecider:
     @property
     def start(self) -> int:
         return self._held.start if self._held is not None else 0
+
+    @property
+    def probe(self) -> int:
+        """Number of the held turn's last probe (0: none)."""
+        return self._held.probe if self._held is not None else 0
+
+    @property
+    def probe_cut(self) -> int:
+        """Position up to which the last probe heard."""
+        return self._held.probe_cut if self._held is not None else 0
 
     def clear(self) -> None:
         """Forget the held turn (it was reported, dropped, or the input was cleared)."""
@@ -230,10 +246,19 @@ class BargeInDecider:
             return Action.NONE  # the last answer was not trusted: the timeout decides
         return self._decide()
 
-    def heard(self, number: int, transcript: str, words: tuple[HeardWord, ...] = (), trusted: bool = True) -> Action:
+    def heard(
+        self,
+        number: int,
+        transcript: str,
+        words: tuple[HeardWord, ...] = (),
+        trusted: bool = True,
+        echo: tuple[str, ...] = (),
+    ) -> Action:
         """Probe ``number``'s answer (its words with their probabilities; none given: the words of
         ``transcript``, each sure); an older probe's is ignored. An answer not ``trusted`` decides
-        nothing: the speech goes on to the next probe, the length rule or the timeout."""
+        nothing: the speech goes on to the next probe, the length rule or the timeout. ``echo``: the
+        reply's words played while the probe's audio was picked up; heard words among them are the
+        assistant's own echo and count for nothing (``backchannels.without_echo``)."""
         held = self._held
         if held is None or number != held.probe:
             return Action.NONE
@@ -242,7 +267,7 @@ class BargeInDecider:
         if not trusted:
             return self._next_probe(held, self._position) if not held.ended else Action.NONE
         held.answered = True
-        held.words = words or tuple(HeardWord(word) for word in transcript.split())
+        held.words, _ = without_echo(words or tuple(HeardWord(word) for word in transcript.split()), echo)
         complete = not held.voiced_after_probe and (held.ended or self._ms(self._silence) >= PROBE_PAUSE_MS)
         if complete:
             return self._decide()

@@ -55,6 +55,11 @@ class StageContext(Protocol):
         """0..1: how much of ``audio`` (float32 16 kHz, last sample heard at ``end_time``,
         monotonic s) is the reply's own echo (``gateway.media.echo_reference``)."""
 
+    def reply_words_since(self, since: float) -> list[str]:
+        """The words of the reply audio that began to play since ``since`` (monotonic s), in
+        order: what the caller's microphone may pick up as the assistant's echo
+        (``PlayoutBuffer.words_played_since``)."""
+
 
 class Stage:
     """Base of the four stage threads.

@@ -9,10 +9,11 @@ from typing import Optional
 
 import numpy as np
 
+from gateway.media.echo_reference import MAX_DELAY_MS
 from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
 from gateway.models.compute.core_use import CORE_USE
-from gateway.pipeline.bargein import Action, BargeInDecider, BargeInRules
+from gateway.pipeline.bargein import PROBE_PREFIX_MS, Action, BargeInDecider, BargeInRules
 from gateway.pipeline.events import (
     BargeInDecided,
     InputCommitted,
@@ -113,6 +114,8 @@ class VadStage(Stage):
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
         self._resume_reported = False
+        self._echo_since = 0.0  # monotonic s from which the reply's words may echo in the held turn's probes
+        self._probe_skip = 0  # samples of the held turn's echoed prefix its probes leave out
 
     def _reset_pause(self) -> None:
         self._pause_probability: Optional[float] = None  # the semantic model's answer for this pause
@@ -133,7 +136,11 @@ class VadStage(Stage):
             if self._barge.held:
                 self._drop_held()
         elif isinstance(message, BargeInHeard):
-            self._act(self._barge.heard(message.speculation, message.transcript, message.words, message.trusted))
+            echo = tuple(self.ctx.reply_words_since(self._echo_since)) if self._barge.held else ()
+            self._log_heard(message, echo)
+            self._act(
+                self._barge.heard(message.speculation, message.transcript, message.words, message.trusted, echo=echo)
+            )
 
     def _on_audio(self, message: AudioIn) -> None:
         samples = message.samples
@@ -167,7 +174,7 @@ class VadStage(Stage):
                 self._candidate.append(chunk)
                 self._last_voiced_at = received_at
                 if len(self._candidate) * chunk_ms >= turn.min_speech_ms and not self._is_echo(turn, received_at):
-                    self._start_turn(turn)
+                    self._start_turn(turn, received_at)
             else:
                 # A short blip is not a turn; it becomes prefix audio.
                 for held in self._candidate:
@@ -243,7 +250,7 @@ class VadStage(Stage):
                 self._model_failed = True
             return None
 
-    def _start_turn(self, turn: TurnDetection) -> None:
+    def _start_turn(self, turn: TurnDetection, received_at: float) -> None:
         if self._barge.held:
             self._release_held()  # a second turn under the reply: the caller is taking the turn
         self._in_speech = True
@@ -251,6 +258,7 @@ class VadStage(Stage):
         self._reset_pause()
         self._speculation_stands = False
         self._speech_start = self._candidate_start
+        prefix = list(self._prefix)
         self._utterance = list(self._prefix) + self._candidate
         self._prefix.clear()
         self._candidate = []
@@ -261,6 +269,14 @@ class VadStage(Stage):
         )
         if turn.interrupt_response and rules.enabled and self.ctx.pause_reply():
             self._barge.begin(self._speech_start, rules)  # words decide: see _act
+            # The reply's words that may echo in the probes' audio: those played from the echo path's
+            # longest delay before the probes' first sample (the turn's prefix) on.
+            heard_s = sum(chunk.size for chunk in self._utterance) / self._rate
+            self._echo_since = received_at - heard_s - MAX_DELAY_MS / 1000
+            self._probe_skip = self._echoed_prefix(prefix, turn, received_at)
+            log.debug(
+                "barge-in: speech at %d ms under the reply's audio; reply paused, turn held", event.audio_start_ms
+            )
             self._held_start = event
             self._resume_reported = False
             return
@@ -268,6 +284,19 @@ class VadStage(Stage):
         self.ctx.on_speech_started(event)
 
     # --- barge-in under the reply's audio ---
+    def _echoed_prefix(self, prefix: list[np.ndarray], turn: TurnDetection, received_at: float) -> int:
+        """Samples of the held turn's prefix its probes leave out: all but ``PROBE_PREFIX_MS`` when
+        the prefix is mostly the reply's own echo (``echo_guard_correlation`` or more: a leg without
+        echo cancellation), else none."""
+        keep = int(PROBE_PREFIX_MS * self._rate / 1000)
+        size = sum(chunk.size for chunk in prefix)
+        if size <= keep:
+            return 0
+        candidate_s = sum(chunk.size for chunk in self._utterance[len(prefix) :]) / self._rate
+        if self.ctx.echo_share(np.concatenate(prefix), received_at - candidate_s) < turn.echo_guard_correlation:
+            return 0
+        return size - keep
+
     def _is_echo(self, turn: TurnDetection, received_at: float) -> bool:
         """True when the speech about to start a turn is mostly the reply's own echo."""
         if not turn.echo_guard:
@@ -313,8 +342,27 @@ class VadStage(Stage):
         else:
             audio = np.concatenate(self._utterance)
             self._speculation_stands = True
+        audio = audio[self._probe_skip :]  # an echoed prefix: PROBE_PREFIX_MS of it, not all
         self._barge.probe_sent(self._speculation, self._position)
         self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, probe=True))
+
+    def _log_heard(self, message: BargeInHeard, echo: tuple[str, ...]) -> None:
+        """DEBUG: what a barge-in probe heard, word by word, and which stretch of the held speech it
+        covers (ms from the speech's onset; the probe also holds ``PROBE_PREFIX_MS`` before it),
+        with the reply's words that may echo in it."""
+        if not log.isEnabledFor(logging.DEBUG) or not self._barge.held:
+            return
+        cut = self._barge.probe_cut if message.speculation == self._barge.probe else None
+        words = " ".join(f"{w.text!r}:{w.probability:.2f}" for w in message.words) or "-"
+        log.debug(
+            "barge-in probe %d (0-%s ms of the held speech%s) heard %r: %s; the reply played meanwhile: %r",
+            message.speculation,
+            "?" if cut is None else self._ms(cut - self._barge.start),
+            "" if message.trusted else ", not trusted",
+            message.transcript,
+            words,
+            " ".join(echo),
+        )
 
     def _hold_end(self, stopped: SpeechStopped) -> None:
         """The held turn ended: keep its events and utterance until the decision."""
@@ -344,11 +392,15 @@ class VadStage(Stage):
         self.ctx.resume_reply()
 
     def _report(self, decision: str, transcript: Optional[str] = None, start_ms: Optional[int] = None) -> None:
+        text = self._barge.transcript if transcript is None else transcript
+        log.debug(
+            "barge-in %s at %d ms of the input stream (last probe heard %r)", decision, self._ms(self._position), text
+        )
         self.ctx.notify(
             BargeInDecided(
                 self._call,
                 decision=decision,
-                transcript=self._barge.transcript if transcript is None else transcript,
+                transcript=text,
                 audio_start_ms=self._ms(self._barge.start) if start_ms is None else start_ms,
                 decided_ms=self._ms(self._position),
             )

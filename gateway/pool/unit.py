@@ -179,6 +179,10 @@ class PipelineUnit(UnitLifecycle):
         """How much of the caller ``audio`` is the reply's own echo (see EchoReference.echo_share)."""
         return self.echo_reference.echo_share(audio, end_time)
 
+    def reply_words_since(self, since: float) -> list[str]:
+        """The words of reply audio played since ``since`` (monotonic s): what may echo back."""
+        return self.playout.words_played_since(since)
+
     # ----- lifecycle: the stage side (gateway.pool.lifecycle) -----
     def _on_claim(self, call_id: str, sink: EventSink) -> None:
         self.call_state = CallState.for_call(call_id, self.config)

@@ -59,6 +59,12 @@ class ContextDouble:
     def echo_share(self, audio: np.ndarray, end_time: float) -> float:
         return self.echo
 
+    # the words of the reply played so far, each with the (test clock) time its audio began to play
+    played: list[tuple[float, str]] = field(default_factory=list)
+
+    def reply_words_since(self, since: float) -> list[str]:
+        return [word for when, word in self.played if when >= since]
+
     def of(self, kind: type) -> list:
         return [e for e in self.events if isinstance(e, kind)]
 

@@ -142,3 +142,29 @@ def test_held_audio_waits_unplayed_until_released_and_a_drop_leaves_nothing():
     writer.join(5)
     assert wrote == [False], "a writer blocked on the dropped reply wakes, and queues nothing"
     assert buffer.buffered_ms == 0 and buffer.read_frame(960)[0] is None
+
+
+def test_the_words_played_are_kept_with_when_their_audio_began_to_play():
+    """What the caller's microphone may pick up as echo: the words whose audio began to play since a
+    time, any response (barge-in tells the assistant's echoed words from the caller's by them)."""
+    now = [100.0]
+    buffer = PlayoutBuffer(lambda g: True, capacity_ms=5000, clock=lambda: now[0])
+    buffer.write(1, np.ones(48000, np.int16), "once upon a time there lived a dragon named Ember")  # 1 s
+    assert buffer.words_played_since(0.0) == []  # queued is not played
+    for _ in range(25):  # 500 ms, 20 ms a frame
+        buffer.read_frame(960)
+        now[0] += 0.02
+    assert buffer.words_played_since(0.0) == "once upon a time there".split()
+    assert buffer.words_played_since(100.29) == "time there".split()  # pieces that began at ~100.3 and ~100.4
+    assert buffer.pause()
+    now[0] += 5.0
+    buffer.read_frame(960)  # paused: nothing plays
+    assert buffer.words_played_since(100.45) == []
+    buffer.clear()
+    buffer.write(2, np.ones(4800, np.int16), "Sure.")
+    buffer.read_frame(4800)
+    assert buffer.words_played_since(100.29) == ["time", "there", "Sure."]
+    now[0] += 11.0  # older than the history kept
+    buffer.write(2, np.ones(4800, np.int16), "Next.")
+    buffer.read_frame(960)
+    assert buffer.words_played_since(0.0) == ["Next."]

@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from gateway.models.base import HeardWord
-from gateway.pipeline.backchannels import SHAPE_MAX_MS, Verdict, canonical, interrupting_words, judge
+from gateway.pipeline.backchannels import (
+    SHAPE_MAX_MS,
+    Verdict,
+    canonical,
+    interrupting_words,
+    judge,
+    without_echo,
+)
 
 
 @pytest.mark.parametrize(
@@ -119,3 +126,34 @@ def test_while_the_caller_speaks_a_sure_cue_or_two_sure_words_decide_else_hear_m
     assert judge([HeardWord("Always", 0.8)], complete=False, voiced_ms=500)[0] is Verdict.UNDECIDED
     assert judge([HeardWord("What", 0.45)], complete=False, voiced_ms=300)[0] is Verdict.UNDECIDED
     assert judge([HeardWord("Okay", 0.9)], complete=False, voiced_ms=300)[0] is Verdict.UNDECIDED
+
+
+@pytest.mark.parametrize(
+    "heard", ["Mm-hmm, keep going", "Okay, go ahead", "Yeah, carry on", "Go ahead", "Uh-huh, go on"]
+)
+def test_a_continuer_keeps_the_answer_going_even_while_the_caller_speaks(heard: str) -> None:
+    # "Mm-hmm, keep going." asks for more of the answer. Before, "keep" and "going" were two sure
+    # words off the list: the answer was cut mid-speech.
+    words = [HeardWord(word, 0.9) for word in heard.replace(",", "").split()]
+    assert judge(words, complete=False, voiced_ms=700)[0] is Verdict.UNDECIDED
+    assert judge(words, voiced_ms=900) == (Verdict.BACKCHANNEL, [])
+    assert interrupting_words(heard) == []
+
+
+def test_each_language_lists_its_continuers() -> None:
+    assert interrupting_words("Oui, vas-y.", language="fr") == []
+    assert interrupting_words("Ja, mach weiter.", language="de") == []
+    assert interrupting_words("Sí, sigue.", language="es") == []
+
+
+def test_words_the_reply_played_are_its_echo_whatever_their_case_and_punctuation() -> None:
+    heard = [HeardWord("Fearless,", 0.25), HeardWord("weight", 0.41), HeardWord("Stop!", 0.65)]
+    kept, echoed = without_echo(heard, "was a fierce and fearless dragon.".split())
+    assert [w.text for w in kept] == ["weight", "Stop!"] and [w.text for w in echoed] == ["Fearless,"]
+    assert without_echo(heard, ()) == (tuple(heard), ())
+    # One edit from a word of 4 letters or more ("Elara" heard "Alara"); a short word must be the same.
+    kept, echoed = without_echo([HeardWord("Alara"), HeardWord("an")], ["Elara", "a"])
+    assert [w.text for w in kept] == ["an"] and [w.text for w in echoed] == ["Alara"]
+    # A cut-off or lengthened echo of a word of 4 letters or more (heard in real calls).
+    kept, echoed = without_echo([HeardWord("Fear"), HeardWord("Fearlessly"), HeardWord("stop")], ["fearless", "to"])
+    assert [w.text for w in kept] == ["stop"] and [w.text for w in echoed] == ["Fear", "Fearlessly"]

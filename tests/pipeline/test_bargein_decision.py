@@ -7,7 +7,7 @@ import numpy as np
 
 from gateway.models.base import HeardWord
 from gateway.pipeline.backchannels import SHAPE_MAX_MS, interrupting_words
-from gateway.pipeline.bargein import PROBE_PAUSE_MS, Action, BargeInDecider, BargeInRules
+from gateway.pipeline.bargein import PROBE_PAUSE_MS, PROBE_PREFIX_MS, Action, BargeInDecider, BargeInRules
 from gateway.pipeline.events import BargeInDecided, InputCommitted, SpeechStarted, TranscriptionCompleted
 from gateway.pipeline.turn import TurnDetection
 from tests.doubles import RATE, Chain, ScriptedSttDouble, UntrustedSttDouble
@@ -225,3 +225,49 @@ def test_words_of_a_backchannels_shape_at_a_pause_resume_only_once_the_turn_ende
     decider.probe_sent(2, 512 * 30)
     heard = (HeardWord("Hold", 0.45), HeardWord("on", 0.9), HeardWord("what", 0.9), HeardWord("about", 0.8))
     assert decider.heard(2, "Hold on, what about", heard) is Action.INTERRUPT
+
+
+def test_the_replys_own_words_echoed_under_the_callers_are_not_the_callers() -> None:
+    # A leg without echo cancellation (a speakerphone): the probes hear the assistant's story under
+    # the caller's "Yeah." ("Yeah, the dragon will", the echo's "the dragon will" played just before).
+    # Before, the echo's words were taken for the caller's ("will" a cue word): the answer was cut
+    # by its own echo.
+    chain = chain_under_reply("Yeah, the dragon will")
+    chain.play(quiet(0.3))
+    chain.ctx.played = [(chain.clock - 1.0 + 0.2 * i, word) for i, word in enumerate("the little dragon will".split())]
+    chain.play(tone(0.3))
+    chain.play(quiet(1.0))
+    assert not chain.ctx.of(SpeechStarted)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "resumed"
+    # Words the reply played long before the speech (not in its echo) are the caller's: "Wait" interrupts.
+    chain = chain_under_reply("Wait, the dragon")
+    chain.ctx.played = [(0.0, "Wait"), (0.1, "the"), (0.2, "dragon")]
+    chain.play(quiet(5.0))
+    chain.play(tone(0.3))
+    chain.play(quiet(1.0))
+    assert chain.ctx.of(SpeechStarted)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "interrupted"
+
+
+def test_a_probe_holds_only_the_start_of_an_echoed_prefix() -> None:
+    # Before the caller's onset, under the reply, lies the reply's own echo on a leg without echo
+    # cancellation: with the turn's whole prefix of it (288 ms) in every probe, Whisper wrote "your"
+    # (or the echo's "Fear", "Fearless") for the caller's clear "Wait, stop." and the answer resumed
+    # (tests/pool/test_bargein_words.py; the same audio with 100 ms of it: "Wait, stop."). Before,
+    # a probe held all of it. The turn itself keeps its whole prefix, and so does a probe whose
+    # prefix is no echo (cut, soft onsets went: "Sorry" heard "Soak").
+    for echo, prefix_ms in ((0.9, PROBE_PREFIX_MS), (0.0, 288)):
+        chain = chain_under_reply("Wait, stop.", prefix_padding_ms=300, echo_guard=False)
+        chain.ctx.echo = echo  # what echo_share answers: the prefix is (or is not) the reply's echo
+        chain.play(quiet(1.0))
+        chain.play(tone(0.4))
+        chain.play(quiet(1.0))
+        [decided] = chain.ctx.of(BargeInDecided)
+        assert decided.decision == "interrupted"
+        probe, turn = chain.sent[0], chain.sent[-1]
+        assert probe.probe and not turn.speculative
+        speech_ms = probe.audio.size * 1000 / RATE - prefix_ms
+        assert 200 <= speech_ms <= 240, (echo, speech_ms)  # the first probe: its onset, ~200 ms of speech after it
+        assert turn.audio.size * 1000 / RATE >= 288 + 400  # the turn: its whole prefix and the speech

@@ -8,6 +8,7 @@ pitch), never the assistant's own."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -71,7 +72,10 @@ async def test_wait_stop_still_stops_the_answer(models, speech, caller_speech, g
         await client.hangup()
 
 
-async def test_own_echo_fires_no_barge_in_and_a_voice_over_it_still_does(models, speech, caller_speech, gateway_config):
+async def test_own_echo_fires_no_barge_in_and_a_voice_over_it_still_does(
+    models, speech, caller_speech, gateway_config, caplog
+):
+    caplog.set_level(logging.DEBUG, logger="gateway.pipeline.vad")  # each probe's words, for a failure's message
     async with serve(gateway_config(max_response_tokens=80), models) as (url, _app):
         client = RealtimeClient(url)
         mic = client.mic = EchoingMicrophone(client.heard, delay_ms=150, gain_db=-12.0)
@@ -101,6 +105,13 @@ async def test_own_echo_fires_no_barge_in_and_a_voice_over_it_still_does(models,
                 for e in client.events[spoke:]
                 if not e["type"].endswith(".delta")
             ]
-            pytest.fail(f"no output_audio_buffer.cleared within 20 s of the caller's words; events since: {seen}")
+            probes = [
+                r.getMessage() for r in caplog.records if r.name == "gateway.pipeline.vad" and "barge-in" in r.msg
+            ]
+            said = "".join(e.get("delta", "") for e in client.of_type("response.output_audio_transcript.delta"))
+            pytest.fail(
+                f"no output_audio_buffer.cleared within 20 s of the caller's words; events since: {seen}; "
+                f"the gateway's barge-in log: {probes}; the answer echoed: {said!r}"
+            )
         assert cleared["response_id"] == started["response_id"]
         await client.hangup()
