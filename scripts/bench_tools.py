@@ -4,7 +4,7 @@ right one, and only then?
 
     .venv/bin/python scripts/bench_tools.py                 # through gateway calls (WebRTC, loopback)
     .venv/bin/python scripts/bench_tools.py --direct        # straight through the LanguageModel interface
-    .venv/bin/python scripts/bench_tools.py --decisions     # the call decision only (no reply generated)
+    .venv/bin/python scripts/bench_tools.py --decisions     # the call decision (+ the call's arguments), no reply
     .venv/bin/python scripts/bench_tools.py --calibrate     # the decision's threshold, on the tuning set
     .venv/bin/python scripts/bench_tools.py --fresh         # also the frozen FRESH set (measure it rarely)
 
@@ -219,9 +219,13 @@ def run_direct(llm: Any, questions: list[Question], instructions: Optional[str],
             if decision is None:  # past its share of the compute budget: "auto" answers in words
                 outcomes.append(Outcome(None, "", "[decision out of budget]", decision_s, decision_s))
                 continue
+            called = decision.tool
+            if called is not None:  # the call itself: "auto" answers in words when its arguments are invented
+                made = llm.generate(messages, 1, lambda: False, lambda piece: None, options)
+                called = made.tool_calls[0].name if made.tool_calls else None
             outcomes.append(
                 Outcome(
-                    decision.tool,
+                    called,
                     "",
                     "",
                     decision_s or 0.0,
@@ -472,7 +476,11 @@ def decode_line(llm: Any) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direct", action="store_true", help="call the LanguageModel directly, no gateway")
-    parser.add_argument("--decisions", action="store_true", help="the call decision only, no reply (implies --direct)")
+    parser.add_argument(
+        "--decisions",
+        action="store_true",
+        help="the call decision and a call's arguments (invented: words), no reply (implies --direct)",
+    )
     parser.add_argument("--calibrate", action="store_true", help="accuracy per threshold on the tuning questions")
     parser.add_argument("--url", help="a running gateway to call instead of starting one")
     parser.add_argument(

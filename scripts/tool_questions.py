@@ -3,7 +3,8 @@ styles, and three sets of typed questions kept apart.
 
 - ``TUNING``: what the call decision (its prompt and threshold) was tuned on. Tools and wording of
   their own: no weather, no table booking, no question of the other sets. 38 questions, grown by
-  ``TUNING_HARD`` (16: knowledge on a tool's subject, live data or an action asked indirectly).
+  ``TUNING_HARD`` (16: knowledge on a tool's subject, live data or an action asked indirectly) and
+  ``TUNING_FIFTH`` (19, fifth round: more knowledge near a tool's subject, needs).
 - ``BENCH``: 48 held-out questions (tool / no tool / which tool; 1 to 4 tools each), run under
   every instruction style of ``STYLES``; never tuned on.
 - ``PROBE``: 12 held-out questions of the kind an app reported (plain instructions, ``get_weather``
@@ -401,3 +402,38 @@ TUNING_HARD: list[Question] = [
     ),
 ]
 TUNING.extend(TUNING_HARD)
+# Grown 2026-12-04 (fifth round, written before any run on them): more knowledge near a tool's
+# subject and needs whose arguments are in the message. TUNING's own tools; no question of the
+# other sets.
+TUNING_FIFTH: list[Question] = [
+    *_group(
+        STOCK_TAXI_FLIGHT,
+        [
+            ("Check whether KL 1002 is delayed.", "check_flight", "1002"),
+            ("What's Microsoft's share price right now?", "get_stock_price", "msft"),
+            ("Send a car to take me to the Hilton.", "order_taxi", "hilton"),
+            ("Book me a taxi home at 11.", "order_taxi", "home"),
+            ("How many hours does it take to fly from Paris to Tokyo?", None, ""),
+            ("What was the first commercial airline?", None, ""),
+            ("How much does a taxi ride usually cost per mile?", None, ""),
+            ("What time does the New York stock exchange open?", None, ""),
+            ("Which airline has the biggest fleet?", None, ""),
+        ],
+    ),
+    *_group(
+        HOME4,
+        [
+            ("Put some Beatles on.", "play_music", "beatles"),
+            ("We're running low on olive oil.", "add_to_shopping_list", "olive oil"),
+            ("Light up the garage, please.", "turn_on_lights", "garage"),
+            ("Say 'happy birthday' in Italian for me.", "translate_text", "italian"),
+            ("How many notes are in a musical scale?", None, ""),
+            ("Who wrote the song Imagine?", None, ""),
+            ("What is the best way to store bread?", None, ""),
+            ("How many watts does a light bulb use?", None, ""),
+            ("What's the loudest instrument in an orchestra?", None, ""),
+            ("Why do candles flicker?", None, ""),
+        ],
+    ),
+]
+TUNING.extend(TUNING_FIFTH)

@@ -12,6 +12,12 @@ least ``threshold`` of the probability, of the likeliest tool. The arguments are
 under the chosen tool's schema grammar; a reply in words is generated from a prompt that lists no
 tools, so no tool syntax or schema text can be recited.
 
+A call so chosen under "auto" is checked once its arguments are generated: when every argument
+value holds a token the model gave under :data:`INVENTED_LOGPROB` (:func:`invented`), the message
+held nothing to fill them and the model made them up (a knowledge question near a tool's subject:
+"How long is a flight from London to New York?" -> ``check_flight("G678")``), so the turn is
+answered in words.
+
 After a tool's output (``function_call_output``) the step decides again (with the earlier prompt:
 no examples, ``none``, :data:`CHAIN_CALL_THRESHOLD`), on the caller's
 request and the calls made for it so far with their outputs (:func:`chain_since_request`): another
@@ -54,6 +60,11 @@ MAX_CHAIN_CALLS = 4  # calls made for one request of the caller before "auto" an
 # answered in words under "auto", with the rest of the budget, and fails the request under
 # "required" (no call can be chosen): never an empty reply.
 DECISION_BUDGET_SHARE = 0.5
+# A call under "auto" whose every argument value holds a token the model gave less than this
+# log-probability (unconstrained, before the schema grammar) is invented: nothing in the message
+# fills it ("How long is a flight from London to New York?" -> check_flight("G678"): -1.88), so the
+# turn is answered in words (:func:`invented`; tuning: values taken from the message >= -0.72).
+INVENTED_LOGPROB = math.log(0.25)
 _OUTPUT_CHARS = 600  # of each tool output shown to the decision (a long output is cut)
 
 # Worked examples with made-up functions that no app has (so none can be recited or called): a
@@ -185,3 +196,78 @@ def decide(scores: dict[str, float], threshold: float = CALL_THRESHOLD, words: s
     if not called or share < threshold:
         return Decision(None, share, scores)
     return Decision(max(called, key=lambda name: called[name]), share, scores)
+
+
+def argument_values(body: str) -> list[tuple[int, int]]:
+    """Character spans of the scalar values (a string's text inside its quotes; a number, true,
+    false, null) inside the ``arguments`` object of a generated call ``body``
+    (``{"arguments": {...}, "name": ...}``, in either order); keys and the name are not values. A
+    string cut short runs to the end of ``body``."""
+    spans: list[tuple[int, int]] = []
+    keys: list[Optional[str]] = []  # per open container: the last key read (None: an array, or none yet)
+    kinds: list[str] = []
+    expect_key = False
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        inside = len(kinds) >= 2 and keys[0] == "arguments"
+        if c == '"':
+            j = i + 1
+            while j < n and body[j] != '"':
+                j += 2 if body[j] == "\\" else 1
+            end = min(j, n)
+            if kinds and kinds[-1] == "{" and expect_key:
+                keys[-1], expect_key = body[i + 1 : end], False
+            elif inside:
+                spans.append((i + 1, end))
+            i = j + 1
+            continue
+        if c in "{[":
+            kinds.append(c)
+            keys.append(None)
+            expect_key = c == "{"
+        elif c in "}]":
+            if kinds:
+                kinds.pop()
+                keys.pop()
+            expect_key = False
+        elif c == ",":
+            expect_key = bool(kinds) and kinds[-1] == "{"
+        elif c not in " \t\r\n:":
+            j = i
+            while j < n and body[j] not in ",}] \t\r\n":
+                j += 1
+            if inside:
+                spans.append((i, j))
+            i = j
+            continue
+        i += 1
+    return spans
+
+
+def grounding(pieces: list[tuple[str, float]]) -> Optional[float]:
+    """How well a generated call's arguments are grounded: over its argument values
+    (:func:`argument_values`), the best value's weakest token log-probability (``pieces``: each
+    generated token's text and the model's log-probability of it, in order). None when the call
+    has no value with text (no arguments, only empty strings)."""
+    body = "".join(text for text, _ in pieces)
+    starts, at = [], 0
+    for text, _ in pieces:
+        starts.append(at)
+        at += len(text)
+    best: Optional[float] = None
+    for first, last in argument_values(body):
+        inside = [
+            lp for (text, lp), start in zip(pieces, starts, strict=True) if start < last and start + len(text) > first
+        ]
+        if inside:
+            weakest = min(inside)
+            best = weakest if best is None else max(best, weakest)
+    return best
+
+
+def invented(pieces: list[tuple[str, float]], floor: float = INVENTED_LOGPROB) -> bool:
+    """True when every argument value of a generated call holds a token the model gave under
+    ``floor`` (log-probability): the message fills none of them, so "auto" answers in words."""
+    score = grounding(pieces)
+    return score is not None and score < floor

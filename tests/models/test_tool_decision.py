@@ -16,14 +16,18 @@ from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, La
 from gateway.models.tool_decision import (
     CHAIN_WORDS,
     EXAMPLES,
+    INVENTED_LOGPROB,
     MAX_CHAIN_CALLS,
     WORDS,
     WORDS_FALLBACK,
     WORDS_LISTING,
     Decision,
+    argument_values,
     chain_since_request,
     decide,
     decision_messages,
+    grounding,
+    invented,
     option_names,
     repeats,
     words_option,
@@ -304,3 +308,49 @@ def test_a_required_call_whose_decision_ran_out_of_budget_is_an_error(
         models.llm.generate(
             messages, 12, lambda: False, lambda piece: None, GenerationOptions(tools=TOOLS, tool_choice="required")
         )
+
+
+FLIGHT = FunctionTool(
+    "check_flight",
+    "The status of a flight by its number.",
+    {"type": "object", "properties": {"flight_number": {"type": "string"}}, "required": ["flight_number"]},
+)
+
+
+def test_the_argument_values_of_a_call_are_its_scalars_not_keys_nor_the_name() -> None:
+    body = '{"arguments": {"a": [1, "b", {"c": true}], "d": -2.5, "e": "q\\"x"}, "name": "find"}'
+    assert [body[i:j] for i, j in argument_values(body)] == ["1", "b", "true", "-2.5", 'q\\"x']
+    cut = '{"name": "x", "arguments": {"city": "Par'
+    assert [cut[i:j] for i, j in argument_values(cut)] == ["Par"], "a call cut short"
+    assert argument_values('{"name": "x", "arguments": {}}') == []
+
+
+def test_a_call_is_invented_when_every_value_holds_a_token_the_model_doubted() -> None:
+    """The best-grounded value decides: one value read from the message is enough."""
+    head = [('{"', -3.5), ("arguments", -11.0), ('":', 0.0), (' {"', -0.1), ("flight_number", -5.0), ('":', 0.0)]
+    made_up = [*head, (' "', 0.0), ("G", -0.7), ("67", -1.9), ("8", -0.1), ('"},', -1.3), (' "name": "f"}', 0.0)]
+    read = [*head, (' "', 0.0), ("BA", 0.0), (" 117", -0.02), ('"},', -0.3), (' "name": "f"}', 0.0)]
+    assert grounding(made_up) == pytest.approx(-1.9) and invented(made_up)
+    assert grounding(read) == pytest.approx(-0.02) and not invented(read), "keys and the name do not count"
+    both = [*head, (' "', 0.0), ("G", -2.0), ('", "to": "', 0.0), ("Oslo", -0.1), ('"}}', 0.0)]
+    assert not invented(both), "one value from the message grounds the call"
+    assert grounding([('{"arguments": {}, "name": "f"}', -0.1)]) is None and not invented([("{}", -9.0)])
+    assert INVENTED_LOGPROB < -1.0
+
+
+def test_a_call_with_only_invented_arguments_is_answered_in_words(models: ModelSet) -> None:
+    """Failed before: "How long is a flight from London to New York?" was called as
+    check_flight({"flight_number": "G678"}) (tools' share 1.00): the message holds no flight number,
+    so the model made one up (its digits at 0.15-0.26). Now "auto" answers it in words; a flight
+    number the message gives is still called, and "required" still calls."""
+    options = GenerationOptions(tools=[FLIGHT], tool_choice="auto")
+    knowledge = [PLAIN, ChatMessage("user", "How long is a flight from London to New York?")]
+    assert models.llm.decide_tool(knowledge, options).tool == "check_flight"  # type: ignore[attr-defined]
+    result = models.llm.generate(knowledge, 8, lambda: False, lambda piece: None, options)
+    assert not result.tool_calls and result.text.strip(), result
+    status = [PLAIN, ChatMessage("user", "Is flight BA 117 on time?")]
+    called = models.llm.generate(status, 8, lambda: False, lambda piece: None, options)
+    assert [c.name for c in called.tool_calls] == ["check_flight"], called
+    assert "117" in json.loads(called.tool_calls[0].arguments)["flight_number"], called
+    forced = GenerationOptions(tools=[FLIGHT], tool_choice="required")
+    assert models.llm.generate(knowledge, 8, lambda: False, lambda piece: None, forced).tool_calls

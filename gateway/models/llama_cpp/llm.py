@@ -28,8 +28,9 @@ One generation, on its leased KV sequence:
    without deciding. After a tool output "auto" decides again (a chained call or the answer;
    bounded, see ``tool_decision``). A call is generated as a bare call object after the prompt
    listing only that tool, under the grammar of its JSON schema (``LlamaGrammar.from_json_schema``,
-   ``grammar_sampler``); call text is never streamed. A reply in words is read from a prompt that
-   lists no tools, so it cannot recite them.
+   ``grammar_sampler``); call text is never streamed; under "auto" a call whose every argument value
+   the model made up (``tool_decision.invented``) is answered in words instead. A reply in words is
+   read from a prompt that lists no tools, so it cannot recite them.
 
 Threads, per step (``threads``, :class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` (2) for a
 lone call while no STT, TTS or end-of-turn call runs, else 1 (measured on a 2-core box: 2 decode threads give
@@ -69,7 +70,7 @@ from gateway.models.llama_cpp.chat_format import ChatFormat
 from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 from gateway.models.llama_cpp.grammar_sampler import GrammarSampler, sample_token
 from gateway.models.llama_cpp.holds import SequenceLease, Warm, Warms
-from gateway.models.llama_cpp.option_scores import score_options
+from gateway.models.llama_cpp.option_scores import score_options, token_logprob
 from gateway.models.llama_cpp.state_cache import LlamaStateCache
 from gateway.models.tool_calls import (
     allowed_tools,
@@ -90,6 +91,7 @@ from gateway.models.tool_decision import (
     decide,
     decision_messages,
     decision_systems,
+    invented,
     option_names,
     repeats,
     words_option,
@@ -298,6 +300,7 @@ class _Run:
         self.paced_s = 0.0  # time a paced token was let wait before it was due (not budget)
         self.cached = 0
         self.call_probability: Optional[float] = None
+        self.call_pieces: list[tuple[str, float]] = []  # the call's tokens: text, log-probability (``invented``)
         seed = requested.seed if requested.seed is not None else random.randrange(2**31)
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -346,9 +349,14 @@ class _Run:
         may_call = len(chain) < MAX_CHAIN_CALLS
         if tools:
             called = self.make_call(messages, tools)
-            if choice != "auto" or not called.tool_calls or not repeats(called.tool_calls[0], chain):
+            if choice != "auto" or not called.tool_calls:
                 return called
-            log.debug("tool call %s repeats the chain's: answered in words", called.tool_calls[0].name)
+            if chain and repeats(called.tool_calls[0], chain):
+                log.debug("tool call %s repeats the chain's: answered in words", called.tool_calls[0].name)
+            elif not chain and invented(self.call_pieces):
+                log.debug("tool call %s has only invented arguments: answered in words", called.tool_calls[0].name)
+            else:
+                return called
             may_call = False
         return self.words(messages, on_text, may_call)
 
@@ -466,6 +474,7 @@ class _Run:
         body, count, finish = "", 0, "length"
         cap = max(_CALL_TOKENS, self.max_tokens - spent)
         generated = list(tokens)
+        self.call_pieces = []
         try:
             while True:
                 token = sampler.pick(logits, self.temperature, self.rng)
@@ -473,7 +482,9 @@ class _Run:
                     finish = "stop"
                     break
                 sampler.accept(token)
-                body += decoder.decode(self.llm.detokenize([token]))
+                piece = decoder.decode(self.llm.detokenize([token]))
+                body += piece
+                self.call_pieces.append((piece, token_logprob(logits, token)))
                 count += 1
                 generated.append(token)
                 if body.rstrip().endswith("}") and complete_json(body):

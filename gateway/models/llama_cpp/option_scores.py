@@ -24,6 +24,11 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - float(np.log(np.exp(shifted).sum()))
 
 
+def token_logprob(logits: np.ndarray, token: int) -> float:
+    """The natural-log probability of ``token`` under ``logits`` (shape (n_vocab,))."""
+    return float(log_softmax(logits)[token])
+
+
 def score_options(
     evaluate: Evaluate, prompt: list[int], first: np.ndarray, options: dict[str, list[int]]
 ) -> Optional[dict[str, float]]:
