@@ -338,6 +338,7 @@ def test_a_call_is_invented_when_every_value_holds_a_token_the_model_doubted() -
     assert INVENTED_LOGPROB < -1.0
 
 
+@pytest.mark.slow
 def test_a_call_with_only_invented_arguments_is_answered_in_words(models: ModelSet) -> None:
     """Failed before: "How long is a flight from London to New York?" was called as
     check_flight({"flight_number": "G678"}) (tools' share 1.00): the message holds no flight number,
