@@ -259,7 +259,7 @@ class VadStage(Stage):
         self._speculation_stands = False
         self._speech_start = self._candidate_start
         prefix = list(self._prefix)
-        self._utterance = list(self._prefix) + self._candidate
+        self._utterance = prefix + self._candidate
         self._prefix.clear()
         self._candidate = []
         event = SpeechStarted(self._call, audio_start_ms=self._ms(self._speech_start))

@@ -279,8 +279,7 @@ class SipCall:
         changed takes the ``o=`` version one up. A re-INVITE without SDP gets the current answer.
         Raises SdpError (-> 488, the call goes on as it was) for an offer that cannot be answered,
         or that changes the codec or drops or adds SRTP (not supported mid-call)."""
-        content_type = (request.get("Content-Type") or "").split(";")[0].strip().lower()
-        if content_type != "application/sdp" or not request.body:
+        if request.content_type != "application/sdp" or not request.body:
             return self.answer_sdp
         offer = parse_offer(request.body.decode("utf-8", "replace"), self.srtp_policy)
         if (offer.payload_type, offer.codec) != (self.offer.payload_type, self.offer.codec):
@@ -326,7 +325,7 @@ class SipCall:
 
     def _on_info(self, request: SipRequest) -> None:
         """SIP INFO with ``application/dtmf-relay`` (``Signal=5``, ``Duration=160``): a key press."""
-        if (request.get("Content-Type") or "").split(";")[0].strip().lower() != "application/dtmf-relay":
+        if request.content_type != "application/dtmf-relay":
             return
         for line in request.body.decode("utf-8", "replace").splitlines():
             name, _, value = line.partition("=")

@@ -144,6 +144,11 @@ class SipMessage:
         return self.get("Call-ID") or ""
 
     @property
+    def content_type(self) -> str:
+        """The media type of the body (``Content-Type`` without parameters, lower case; "" if none)."""
+        return (self.get("Content-Type") or "").split(";")[0].strip().lower()
+
+    @property
     def cseq(self) -> tuple[int, str]:
         """(sequence number, method) of the CSeq header. Raises SipParseError when malformed."""
         return parse_cseq(self.get("CSeq") or "")

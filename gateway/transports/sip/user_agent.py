@@ -265,9 +265,8 @@ class SipUserAgent:
             transaction.respond(make_response(invite, 403))
             return
         transaction.respond(make_response(invite, 100))
-        content_type = (invite.get("Content-Type") or "").split(";")[0].strip().lower()
         try:
-            if content_type != "application/sdp" or not invite.body:
+            if invite.content_type != "application/sdp" or not invite.body:
                 raise SdpError("an INVITE without an SDP offer (late offer) is not answered")
             policy = srtp_policy(self.srtp, transaction.peer.transport, invite.uri)
             offer = parse_offer(invite.body.decode("utf-8", "replace"), policy)
