@@ -138,6 +138,9 @@ def test_no_caller_hears_another_callers_context(llm: LlamaCppLanguageModel) -> 
     assert "lisbon" not in stranger and "oslo" not in stranger, results
 
 
+# Two sessions' prompts read and two turns generated (~25 s on a busy 2-core box); the read-ahead of
+# one session's prompt stays in the default run (tests/server/test_startup_prompt.py).
+@pytest.mark.slow
 def test_prepared_instructions_and_tools_are_read_before_the_first_turn(llm: LlamaCppLanguageModel) -> None:
     weather = FunctionTool(
         "get_weather",

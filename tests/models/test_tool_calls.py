@@ -79,6 +79,7 @@ def test_choice_none_answers_in_text(models: ModelSet) -> None:
     assert not result.tool_calls and result.text.strip()
 
 
+@pytest.mark.slow  # a call and then an answer from its output (~12 s on a busy 2-core box)
 def test_the_call_output_is_used_in_the_answer(models: ModelSet) -> None:
     call = ToolCall("call_abc123", "get_weather", '{"city": "Paris"}')
     messages = [
@@ -126,6 +127,8 @@ def test_a_prompt_ending_in_a_tool_output_asks_for_the_answer(models: ModelSet) 
     assert ANSWER_CUE not in later and later.startswith(prompt[: prompt.index(ANSWER_CUE) - 30])
 
 
+# A call made and then the reply in words (~20 s on a busy 2-core box); a valid call stays in the default run.
+@pytest.mark.slow
 def test_a_call_written_as_code_is_made_not_spoken(models: ModelSet, monkeypatch: pytest.MonkeyPatch) -> None:
     """A code model given tools may write a call as code (over WebRTC, "1 2 3" got the reply
     ``1. get_weather(city="New York")`` from it), below the call threshold. A reply that starts so

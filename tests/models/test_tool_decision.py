@@ -246,6 +246,7 @@ def test_a_call_repeating_the_chain_is_answered_in_words(models: ModelSet, monke
     assert not result.tool_calls and "18" in result.text and "".join(pieces) == result.text, result
 
 
+@pytest.mark.slow  # a chain of calls up to its bound (~9 s on a busy 2-core box)
 def test_a_chain_stops_calling_after_its_bound(models: ModelSet) -> None:
     calls = [ToolCall(f"call_{i}", "get_weather", json.dumps({"city": c})) for i, c in enumerate(CITIES)]
     messages = [PLAIN, ChatMessage("user", "What's the weather in " + ", ".join(CITIES) + " and Oslo?")]
@@ -261,6 +262,7 @@ def test_a_chain_stops_calling_after_its_bound(models: ModelSet) -> None:
 CITIES = ["Rome", "Madrid", "Berlin", "Vienna"][:MAX_CHAIN_CALLS]
 
 
+@pytest.mark.slow  # a chain of decisions read ahead and made (~11 s on a busy 2-core box)
 def test_prepare_reads_the_chained_decisions_head_too(models: ModelSet) -> None:
     """Failed before: ``prepare`` read the first decision's system turn only, so the first decision
     after a tool's output (its system turn differs) read the tools' listing again (~100 tokens)."""

@@ -101,6 +101,7 @@ def test_trimmed_encoder_input_is_the_turn_plus_padding_not_30_s(
     assert frames == [3000], frames  # the 30 s window
 
 
+@pytest.mark.slow  # 40 s of synthesized speech transcribed in two 30 s windows (~18 s on a busy 2-core box)
 def test_turn_longer_than_30_s_is_transcribed_in_pieces(stt: WhisperSpeechToText, tts: PiperTextToSpeech) -> None:
     parts = [
         "My first point is about the weather in spring.",
