@@ -312,7 +312,9 @@ class SipCall:
         ``sendrecv`` (``sendonly``: a PBX's hold, often with music; ``inactive``), or an unspecified
         address or port 0 (``held_by_address``, RFC 2543's hold), holds the call: what comes in
         (hold music) is not heard, as if the caller were silent, and no media does not end the
-        call (the media timeout waits); the reply being spoken goes on, unheard."""
+        call (the media timeout waits). While the caller does not receive, the reply being spoken
+        stops where it is and goes on from there when it does again (``UnitLease.suspend_playout``);
+        a response made meanwhile waits for it too."""
         direction = self.offer.direction
         held = direction != "sendrecv" or held_by_address
         sending = direction in ("sendrecv", "recvonly") and not held_by_address
@@ -322,6 +324,7 @@ class SipCall:
         self.rtp.listening = not held
         if self._media is not None:
             self._media.paused = held
+        self.session.lease.suspend_playout(not sending)
 
     def _on_info(self, request: SipRequest) -> None:
         """SIP INFO with ``application/dtmf-relay`` (``Signal=5``, ``Duration=160``): a key press."""
