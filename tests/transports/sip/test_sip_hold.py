@@ -1,10 +1,13 @@
-"""Hold of a SIP call against a real gateway (real pool and models), from raw sockets on
-loopback: a reply being spoken when the hold comes stops where it is and goes on from there at
-the resume, and a response made while held waits for it."""
+"""Hold and stream removal of a SIP call against a real gateway (real pool and models), from raw
+sockets on loopback: a reply being spoken when the hold comes stops where it is and goes on from
+there at the resume, and a response made while held waits for it; an offer with port 0 removes
+the stream (RFC 3264 8.2): answered with port 0, no media, and the call ends at the media timeout
+unless a re-INVITE brings a stream back."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import re
 from collections.abc import Iterator
@@ -13,14 +16,15 @@ import numpy as np
 import pytest
 
 from gateway.media.g711 import decode_mulaw, encode_mulaw
+from gateway.pool.end_reason import EndReason
 from gateway.server.app_keys import POOL, SIP
-from gateway.transports.sip.message import SipResponse, parse_name_addr
+from gateway.transports.sip.message import SipRequest, SipResponse, make_response, parse_name_addr
 from gateway.transports.sip.rtp import RtpPacket, build_rtp, parse_rtp
 from tests.helpers import app_idle, says, serve, wait_until
 from tests.transports.sip import sip_samples
 from tests.transports.sip.baresip_phone import transcribed
 from tests.transports.sip.conftest import sip_config
-from tests.transports.sip.reinvite_peer import MediaPort, media_port, offered
+from tests.transports.sip.reinvite_peer import MediaPort, media_port, offered, origin
 from tests.transports.sip.sip_socket import SipSocket
 from tests.transports.websocket.ws_client import EventClient
 
@@ -141,6 +145,71 @@ async def test_a_reply_waits_out_a_hold_and_goes_on_from_where_it_stopped(models
                 assert first["response_id"] != control.of_type("output_audio_buffer.started", second)[0]["response_id"]
 
             caller.send(sip_samples.in_dialog("BYE", port, tag, caller_port=caller.port, cseq=39462))
+            assert await wait_until(lambda: not app[SIP].calls and app_idle(app), 15)
+    finally:
+        if phone is not None:
+            phone.stop()
+        media_socket.close()
+
+
+@pytest.mark.slow
+async def test_a_port_0_offer_removes_the_stream_and_the_call_ends_unless_one_comes_back(models, gateway_config):
+    """RFC 3264 8.2: an offer whose audio stream has port 0 removes it. Before, it was taken as a
+    hold: answered with the gateway's own port, and the call was kept (the media timeout waited)
+    for as long as the dialog lasted. Now the answer has port 0, nothing is sent, what still
+    comes counts for nothing, and the media timeout runs: the call ends with a BYE unless a
+    re-INVITE brings a stream back (then it is latched anew, a new SSRC included, and heard and
+    sent to as before). An INVITE whose only audio stream has port 0 gets 488."""
+    config = sip_config(gateway_config, media_timeout_s=3.0)
+    media_socket, media, rtp_port = await media_port()
+    removal = (
+        "v=0\r\no=- 3596944745 589469586 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 {rtp_host}\r\nt=0 0\r\n"
+        "m=audio 0 RTP/AVP 0\r\n"
+    )
+    phone = None
+    try:
+        async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
+            port = config.sip_port
+            async with SipSocket(config.sip_port) as disabled:
+                offer = sip_samples.BARESIP_SDP.replace("m=audio {rtp_port}", "m=audio 0")
+                disabled.send(sip_samples.invite(port, caller_port=disabled.port, call_id="disabled-1", sdp=offer))
+                refused = await disabled.response(488, within=15)
+                assert "port 0" in (refused.get("Warning") or ""), refused.encode()
+
+            ok, tag, gateway_port = await _answered(caller, port, rtp_port)
+            answer = ok.body.decode()
+            phone = _Phone(media_socket, gateway_port)
+            call = next(iter(app[SIP].calls.values()))
+            assert await wait_until(lambda: call.rtp.latched and len(media.datagrams) >= 5, 10)
+
+            removed = (await offered(caller, port, tag, removal, rtp_port, 39458)).body.decode()
+            assert re.findall(r"m=audio (\d+) (\S+) (.*)\r\n", removed) == [("0", "RTP/AVP", "0")], removed
+            assert origin(removed) == (origin(answer)[0], origin(answer)[1] + 1)
+            await asyncio.sleep(0.1)
+            sent, received = len(media.datagrams), call.rtp.packets
+            await asyncio.sleep(0.6)  # the phone sends on: taken for nothing
+            assert len(media.datagrams) == sent and call.rtp.packets == received and call.end_reason is None
+
+            # The stream comes back (the same port, a new stream: a new SSRC)
+            phone.ssrc = 8
+            back = (await offered(caller, port, tag, sip_samples.BARESIP_SDP, rtp_port, 39459)).body.decode()
+            assert f"m=audio {gateway_port} RTP/AVP 0 101" in back and "a=sendrecv" in back
+            assert origin(back)[1] == origin(answer)[1] + 2
+            assert await wait_until(lambda: call.rtp.packets > received + 10 and len(media.datagrams) > sent + 10, 10)
+            await asyncio.sleep(3.5)  # longer than the media timeout: the call lives while media flows
+            assert call.end_reason is None
+
+            # Removed again: the media timeout ends the call with a BYE
+            assert "m=audio 0 " in (await offered(caller, port, tag, removal, rtp_port, 39460)).body.decode()
+            bye = None
+            with contextlib.suppress(TimeoutError):
+                while bye is None:
+                    message = await caller.receive(within=10)
+                    if isinstance(message, SipRequest) and message.method == "BYE":
+                        bye = message
+            assert bye is not None and call.end_reason is EndReason.MEDIA_TIMEOUT, call.end_reason
+            answered_bye = make_response(bye, 200)
+            caller.send(answered_bye.encode())
             assert await wait_until(lambda: not app[SIP].calls and app_idle(app), 15)
     finally:
         if phone is not None:
