@@ -91,7 +91,8 @@ class OutputAudioTrack(PacedAudioTrack):
     audio of a response, end of a response). ``echo_reference``, if given, records every frame as
     it leaves (what the caller's side may echo back). ``cue``, if given, is the unit's thinking cue
     (``gateway.media.thinking_cue``): played in frames with no reply audio while it is due, and
-    stopped by the first frame of reply audio. Its frames count as sound (``carried_audio``, the
+    stopped by the first frame of reply audio; not while the buffer is suspended (a call on hold:
+    the cue waits for the resume with the reply). Its frames count as sound (``carried_audio``, the
     RTP marker of a SIP leg) and are recorded as played, so its echo starts no turn.
     ``on_samples(samples, played_at)``, if given, gets every frame too (int16 48 kHz, silence and
     cue included; ``played_at`` monotonic s), for a recording.
@@ -125,7 +126,7 @@ class OutputAudioTrack(PacedAudioTrack):
         if self._cue is not None:
             if samples is not None:
                 self._cue.stop()  # the answer is heard: the cue ends in this very frame
-            else:
+            elif not self._buffer.suspended:  # nobody hears it on hold: it waits for the resume
                 samples = self._cue.read(FRAME_SAMPLES)
         self._carried_audio = samples is not None
         if samples is None:

@@ -14,6 +14,8 @@ import numpy as np
 SAMPLE_RATE = 48000
 # How long the words of played reply audio are kept (:meth:`PlayoutBuffer.words_played_since`), s.
 SPOKEN_HISTORY_S = 10.0
+# How often a writer waiting while playback is suspended looks again (a cancel does not notify), s.
+_SUSPENDED_POLL_S = 0.5
 
 
 class ReadAhead(Protocol):
@@ -72,6 +74,7 @@ class PlayoutBuffer:
         self._closed = False
         self._paused = False  # barge-in under decision: the reader gets silence, nothing is dropped
         self._held: Optional[int] = None  # a preemptive reply's generation: queued, not played yet
+        self._suspended = False  # the caller cannot hear (a SIP hold): reads take nothing, writes wait
         # Deadline misses: a response that plays and is not at its end, with no audio for a frame.
         self.underruns = 0  # times its audio ran dry (each gap once)
         self.underrun_samples = 0  # samples of silence read inside responses so far
@@ -87,17 +90,15 @@ class PlayoutBuffer:
 
         Blocks while more than ``capacity_ms`` is buffered, then queues the whole sentence at once:
         the TTS thread synthesizes the next sentence while this one plays, so sentences follow
-        each other without a gap, and the buffer holds at most capacity + one sentence.
+        each other without a gap, and the buffer holds at most capacity + one sentence. While
+        playback is :meth:`suspend`-ed (a call on hold, minutes maybe) the wait has no timeout:
+        ``timeout`` counts again from the resume.
         """
         words = text.split()
         step = SAMPLE_RATE // 10  # 100 ms pieces: the granularity of "what the caller heard"
         pieces = max(1, -(-samples.size // step))
         with self._cond:
-            ok = self._cond.wait_for(
-                lambda: self._closed or not self._is_current(generation) or self._buffered <= self._capacity,
-                timeout,
-            )
-            if not ok or self._closed or not self._is_current(generation):
+            if not self._room(generation, timeout):
                 return False
             for index in range(pieces):
                 part = samples[index * step : (index + 1) * step]
@@ -105,6 +106,23 @@ class PlayoutBuffer:
                 self._entries.append(_Entry(generation, part, share))
                 self._buffered += part.size
         return True
+
+    def _room(self, generation: int, timeout: float) -> bool:
+        """Wait (the lock held) until ``generation`` may queue audio: True when there is room for
+        it, False once it is stale, the buffer closed, or ``timeout`` s passed without room while
+        playback was not suspended."""
+        remaining = timeout
+        while not (self._closed or not self._is_current(generation) or self._buffered <= self._capacity):
+            if self._suspended:
+                self._cond.wait(_SUSPENDED_POLL_S)  # a cancel makes it stale without a notify
+                remaining = timeout
+                continue
+            if remaining <= 0:
+                break
+            started = time.monotonic()
+            self._cond.wait(remaining)
+            remaining -= time.monotonic() - started
+        return not self._closed and self._is_current(generation) and self._buffered <= self._capacity
 
     def end(self, generation: int) -> None:
         """Mark the end of a response; the track reports it once the audio before it has played."""
@@ -118,7 +136,7 @@ class PlayoutBuffer:
         out: list[np.ndarray] = []
         need = samples
         with self._cond:
-            while self._entries and need > 0 and not self._paused:
+            while self._entries and need > 0 and not self._paused and not self._suspended:
                 entry = self._entries[0]
                 if not self._is_current(entry.generation):
                     self._pop()
@@ -174,7 +192,12 @@ class PlayoutBuffer:
         end marker)."""
         playing = self._playing
         starving = (
-            missing > 0 and playing is not None and not self._paused and not self._entries and self._is_current(playing)
+            missing > 0
+            and playing is not None
+            and not self._paused
+            and not self._suspended
+            and not self._entries
+            and self._is_current(playing)
         )
         if starving and not self._starving:
             self.underruns += 1
@@ -197,6 +220,24 @@ class PlayoutBuffer:
         with self._cond:
             self._paused = False
             self._cond.notify_all()
+
+    def suspend(self, on: bool) -> None:
+        """Suspend playback while the caller cannot hear it (``on``: a SIP hold), or play on
+        (``on`` False). While suspended, reads take nothing (the reader keeps its clock and sends
+        silence, or nothing): the reply stops where it was, nothing of it is dropped or counted as
+        played or heard, its end is not reached (no playback event), a newer response's audio
+        waits too, and a writer waits for room without its timeout. Independent of
+        :meth:`pause` (barge-in), which a resume from the hold does not undo."""
+        with self._cond:
+            self._suspended = on
+            self._starving = False
+            self._cond.notify_all()
+
+    @property
+    def suspended(self) -> bool:
+        """True while :meth:`suspend` holds playback."""
+        with self._cond:
+            return self._suspended
 
     def hold(self, generation: int) -> None:
         """Queue the audio of ``generation`` (a preemptive reply) without playing it: reads return
@@ -265,6 +306,7 @@ class PlayoutBuffer:
         with self._cond:
             self._closed = True
             self._paused = False
+            self._suspended = False
             self._entries.clear()
             self._buffered = 0
             self._cond.notify_all()

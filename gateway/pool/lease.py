@@ -66,9 +66,10 @@ class UnitLease:
         return self._unit.models.vad.sample_rate
 
     def busy(self) -> bool:
-        """True while a response is being generated or its reply audio is still to be played."""
+        """True while a response is being generated or its reply audio is still to be played;
+        False while the playout is suspended (a call on hold: nobody waits for the reply now)."""
         unit = self._unit
-        return self.live and (unit.scope.live or unit.playout.buffered_ms > 0)
+        return self.live and not unit.playout.suspended and (unit.scope.live or unit.playout.buffered_ms > 0)
 
     def touch(self) -> None:
         """Caller activity (speech, a key press) or a response: the idle timeout starts again."""
@@ -96,6 +97,14 @@ class UnitLease:
         """A fresh outbound track on the unit's playout buffer (WebRTC; one per call). It must be
         stopped before the lease is released."""
         return self._unit.new_output_track()
+
+    def suspend_playout(self, on: bool) -> None:
+        """The caller cannot hear the reply now (``on``: a SIP hold), or hears again: the output
+        track keeps its 20 ms clock but takes no reply audio while suspended, so the reply goes on
+        from where it stopped, a new one waits too, and no playback event is reached in
+        between. Ignored once released."""
+        if self.live:
+            self._unit.suspend_playout(on)
 
     def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:
         """A reader of the unit's playout buffer for an event transport (WebSocket); its

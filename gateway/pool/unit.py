@@ -100,6 +100,9 @@ class PipelineUnit(UnitLifecycle):
         self.replying_elsewhere: Callable[[], int] = lambda: 0
         self.on_first_audio: Callable[[float, bool], None] = lambda first_clause_s, quiet: None
         self._quiet_turn = False
+        # When the playout was last suspended or resumed (a call on hold; monotonic s): a reply asked
+        # before then waited out the hold, so its first audio is not timed.
+        self._suspension_changed_at: Optional[float] = None
         self._build()
 
     # ----- construction -----
@@ -167,6 +170,14 @@ class PipelineUnit(UnitLifecycle):
         """Play the held reply on (the speech under it was a backchannel or a noise)."""
         self.playout.resume()
 
+    def suspend_playout(self, on: bool) -> None:
+        """The caller cannot hear (``on``: a SIP hold) or hears again: the reply audio waits in the
+        playout buffer where it stopped (``PlayoutBuffer.suspend``). Ignored unless a call is served."""
+        if self._active_call() is None or self.playout.suspended == on:
+            return
+        self.playout.suspend(on)
+        self._suspension_changed_at = time.monotonic()
+
     def barge_in_heard(self, call_id: str, speculation: int, heard: ScoredTranscript) -> None:
         """What a barge-in probe heard, handed to the VAD stage (thread-safe)."""
         self.chain.vad_in.put(
@@ -189,6 +200,8 @@ class PipelineUnit(UnitLifecycle):
         self.preemptive.new_call()
         self.scope.cancel()  # nothing of an earlier call is live in this one
         self.cue.stop()
+        self.playout.suspend(False)
+        self._suspension_changed_at = None
         prepare_filler(self)
         self._sink = sink
 
@@ -201,6 +214,7 @@ class PipelineUnit(UnitLifecycle):
         self.cue.stop()
         self._let_go_of_warm()
         self.prompt_read.let_go()
+        self.playout.suspend(False)
         self.playout.clear()
         self.chain.flush()
 
@@ -460,12 +474,15 @@ class PipelineUnit(UnitLifecycle):
             if latency is not None:
                 latency.mark("first_audio_frame", time.monotonic())
                 asked = latency.end_of_turn or latency.response_requested
-                if asked is not None and latency.first_audio_frame is not None:
-                    self.on_first_audio(latency.first_audio_frame - asked, self._quiet_turn)
-                measured = TurnLatencyMeasured(
-                    call_id, generation=events.started, latency_ms=latency.as_ms(), detail_ms=latency.waits_ms()
-                )
-                self._deliver(measured)
+                suspended = self._suspension_changed_at
+                # a reply that waited out a hold is not timed: that wait was the caller's, not ours
+                if asked is None or suspended is None or asked > suspended:
+                    if asked is not None and latency.first_audio_frame is not None:
+                        self.on_first_audio(latency.first_audio_frame - asked, self._quiet_turn)
+                    measured = TurnLatencyMeasured(
+                        call_id, generation=events.started, latency_ms=latency.as_ms(), detail_ms=latency.waits_ms()
+                    )
+                    self._deliver(measured)
             self._deliver(PlaybackStarted(call_id, generation=events.started))
         if events.stopped is not None:
             self.call_state.touch()

@@ -7,6 +7,7 @@ import numpy as np
 
 from gateway.media.outbound import FRAME_SAMPLES, OutputAudioTrack
 from gateway.media.playout import PlayoutBuffer
+from gateway.media.thinking_cue import ThinkingCue, thinking_tone
 
 
 async def test_frames_are_960_samples_paced_20ms_with_increasing_pts():
@@ -50,3 +51,19 @@ async def test_stale_generation_is_never_played():
     current["gen"] = 2  # cancelled after it was queued
     frame = await track.recv()
     assert not np.any(frame.to_ndarray())
+
+
+async def test_the_thinking_cue_waits_while_playback_is_suspended():
+    # A call on hold hears nothing: before, the cue was read on (a filler's "One moment." said to
+    # nobody, its longest time spent); now it waits and sounds at the resume if still due.
+    buffer = PlayoutBuffer(lambda g: True)
+    cue = ThinkingCue()
+    track = OutputAudioTrack(buffer, cue=cue)
+    cue.arm(thinking_tone(), at=time.monotonic())
+    buffer.suspend(True)
+    for _ in range(5):
+        assert not np.any((await track.recv()).to_ndarray())
+    assert cue.frames_played == 0 and not track.carried_audio
+    buffer.suspend(False)
+    await track.recv()
+    assert cue.frames_played == 1 and track.carried_audio

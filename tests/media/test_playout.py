@@ -91,6 +91,48 @@ def test_clear_ends_a_pause():
     assert not buffer.paused
 
 
+def test_suspended_playback_takes_nothing_and_goes_on_from_where_it_stopped():
+    """A SIP hold suspends playback: before, the reply was read on (paced out to nobody) and ended
+    as if heard. Suspended, reads take nothing (no audio, no end, no miss), a barge-in pause and
+    resume in between do not undo it, a writer waits past its timeout without giving up (a hold
+    lasts minutes), and the resume goes on at the very sample where it stopped, to the reply's end
+    with all of it played."""
+    buffer = PlayoutBuffer(lambda g: True, capacity_ms=100)
+    ramp = np.arange(9600, dtype=np.int16)  # 200 ms, every sample different
+    buffer.write(1, ramp, "one two")
+    first, events = buffer.read_frame(960)
+    assert first is not None and first[0] == 0 and events.started == 1
+    buffer.suspend(True)
+    assert buffer.suspended and buffer.pause()
+    buffer.resume()  # a barge-in's resume is not the caller's
+    result = {}
+
+    def writer():  # the next sentence: no room while nothing is read
+        result["ok"] = buffer.write(1, np.ones(4800, np.int16), timeout=0.05)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    for _ in range(20):
+        frame, events = buffer.read_frame(960)
+        assert frame is None and events.started is None and events.stopped is None
+        time.sleep(0.01)
+    assert thread.is_alive() and buffer.underruns == 0
+    assert buffer.buffered_ms == 180  # nothing of it taken
+    buffer.suspend(False)
+    second, _ = buffer.read_frame(960)
+    assert second is not None and second[0] == 960  # exactly where it stopped
+    for _ in range(3):  # down to 100 ms left: room for the next sentence
+        buffer.read_frame(960)
+    thread.join(2)
+    assert result == {"ok": True}
+    buffer.end(1)
+    stopped = None
+    for _ in range(20):
+        _frame, events = buffer.read_frame(960)
+        stopped = stopped or events.stopped
+    assert stopped == (1, 300)  # all of it (200 ms, then the next 100), then its end
+
+
 def test_a_reply_whose_audio_runs_dry_before_its_end_counts_one_deadline_miss_per_gap():
     """A reply that plays and has no audio for a frame, though it has not ended, is a missed
     deadline (the caller hears a gap); silence between replies, a paused reply (barge-in being

@@ -34,7 +34,14 @@ from gateway.transports.live_session import LiveSession
 from gateway.transports.sip.dialog import Dialog
 from gateway.transports.sip.message import SipRequest, SipResponse, is_digits, make_response
 from gateway.transports.sip.rtp import RtpStream
-from gateway.transports.sip.sdp import AudioOffer, SdpError, build_answer, new_origin, parse_offer
+from gateway.transports.sip.sdp import (
+    AudioOffer,
+    SdpError,
+    build_answer,
+    new_origin,
+    parse_offer,
+    removed_stream,
+)
 from gateway.transports.sip.srtp import SdesKeys
 from gateway.transports.sip.transactions import RetransmitBudget, ServerTransaction
 
@@ -44,9 +51,9 @@ log = logging.getLogger(__name__)
 _RINGING_END = {EndReason.CALLER_CANCEL: 487, EndReason.CALLER_BYE: 487, EndReason.SERVER_SHUTDOWN: 503}
 
 
-def _no_media_address(offer: AudioOffer) -> bool:
-    """True for an offer whose address is unspecified (``0.0.0.0``) or port 0: no media there."""
-    return not offer.port or ipaddress.ip_address(offer.address).is_unspecified
+def _unspecified_address(offer: AudioOffer) -> bool:
+    """True for an offer whose address is unspecified (``c=0.0.0.0``, RFC 2543's hold): no media there."""
+    return ipaddress.ip_address(offer.address).is_unspecified
 
 
 class CallStateError(RuntimeError):
@@ -273,26 +280,37 @@ class SipCall:
     def _reoffer(self, request: SipRequest) -> str:
         """The answer to a re-INVITE (RFC 3264 8): a session refresh repeats the answer; an offer
         with a new media address or port moves the RTP there (:meth:`RtpStream.move`; not an
-        unspecified address or port 0: the old way to hold); a new direction is mirrored and
+        unspecified address ``c=0.0.0.0``: the old way to hold); a new direction is mirrored and
         followed (:meth:`_follow_direction`: hold and resume); new SRTP keys (RFC 4568 7.1.4)
-        re-key what comes in and are answered with the offer's tag and our key. An answer that
-        changed takes the ``o=`` version one up. A re-INVITE without SDP gets the current answer.
-        Raises SdpError (-> 488, the call goes on as it was) for an offer that cannot be answered,
-        or that changes the codec or drops or adds SRTP (not supported mid-call)."""
+        re-key what comes in and are answered with the offer's tag and our key. An offer whose
+        audio stream has port 0 removes it (RFC 3264 8.2, not a hold): answered with port 0, no
+        media flows and the media timeout runs (:meth:`_remove_stream`); a later offer with a port
+        brings a stream back, latched anew. An answer that changed takes the ``o=`` version one
+        up. A re-INVITE without SDP gets the current answer. Raises SdpError (-> 488, the call goes
+        on as it was) for an offer that cannot be answered, or that changes the codec or drops or
+        adds SRTP (not supported mid-call)."""
         if request.content_type != "application/sdp" or not request.body:
             return self.answer_sdp
-        offer = parse_offer(request.body.decode("utf-8", "replace"), self.srtp_policy)
+        sdp = request.body.decode("utf-8", "replace")
+        if removed_stream(sdp):
+            self._remove_stream()
+            return self._answer()
+        offer = parse_offer(sdp, self.srtp_policy)
         if (offer.payload_type, offer.codec) != (self.offer.payload_type, self.offer.codec):
             raise SdpError(f"a codec change mid-call ({self.offer.codec} -> {offer.codec}) is not supported")
         current, offered = self.offer.keys, offer.keys
         if (current is None) != (offered is None):
             raise SdpError("turning SRTP on or off mid-call is not supported")
         moved = (offer.address, offer.port) != (self.offer.address, self.offer.port)
-        if moved and not _no_media_address(offer):
+        if (moved or self.rtp.removed) and not _unspecified_address(offer):
+            # a stream brought back is a new one (RFC 3264 8.2), maybe with a new SSRC: latch again
             self.rtp.move((offer.address, offer.port), self._latch_trust(offer.address))
             self.offer = replace(self.offer, address=offer.address, port=offer.port)
+        if self.rtp.removed:
+            log.info("call %s: the audio stream is back (%s:%d)", self.id, offer.address, offer.port)
+            self.rtp.removed = False
         self.offer = replace(self.offer, direction=offer.direction)
-        self._follow_direction(held_by_address=_no_media_address(offer))
+        self._follow_direction(held_by_address=_unspecified_address(offer))
         if current is not None and offered is not None and self.rtp.srtp is not None:
             if (offered.tag, offered.suite, offered.remote_key) != (current.tag, current.suite, current.remote_key):
                 local_key = current.local_key if offered.suite == current.suite else offered.local_key
@@ -300,19 +318,40 @@ class SipCall:
                 self.rtp.srtp.rekey(keys)
                 self.offer = replace(self.offer, keys=keys)
                 log.info("call %s: the caller's re-INVITE changed its SRTP key (tag %s)", self.id, keys.tag)
-        answer = build_answer(self.offer, *self._answered_at, self._origin)
+        return self._answer()
+
+    def _answer(self) -> str:
+        """The answer to the offer as followed now; one that changed takes the next ``o=`` version."""
+        removed = self.rtp.removed
+        answer = build_answer(self.offer, *self._answered_at, self._origin, removed=removed)
         if answer != self.answer_sdp:
             self._origin = (self._origin[0], self._origin[1] + 1)
-            self.answer_sdp = build_answer(self.offer, *self._answered_at, self._origin)
+            self.answer_sdp = build_answer(self.offer, *self._answered_at, self._origin, removed=removed)
         return self.answer_sdp
+
+    def _remove_stream(self) -> None:
+        """The caller's offer removed the audio stream (port 0, RFC 3264 8.2): nothing is sent nor
+        taken from what still comes, the reply waits unplayed (as on hold), and, unlike a hold, the
+        media timeout runs: a voice call with no stream left ends with a BYE unless a later
+        re-INVITE brings one back."""
+        if not self.rtp.removed:
+            log.info("call %s: the caller's offer removed the audio stream (port 0)", self.id)
+        self.rtp.removed = True
+        self.rtp.sending = False
+        self.rtp.listening = False
+        if self._media is not None:
+            self._media.paused = False
+        self.session.lease.suspend_playout(True)
 
     def _follow_direction(self, held_by_address: bool = False) -> None:
         """Follow the direction of the caller's offer (RFC 3264 6.1, 8.4): the gateway sends only
         when the caller receives (``sendrecv``, ``recvonly``) at a real address; anything but
         ``sendrecv`` (``sendonly``: a PBX's hold, often with music; ``inactive``), or an unspecified
-        address or port 0 (``held_by_address``, RFC 2543's hold), holds the call: what comes in
-        (hold music) is not heard, as if the caller were silent, and no media does not end the
-        call (the media timeout waits); the reply being spoken goes on, unheard."""
+        address (``held_by_address``, RFC 2543's hold), holds the call: what comes in (hold music)
+        is not heard, as if the caller were silent, and no media does not end the call (the media
+        timeout waits). While the caller does not receive, the reply being spoken stops where it
+        is and goes on from there when it does again (``UnitLease.suspend_playout``); a response
+        made meanwhile waits for it too."""
         direction = self.offer.direction
         held = direction != "sendrecv" or held_by_address
         sending = direction in ("sendrecv", "recvonly") and not held_by_address
@@ -322,6 +361,7 @@ class SipCall:
         self.rtp.listening = not held
         if self._media is not None:
             self._media.paused = held
+        self.session.lease.suspend_playout(not sending)
 
     def _on_info(self, request: SipRequest) -> None:
         """SIP INFO with ``application/dtmf-relay`` (``Signal=5``, ``Duration=160``): a key press."""

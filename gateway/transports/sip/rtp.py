@@ -129,7 +129,9 @@ class RtpStream:
     ``telephone_event_rate`` the clock rate of ``telephone_event`` (Hz); ``srtp`` the call's SRTP
     sessions (None: plain RTP). ``sending`` False withholds every packet (the caller receives
     nothing: a hold), ``listening`` False drops the caller's audio before ``on_audio`` (key presses
-    still count). Raises ValueError for a codec this leg cannot make RTP of."""
+    still count); ``removed`` True (the caller's offer removed the stream: port 0, RFC 3264 8.2)
+    ignores whatever still comes, which then counts for nothing (no audio, key press or packet:
+    the media timeout runs). Raises ValueError for a codec this leg cannot make RTP of."""
 
     def __init__(
         self,
@@ -166,6 +168,7 @@ class RtpStream:
         self.trusted = _latch_sources(remote, trusted)
         self.sending = True
         self.listening = True
+        self.removed = False
         self.packets = 0
         self.dropped = 0
         self._remote_ssrc: Optional[int] = None
@@ -206,6 +209,8 @@ class RtpStream:
 
     def received(self, data: bytes, source: tuple[str, int]) -> None:
         """One datagram from ``source`` (see the module docstring)."""
+        if self.removed:
+            return
         packet = parse_rtp(data)
         if packet is None:
             if self.latched and source == self.remote and self._authentic_rtcp(data, source):

@@ -21,6 +21,8 @@ one voice codec, ``telephone-event`` and, for SRTP, the gateway's own key.
   ``POST /v1/realtime/calls``), none of those codecs, SRTP without a usable key, or plain RTP
   where SRTP is required. The direction answered mirrors the offer's (its m-section's, else the
   session's: RFC 8866 6.7).
+- **Removed**: an audio stream offered with port 0 (:func:`removed_stream`; RFC 3264 8.2, a
+  re-INVITE's) is answered with port 0 too (``build_answer(..., removed=True)``).
 """
 
 from __future__ import annotations
@@ -106,6 +108,16 @@ def parse_offer(sdp: str, srtp: str = "optional") -> AudioOffer:
         profile, keys = _security(media, srtp)
         return replace(_audio(description, media, session_address), profile=profile, keys=keys)
     raise SdpError("no audio stream in the offer")
+
+
+def removed_stream(sdp: str) -> bool:
+    """True when the offer's first audio stream (the one :func:`parse_offer` reads) has port 0:
+    a stream the offerer removes or disables (RFC 3264 8.2, 5.1), not a hold. Its m-line may list
+    any one format and omit its other attributes: it is not read further."""
+    for media in read_sdp(sdp).media:
+        if media.kind == "audio" and media.formats:
+            return is_digits(media.port) and int(media.port) == 0
+    return False
 
 
 def _security(media: SdpMedia, srtp: str) -> tuple[str, Optional[SdesKeys]]:
@@ -194,11 +206,15 @@ def new_origin() -> tuple[int, int]:
     return secrets.randbelow(2**31), int(time.time())
 
 
-def build_answer(offer: AudioOffer, address: str, port: int, origin: Optional[tuple[int, int]] = None) -> str:
+def build_answer(
+    offer: AudioOffer, address: str, port: int, origin: Optional[tuple[int, int]] = None, *, removed: bool = False
+) -> str:
     """The SDP answer: our RTP ``address`` and ``port``, the offer's profile, the chosen codec,
     ``telephone-event`` if offered (events 0-15: the DTMF digits), our SRTP key if SRTP (RFC 4568:
     the offer's tag and suite), 20 ms packets, the direction that mirrors the offer's. ``origin``:
-    the ``o=`` session id and version (a re-INVITE's answer keeps the id, RFC 3264 8; default new)."""
+    the ``o=`` session id and version (a re-INVITE's answer keeps the id, RFC 3264 8; default new).
+    ``removed``: the offer removed the stream (:func:`removed_stream`): its m-line is answered with
+    port 0 and the codec alone (RFC 3264 6, 8.2: no key, no other attribute; no media flows)."""
     session, version = origin or new_origin()
     family = "IP6" if ":" in address else "IP4"
     formats = [str(offer.payload_type)]
@@ -210,6 +226,9 @@ def build_answer(offer: AudioOffer, address: str, port: int, origin: Optional[tu
         "t=0 0",
     ]
     attributes = [f"a=rtpmap:{offer.payload_type} {offer.voice.rtpmap}"]
+    if removed:
+        lines += [f"m=audio 0 {offer.profile} {offer.payload_type}", *attributes]
+        return "\r\n".join(lines) + "\r\n"
     if offer.telephone_event is not None:
         formats.append(str(offer.telephone_event))
         attributes += [

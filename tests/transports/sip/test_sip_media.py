@@ -16,10 +16,11 @@ from gateway.media.dtmf import KeyPressDetector
 from gateway.media.g711 import encode_mulaw
 from gateway.transports.sip import rtp
 from gateway.transports.sip.rtp import RTP_RATE, RtpPacket, RtpStream, build_rtp, parse_rtp
-from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer
+from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer, removed_stream
 from gateway.transports.sip.user_agent import resolve, rtp_port_range
 from gateway.transports.sip.webhook import sign, signing_key
 from tests.helpers import wait_until
+from tests.transports.sip import sip_samples
 from tests.transports.sip.sip_samples import BARESIP_SDP
 
 FREESWITCH_WEBRTC = (
@@ -61,6 +62,47 @@ def test_a_direction_given_for_the_session_is_the_streams_and_is_mirrored():
     assert offer.direction == "sendonly" and "a=recvonly" in build_answer(offer, "127.0.0.1", 4000)
     own = parse_offer("v=0\r\nc=IN IP4 10.0.0.1\r\na=sendonly\r\nm=audio 5004 RTP/AVP 0\r\na=inactive\r\n")
     assert own.direction == "inactive"
+
+
+def test_a_port_0_offer_removes_the_stream_and_is_answered_with_port_0():
+    """RFC 3264 8.2: a stream offered with port 0 is removed (not held), and the answer's m-line
+    has port 0 too. Before, port 0 was read as a hold and answered with the gateway's own port,
+    promising media on a stream the caller had just removed. The removal may list any one format
+    and drop the other attributes (here no a=crypto under RTP/SAVP); the answer keeps the codec
+    alone, without a key."""
+    sdp = sip_samples.BARESIP_SRTP_SDP.format(rtp_host="127.0.0.1", rtp_port=20004)
+    offer = parse_offer(sdp)
+    assert not removed_stream(sdp)
+    removal = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 0 RTP/SAVP 8\r\n"
+    assert removed_stream(removal)
+    assert removed_stream(sdp.replace("m=audio 20004", "m=audio 0"))
+    assert not removed_stream(sdp.replace("c=IN IP4 127.0.0.1", "c=IN IP4 0.0.0.0"))  # RFC 2543's hold
+    video_first = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=video 0 RTP/AVP 96\r\nm=audio 5004 RTP/AVP 0\r\n"
+    assert not removed_stream(video_first)  # the audio stream is the one that counts
+    answer = build_answer(offer, "127.0.0.1", 40000, removed=True)
+    assert "m=audio 0 RTP/SAVP 0\r\n" in answer and "a=rtpmap:0 PCMU/8000" in answer
+    assert "40000" not in answer and "a=crypto" not in answer and "telephone-event" not in answer
+    assert removed_stream(answer)
+
+
+def test_a_removed_stream_takes_nothing_from_what_still_comes():
+    # After a port-0 offer no media flows (RFC 3264 8.2): a peer that sends on must neither be
+    # heard nor keep the call alive (packets counted are what the media timeout watches).
+    stream = RtpStream(payload_type=0, telephone_event=101, remote=("127.0.0.1", 4000), rate=8000)
+    heard: list[np.ndarray] = []
+    keys: list[str] = []
+    stream.on_audio = lambda samples, arrival: heard.append(samples)
+    stream.on_key = lambda press: keys.append(press.digit)
+    audio = build_rtp(RtpPacket(0, False, 1, 0, 7, encode_mulaw(np.zeros(160, np.int16))))
+    stream.received(audio, ("127.0.0.1", 4000))
+    assert stream.packets == 1 and len(heard) == 1
+    stream.removed = True
+    stream.received(
+        build_rtp(RtpPacket(0, False, 2, 160, 7, encode_mulaw(np.zeros(160, np.int16)))), ("127.0.0.1", 4000)
+    )
+    stream.received(build_rtp(RtpPacket(101, True, 3, 320, 7, struct.pack("!BBH", 5, 0x80, 480))), ("127.0.0.1", 4000))
+    stream.received(b"\x80\xc8" + b"\x00" * 26, ("127.0.0.1", 4000))  # RTCP SR
+    assert stream.packets == 1 and len(heard) == 1 and keys == []
 
 
 def test_rtp_packets_parse_with_csrcs_extension_and_padding():

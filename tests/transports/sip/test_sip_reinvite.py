@@ -12,63 +12,23 @@ import base64
 import re
 import time
 
-import numpy as np
 import pytest
 from pylibsrtp import Policy, Session
 
-from gateway.media.g711 import encode_mulaw
 from gateway.server.app_keys import METRICS, SIP
 from gateway.transports.sip.message import SipResponse, parse_name_addr
 from gateway.transports.sip.rtp import RtpPacket, build_rtp
 from tests.helpers import app_idle, serve, wait_until
 from tests.transports.sip import sip_samples
 from tests.transports.sip.conftest import sip_config
+from tests.transports.sip.reinvite_peer import TONE, media_port, offered, origin
 from tests.transports.sip.sip_socket import SipSocket
 
 OFFERED_KEY = sip_samples.OFFERED_KEY
-TONE = encode_mulaw((np.sin(np.arange(160) / 3) * 8000).astype(np.int16))
-
-
-class _Media(asyncio.DatagramProtocol):
-    """A caller's RTP port: keeps what the gateway sends."""
-
-    def __init__(self) -> None:
-        self.datagrams: list[bytes] = []
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.datagrams.append(data)
-
-
-async def _media_port() -> tuple[asyncio.DatagramTransport, _Media, int]:
-    transport, media = await asyncio.get_running_loop().create_datagram_endpoint(_Media, local_addr=("127.0.0.1", 0))
-    return transport, media, transport.get_extra_info("sockname")[1]
 
 
 def _dropped(app, reason: str) -> float:
     return app[METRICS].registry.get_sample_value("vg_sip_srtp_dropped_total", {"reason": reason}) or 0.0
-
-
-def _reinvite(port: int, tag: str, caller_port: int, sdp: str, rtp_port: int, cseq: int) -> bytes:
-    body = sdp.format(rtp_host="127.0.0.1", rtp_port=rtp_port)
-    return sip_samples.in_dialog(
-        "INVITE", port, tag, caller_port=caller_port, branch=f"z9hG4bKre{cseq}", cseq=cseq,
-        body=body, content_type="application/sdp",
-    )  # fmt: skip
-
-
-async def _offered(
-    caller: SipSocket, port: int, tag: str, sdp: str, rtp_port: int, cseq: int, *, ack: bool = True
-) -> SipResponse:
-    """Send a re-INVITE; its final response (others skipped: a 2xx of an earlier re-INVITE may
-    come again), its 2xx ACKed unless ``ack`` is False."""
-    caller.send(_reinvite(port, tag, caller.port, sdp, rtp_port, cseq))
-    while True:
-        response = await caller.response(within=10)
-        if response.get("CSeq") == f"{cseq} INVITE" and response.status >= 200:
-            break
-    if ack and 200 <= response.status < 300:
-        caller.send(sip_samples.ack(port, tag, branch=f"z9hG4bKreack{cseq}", caller_port=caller.port, cseq=cseq))
-    return response
 
 
 async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config):
@@ -79,7 +39,7 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
     used), the answer keeps our key with the offer's tag and the next ``o=`` version; a refresh
     repeats the answer; a codec change gets 488 and the call goes on as it was."""
     config = sip_config(gateway_config, media_timeout_s=30.0)
-    media_socket, _media, rtp_port = await _media_port()
+    media_socket, _media, rtp_port = await media_port()
     new_key = base64.b64encode(bytes(range(30))).decode()
     old_sender = Session(Policy(base64.b64decode(OFFERED_KEY), Policy.SSRC_ANY_OUTBOUND))
     new_sender = Session(Policy(base64.b64decode(new_key), Policy.SSRC_ANY_OUTBOUND))
@@ -91,11 +51,6 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
             sequence += 1
             rtp = build_rtp(RtpPacket(0, False, sequence, 160 * sequence, 99, TONE))
             media_socket.sendto(session.protect(rtp), ("127.0.0.1", gateway_port))
-
-    def origin(sdp: str) -> tuple[str, int]:
-        found = re.search(r"o=voice-gateway (\d+) (\d+) ", sdp)
-        assert found, sdp
-        return found.group(1), int(found.group(2))
 
     try:
         async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
@@ -112,11 +67,11 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
             send(old_sender, 10)
             assert await wait_until(lambda: call.rtp.packets == 10, 10)
 
-            refreshed = await _offered(caller, port, tag, srtp_sdp, rtp_port, 39458)  # a session refresh
+            refreshed = await offered(caller, port, tag, srtp_sdp, rtp_port, 39458)  # a session refresh
             assert refreshed.status == 200 and refreshed.body.decode() == answer
 
             new_offer = srtp_sdp.replace(OFFERED_KEY, new_key).replace("crypto:1", "crypto:2")
-            rekeyed = (await _offered(caller, port, tag, new_offer, rtp_port, 39459)).body.decode()
+            rekeyed = (await offered(caller, port, tag, new_offer, rtp_port, 39459)).body.decode()
             ours = re.search(r"a=crypto:(\d+) AES_CM_128_HMAC_SHA1_80 inline:(\S+)", rekeyed)
             first = re.search(r"a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:(\S+)", answer)
             assert ours and first and ours.group(1) == "2" and ours.group(2) == first.group(1), rekeyed
@@ -131,7 +86,7 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
             assert await wait_until(lambda: _dropped(app, "authentication") == 3, 10)
 
             pcma_only = srtp_sdp.replace("RTP/SAVP 0 8 101", "RTP/SAVP 8 101").replace(OFFERED_KEY, new_key)
-            refused = await _offered(caller, port, tag, pcma_only.replace("crypto:1", "crypto:2"), rtp_port, 39460)
+            refused = await offered(caller, port, tag, pcma_only.replace("crypto:1", "crypto:2"), rtp_port, 39460)
             assert refused.status == 488
             assert "codec change" in (refused.get("Warning") or ""), refused.get("Warning")
             send(new_sender, 5)  # the call goes on as it was
@@ -150,10 +105,10 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
     stayed latched to the first address: the new one's packets were dropped as foreign and the
     replies went to the old port, so the call went deaf and mute. Now the RTP moves: replies go to
     the new port and its packets are heard (latched again, from a trusted address); an offer
-    holding the call the old way (port 0) moves nothing."""
+    holding the call the old way (``c=0.0.0.0``, RFC 2543) moves nothing."""
     config = sip_config(gateway_config, media_timeout_s=30.0)
-    first_socket, first, first_port = await _media_port()
-    second_socket, second, second_port = await _media_port()
+    first_socket, first, first_port = await media_port()
+    second_socket, second, second_port = await media_port()
     sequence = 0
 
     def send(socket: asyncio.DatagramTransport, ssrc: int, count: int) -> None:
@@ -177,7 +132,7 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
             assert await wait_until(lambda: call.rtp.packets == 10 and call.rtp.latched, 10)
             assert await wait_until(lambda: len(first.datagrams) >= 5, 10)  # replies (silence) go there
 
-            assert (await _offered(caller, port, tag, sip_samples.BARESIP_SDP, second_port, 39458)).body
+            assert (await offered(caller, port, tag, sip_samples.BARESIP_SDP, second_port, 39458)).body
             sent_before = len(second.datagrams)
             send(second_socket, 22, 10)  # the phone, now sending itself
             assert await wait_until(lambda: call.rtp.packets == 20, 10), (call.rtp.packets, call.rtp.dropped)
@@ -189,8 +144,8 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
             await asyncio.sleep(0.3)
             assert len(first.datagrams) == at_first and call.rtp.packets == 20
 
-            held = sip_samples.BARESIP_SDP.replace("m=audio {rtp_port}", "m=audio 0")
-            assert (await _offered(caller, port, tag, held, second_port, 39459)).body
+            held = sip_samples.BARESIP_SDP.replace("c=IN IP4 {rtp_host}", "c=IN IP4 0.0.0.0")
+            assert (await offered(caller, port, tag, held, second_port, 39459)).body
             assert call.rtp.remote == ("127.0.0.1", second_port) and call.end_reason is None
 
             caller.send(sip_samples.in_dialog("BYE", port, tag, caller_port=caller.port, cseq=39460))
@@ -198,12 +153,6 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
     finally:
         first_socket.close()
         second_socket.close()
-
-
-def _origin(sdp: str) -> tuple[str, int]:
-    found = re.search(r"o=voice-gateway (\d+) (\d+) ", sdp)
-    assert found, sdp
-    return found.group(1), int(found.group(2))
 
 
 @pytest.mark.slow
@@ -218,7 +167,7 @@ async def test_hold_and_resume_are_followed_and_a_reinvites_2xx_is_retransmitted
     the caller's re-INVITE time out (RFC 3261 14.1: the caller then ends the call); now it is
     retransmitted until its ACK (13.3.1.4)."""
     config = sip_config(gateway_config, media_timeout_s=1.5)
-    media_socket, media, rtp_port = await _media_port()
+    media_socket, media, rtp_port = await media_port()
     sequence = 0
 
     def send(count: int) -> None:
@@ -248,9 +197,9 @@ async def test_hold_and_resume_are_followed_and_a_reinvites_2xx_is_retransmitted
 
             # On hold with music: answered recvonly, the 200 retransmitted until its ACK
             music_hold = sip_samples.BARESIP_SDP.replace("a=sendrecv", "a=sendonly")
-            held = await _offered(caller, port, tag, music_hold, rtp_port, 39458, ack=False)
+            held = await offered(caller, port, tag, music_hold, rtp_port, 39458, ack=False)
             assert "a=recvonly" in held.body.decode() and "a=sendrecv" not in held.body.decode()
-            assert _origin(held.body.decode()) == (_origin(answer)[0], _origin(answer)[1] + 1)
+            assert origin(held.body.decode()) == (origin(answer)[0], origin(answer)[1] + 1)
             again = await caller.response(200, within=3)  # T1 = 0.5 s: the same 200 again
             assert again.get("CSeq") == "39458 INVITE" and again.body == held.body
             caller.send(sip_samples.ack(port, tag, branch="z9hG4bKholdack2", caller_port=caller.port, cseq=39458))
@@ -265,16 +214,16 @@ async def test_hold_and_resume_are_followed_and_a_reinvites_2xx_is_retransmitted
 
             # On hold without media, longer than the media timeout: the call stays
             inactive = sip_samples.BARESIP_SDP.replace("a=sendrecv", "a=inactive")
-            paused = await _offered(caller, port, tag, inactive, rtp_port, 39459)
+            paused = await offered(caller, port, tag, inactive, rtp_port, 39459)
             assert "a=inactive" in paused.body.decode()
             started = time.monotonic()
             await asyncio.sleep(3 * config.media_timeout_s)
             assert call.end_reason is None, (call.end_reason, time.monotonic() - started)
 
             # Resumed: sendrecv again, heard and sent to
-            resumed = await _offered(caller, port, tag, sip_samples.BARESIP_SDP, rtp_port, 39460)
+            resumed = await offered(caller, port, tag, sip_samples.BARESIP_SDP, rtp_port, 39460)
             assert "a=sendrecv" in resumed.body.decode()
-            assert _origin(resumed.body.decode())[1] == _origin(answer)[1] + 3
+            assert origin(resumed.body.decode())[1] == origin(answer)[1] + 3
             send(10)
             assert await wait_until(lambda: len(heard) > heard_before and len(media.datagrams) > sent + 5, 10)
 
@@ -296,7 +245,7 @@ async def test_a_reinvite_while_the_call_rings_gets_500_with_retry_after(models,
         ringing = await caller.response(180, within=15)
         tag = parse_name_addr(ringing.get("To") or "").tag
         call = next(iter(app[SIP].calls.values()))
-        refused = await _offered(caller, port, tag, sip_samples.BARESIP_SDP, 20006, 39458)
+        refused = await offered(caller, port, tag, sip_samples.BARESIP_SDP, 20006, 39458)
         assert refused.status == 500 and 0 <= int(refused.get("Retry-After") or "-1") <= 10, refused.encode()
         assert call.state == "ringing" and call.rtp.remote == ("127.0.0.1", 20004)
         caller.send(sip_samples.cancel(port, caller_port=caller.port, branch="z9hG4bK9d8481eb70f7749f"))
