@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Barge-in decisions of the real VAD and STT stages on the corpus, without a call: quick, for tuning.
 
-    PYTHONPATH=. .venv/bin/python scripts/bargein_offline.py [--split tuning|held-out|fresh|fresh2|fresh3|all] [-v]
+    PYTHONPATH=. .venv/bin/python scripts/bargein_offline.py [--split tuning|held-out|fresh|fresh2|...|fresh4|all] [-v]
 
 Each clip of ``scripts/bargein_corpus.py`` is played (after 1 s of quiet, then 2 s of quiet) into
 the gateway's own VAD stage (Silero, the call's default turn settings) with a reply "playing", and
@@ -164,7 +164,7 @@ def report(outcomes: list[Outcome]) -> None:
         "| decided <= 700 ms |\n|---|---|---|---|---|---|---|"
     )
     print("\n" + header.format("split"))
-    for split in ("tuning", "held-out", "fresh", "fresh2", "fresh3"):
+    for split in ("tuning", "held-out", "fresh", "fresh2", "fresh3", "fresh4"):
         chosen = [o for o in outcomes if o.clip.split == split]
         if chosen:
             print(_row(f"{split} ({len({o.clip.voice for o in chosen})} voices)", chosen))
@@ -194,7 +194,9 @@ def print_decode_speed(config: GatewayConfig) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="tuning", choices=("tuning", "held-out", "fresh", "fresh2", "fresh3", "all"))
+    parser.add_argument(
+        "--split", default="tuning", choices=("tuning", "held-out", "fresh", "fresh2", "fresh3", "fresh4", "all")
+    )
     parser.add_argument("--voice", action="append", default=[])
     parser.add_argument("-v", "--verbose", action="store_true", help="print each clip's probes")
     parser.add_argument(

@@ -106,18 +106,22 @@ def _near(heard: str, listed: str) -> bool:
 @dataclass(frozen=True)
 class Backchannels:
     """One language's list: ``words`` (single-word backchannels), ``phrases`` (of two or more
-    words), ``noise`` (what the STT writes for a breath or a noise). Written naturally; matched in
-    canonical form (the cached ``*_forms``)."""
+    words), ``noise`` (what the STT writes for a breath or a noise), ``cues`` (words that ask for
+    the turn) and ``cue_spellings`` (what the STT writes for a cue word said in a voice it hears
+    badly: "weight" for "Wait"; matched exactly, never fuzzily: a backchannel never holds one).
+    Written naturally; matched in canonical form (the cached ``*_forms``)."""
 
     words: tuple[str, ...]
     phrases: tuple[str, ...] = ()
     noise: tuple[str, ...] = ()
     cues: tuple[str, ...] = ()
+    cue_spellings: tuple[str, ...] = ()
 
     @cached_property
     def cue_forms(self) -> frozenset[str]:
-        """Words that ask for the turn in any sentence, canonical (:func:`judge`)."""
-        return frozenset(canonical(word) for word in self.cues)
+        """Words that ask for the turn in any sentence, and the STT's usual spellings of them,
+        canonical (:func:`judge`)."""
+        return frozenset(canonical(word) for word in (*self.cues, *self.cue_spellings))
 
     @cached_property
     def word_forms(self) -> frozenset[str]:
@@ -156,6 +160,14 @@ ENGLISH = Backchannels(
         "would", "will", "should", "shall", "may", "might", "do", "does", "did", "is", "are", "was", "sorry",
         "excuse", "pardon", "actually", "but", "however", "hey", "listen", "instead",
     ),
+    # Whisper base's spellings of "wait", "stop", "hold (on)" and "no" in the tuning voices' probes
+    # (scripts/bargein_corpus.py, clean and over the assistant's echo; "weight" 0.41-0.83 in real
+    # calls, tests/pool/test_bargein_words.py): "Whiz" 0.16-0.41 for "Wait"; "Stove", "Stalk",
+    # "start", "style" 0.13-0.51 for "stop"; "Holder" 0.45-0.54 for "Hold"; "nose" 0.34-0.53 for
+    # "no". No backchannel probe of those voices held any of them. Left out: spellings below the
+    # noise floor ("with", "Wear", "Boyd"), and common words a backchannel may be heard as ("we",
+    # "note": "Noted.").
+    cue_spellings=("weight", "whiz", "stove", "stalk", "start", "style", "holder", "nose"),
 )  # fmt: skip
 LANGUAGES: dict[str, Backchannels] = {
     "en": ENGLISH,

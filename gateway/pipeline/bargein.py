@@ -25,9 +25,13 @@ known:
   or the timeout does;
 - the speech goes on for ``max_backchannel_ms`` -> **interrupt** whatever its words (no
   backchannel is that long: natural ones last 0.5-1 s);
-- no decision ``false_interruption_timeout_ms`` after the speech began, in a pause -> **resume**
-  (three times that while a probe's answer is awaited: it decides; a late answer with words can still
-  interrupt, as long as the turn is held).
+- no decision ``false_interruption_timeout_ms`` after the speech began, in a pause -> **resume**,
+  but never over :data:`LONG_SPEECH_MS` of voiced speech (that **interrupts**);
+- a probe's answer still awaited then (the machine too busy to transcribe the overlap in time):
+  the reply stays paused for it up to :data:`STARVED_TIMEOUTS` timeouts after the onset; then what
+  is known decides: the words of an earlier answer judged as the whole speech, or voiced speech of
+  :data:`LONG_SPEECH_MS` -> **interrupt**; else **resume**, and the turn stays held (ended or not)
+  until the answer comes: its words can still interrupt, late, rather than never.
 
 Interrupt: the held turn is reported as it happened (``speech_started`` with its true
 ``audio_start_ms``, then the usual cancel and truncation to what was heard). Resume: playback goes
@@ -61,6 +65,14 @@ PROBE_PAUSE_MS = 96
 # probe: the answer resumed). A prefix that is no echo is kept whole: cut to 100 ms, soft onsets
 # went ("Sorry to cut in." heard "Soak it in" and kept, on the corpus's fresh3 set).
 PROBE_PREFIX_MS = 100
+# Voiced speech (its onset to its last voiced chunk, ms) over which a timeout never resumes the reply,
+# whatever ``max_backchannel_ms`` says: no backchannel is that long (issue 29: "length alone may
+# cancel past ~1.5 s of speech").
+LONG_SPEECH_MS = 1500
+# Timeouts (``false_interruption_timeout_ms`` each, from the onset) the reply waits paused for a probe's
+# answer in flight before what is known decides. Before, the answer's absence decided "resume" there
+# and the held turn was dropped: a "Stop, stop." under load was talked over (h38's starved probe).
+STARVED_TIMEOUTS = 3
 
 
 class Action(enum.Enum):
@@ -141,6 +153,12 @@ class BargeInDecider:
         return self._held is not None and self._held.ended
 
     @property
+    def awaiting(self) -> bool:
+        """True while the held turn's last probe is not answered: a resumed, ended turn stays held
+        for it (its words may still interrupt)."""
+        return self._held is not None and self._held.in_flight
+
+    @property
     def transcript(self) -> str:
         return self._held.transcript if self._held is not None else ""
 
@@ -214,11 +232,21 @@ class BargeInDecider:
     def _timeout(self, position: int) -> Action:
         held = self._held
         assert held is not None
-        timeout = held.rules.false_interruption_timeout_ms * (3 if held.in_flight else 1)
-        if held.paused and not (held.shaped and not held.ended) and self._ms(position - held.start) >= timeout:
-            held.paused = False  # no decision in time: a false interruption, the reply goes on
-            return Action.RESUME
-        return Action.NONE
+        if not held.paused:
+            # Resumed with its answer awaited (a starved probe): once the turn ended and no answer is
+            # awaited any more (an untrusted one came), it is dropped.
+            return Action.RESUME if held.ended and not held.in_flight else Action.NONE
+        if held.shaped and not held.ended:
+            return Action.NONE  # words of a backchannel's shape: the turn's end decides
+        timeout = held.rules.false_interruption_timeout_ms * (STARVED_TIMEOUTS if held.in_flight else 1)
+        if self._ms(position - held.start) < timeout:
+            return Action.NONE
+        if self._ms(held.voiced_end - held.start) >= LONG_SPEECH_MS:
+            return Action.INTERRUPT  # no backchannel is that long, whatever was (not) heard
+        if held.in_flight and held.words and self._judge(held, complete=True) is Verdict.TURN:
+            return Action.INTERRUPT  # starved: an earlier answer's words, the speech now over, ask for the turn
+        held.paused = False  # no decision in time: a false interruption, the reply goes on
+        return Action.RESUME
 
     def probe_sent(self, number: int, cut: int) -> None:
         """Probe ``number`` covers the speech up to ``cut``."""

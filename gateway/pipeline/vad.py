@@ -322,7 +322,7 @@ class VadStage(Stage):
             if not self._resume_reported:  # once per pause
                 self._resume_reported = True
                 self._report("resumed")
-            if self._barge.ended:
+            if self._barge.ended and not self._barge.awaiting:
                 self.backchannels += 1
                 self._held_start, self._held_end = None, None
                 self._barge.clear()

@@ -83,6 +83,11 @@ class Chain:
         self.stt = SttStage(self.ctx, self.stt_in, None, self.stt_model)
         self.sent: list[Utterance] = []
         self.clock = 0.0
+        # A starved STT (a machine too busy to transcribe the overlap in time): barge-in probes after
+        # the first ``answered_probes`` are transcribed, but their answers wait in ``late`` until
+        # ``deliver_late``. None: every answer at once.
+        self.answered_probes: Optional[int] = None
+        self.late: list[BargeInHeard] = []
 
     def play(self, audio: np.ndarray) -> None:
         """Feed float audio in 20 ms frames, as the inbound reader does; arrival times advance 20 ms a frame."""
@@ -98,7 +103,16 @@ class Chain:
             self.sent.append(queued)
             self.stt.handle(queued)
             while self.ctx.heard:  # a barge-in probe's text goes back to the VAD, as the unit routes it
-                self.vad.handle(self.ctx.heard.pop(0))
+                heard = self.ctx.heard.pop(0)
+                if self.answered_probes is not None and heard.speculation > self.answered_probes:
+                    self.late.append(heard)
+                else:
+                    self.vad.handle(heard)
+
+    def deliver_late(self) -> None:
+        """Hand the VAD the probe answers a starved STT held back, in order."""
+        while self.late:
+            self.handle_vad(self.late.pop(0))
 
     def transcripts(self) -> list[str]:
         return [e.transcript for e in self.ctx.of(TranscriptionCompleted)]

@@ -144,6 +144,19 @@ class UntrustedSttDouble(ScriptedSttDouble):
         return ScoredTranscript(self.text, tuple(HeardWord(word) for word in self.text.split()), trusted=False)
 
 
+class ScoredSttDouble(ScriptedSttDouble):
+    """A word-scoring engine answering its ``answers`` in turn, one a call (the last one again once
+    they run out); its full transcript is the last answer's text."""
+
+    def __init__(self, *answers: ScoredTranscript) -> None:
+        super().__init__(answers[-1].text)
+        self.answers = answers
+
+    def transcribe_words(self, audio: np.ndarray, language: str = "en") -> ScoredTranscript:
+        self.calls.append(audio.size)
+        return self.answers[min(len(self.calls), len(self.answers)) - 1]
+
+
 class SttDouble:
     """Names the voiced segments of the audio it is given, in order: two segments -> "one two"."""
 

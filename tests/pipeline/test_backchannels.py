@@ -8,8 +8,11 @@ import pytest
 
 from gateway.models.base import HeardWord
 from gateway.pipeline.backchannels import (
+    ENGLISH,
     SHAPE_MAX_MS,
+    VOCABLES,
     Verdict,
+    _is_backchannel_word,
     canonical,
     interrupting_words,
     judge,
@@ -157,3 +160,32 @@ def test_words_the_reply_played_are_its_echo_whatever_their_case_and_punctuation
     # A cut-off or lengthened echo of a word of 4 letters or more (heard in real calls).
     kept, echoed = without_echo([HeardWord("Fear"), HeardWord("Fearlessly"), HeardWord("stop")], ["fearless", "to"])
     assert [w.text for w in kept] == ["stop"] and [w.text for w in echoed] == ["Fear", "Fearlessly"]
+
+
+@pytest.mark.parametrize(
+    ("heard", "voiced_ms"),
+    [
+        ([HeardWord("Weight.", 0.62)], 400),  # "Wait." in the tests' caller voice (real calls: 0.41-0.83)
+        ([HeardWord("your", 0.2), HeardWord("weight", 0.41)], 800),  # "Wait, stop." over the echo
+        ([HeardWord("Whiz", 0.41)], 700),  # "Wait" (Kokoro jf_alpha)
+        ([HeardWord("Stalk", 0.33), HeardWord("Datsunov", 0.33)], 900),  # "Stop, that's enough." (jf_alpha)
+        ([HeardWord("Holder", 0.54)], 500),  # "Hold" (jm_kumo)
+        ([HeardWord("nose", 0.43)], 650),  # the second "no" of "No, no," (jm_kumo)
+    ],
+)
+def test_whispers_spellings_of_a_cue_word_ask_for_the_turn(heard: list[HeardWord], voiced_ms: float) -> None:
+    # Whisper base writes the caller's "Wait" as "weight" (p 0.41-0.83): no cue word, one word of a
+    # backchannel's shape, so "Wait." alone resumed the answer. Before: SHAPED.
+    verdict, words = judge(heard, voiced_ms=voiced_ms)
+    assert verdict is Verdict.TURN and words
+
+
+def test_no_backchannel_holds_a_cue_spelling() -> None:
+    # A spelling is matched exactly and never fuzzily: none is a backchannel word, phrase or sound,
+    # nor within the backchannel list's one-edit reach (it would be taken for a backchannel first).
+    phrase_words = {word for phrase in ENGLISH.phrase_forms for word in phrase}
+    for spelling in ENGLISH.cue_spellings:
+        form = canonical(spelling)
+        assert not _is_backchannel_word(form, ENGLISH) and not VOCABLES.match(form), spelling
+        assert form not in phrase_words, spelling
+        assert judge([HeardWord(spelling, 0.9)], voiced_ms=500)[0] is Verdict.TURN, spelling

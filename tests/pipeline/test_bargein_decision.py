@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from gateway.models.base import HeardWord
+from gateway.models.base import HeardWord, ScoredTranscript
 from gateway.pipeline.backchannels import SHAPE_MAX_MS, interrupting_words
-from gateway.pipeline.bargein import PROBE_PAUSE_MS, PROBE_PREFIX_MS, Action, BargeInDecider, BargeInRules
+from gateway.pipeline.bargein import (
+    LONG_SPEECH_MS,
+    PROBE_PAUSE_MS,
+    PROBE_PREFIX_MS,
+    STARVED_TIMEOUTS,
+    Action,
+    BargeInDecider,
+    BargeInRules,
+)
 from gateway.pipeline.events import BargeInDecided, InputCommitted, SpeechStarted, TranscriptionCompleted
 from gateway.pipeline.turn import TurnDetection
-from tests.doubles import RATE, Chain, ScriptedSttDouble, UntrustedSttDouble
+from tests.doubles import RATE, Chain, ScoredSttDouble, ScriptedSttDouble, UntrustedSttDouble
 
 
 def tone(seconds: float) -> np.ndarray:
@@ -271,3 +279,85 @@ def test_a_probe_holds_only_the_start_of_an_echoed_prefix() -> None:
         speech_ms = probe.audio.size * 1000 / RATE - prefix_ms
         assert 200 <= speech_ms <= 240, (echo, speech_ms)  # the first probe: its onset, ~200 ms of speech after it
         assert turn.audio.size * 1000 / RATE >= 288 + 400  # the turn: its whole prefix and the speech
+
+
+def starved_chain(stt: object, answered_probes: int) -> Chain:
+    """A chain under the reply whose STT is starved: probes after the first ``answered_probes`` are
+    answered only when the test calls ``deliver_late`` (a machine too busy to transcribe in time)."""
+    chain = Chain(TurnDetection(detector="silence"), None, stt=stt)
+    chain.ctx.playing = True
+    chain.answered_probes = answered_probes
+    return chain
+
+
+def test_a_starved_probe_never_drops_an_interruption_its_late_words_stop_the_answer() -> None:
+    # "Stop, stop." under load: no probe answer within the in-flight timeout (3 s). Before, the
+    # answer resumed there and the held turn was dropped: the late "Stop, stop." was ignored and
+    # the caller talked over. Now the reply plays on (nothing known says stop), the turn stays
+    # held, and the late words stop the answer.
+    chain = starved_chain(ScriptedSttDouble("Stop, stop."), answered_probes=0)
+    chain.play(quiet(0.3))
+    chain.play(tone(0.9))
+    chain.play(quiet(3.5))
+    assert chain.late and not chain.ctx.paused  # resumed at the timeout: no words known
+    assert [d.decision for d in chain.ctx.of(BargeInDecided)] == ["resumed"]
+    chain.deliver_late()
+    assert [d.decision for d in chain.ctx.of(BargeInDecided)] == ["resumed", "interrupted"]
+    [started] = chain.ctx.of(SpeechStarted)
+    assert 250 <= started.audio_start_ms <= 320
+    assert chain.transcripts() == ["Stop, stop."]
+    assert chain.vad.backchannels == 0
+
+
+def test_a_starved_probe_decides_by_the_words_already_heard() -> None:
+    # The first probe heard "Stop" unsure (0.45: not enough while the caller still spoke); every
+    # later one is starved. Before, the in-flight timeout resumed the answer over it. Now the words
+    # known, the speech over, decide at that timeout: an unsure cue over 600 ms of speech stops it.
+    unsure = ScoredTranscript("Stop", (HeardWord("Stop", 0.45),))
+    chain = starved_chain(ScoredSttDouble(unsure, ScoredTranscript("Stop, stop.")), answered_probes=1)
+    chain.play(quiet(0.3))
+    chain.play(tone(0.9))
+    chain.play(quiet(3.5))
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "interrupted" and decided.transcript == "Stop"
+    waited = decided.decided_ms - decided.audio_start_ms
+    assert STARVED_TIMEOUTS * 1000 <= waited < STARVED_TIMEOUTS * 1000 + 64
+    assert chain.ctx.of(SpeechStarted)
+    # A backchannel heard so far still resumes it, and is dropped once its late answer agrees.
+    chain = starved_chain(ScoredSttDouble(ScoredTranscript("Yeah"), ScoredTranscript("Yeah.")), answered_probes=1)
+    chain.play(quiet(0.3))
+    chain.play(tone(0.5))
+    chain.play(quiet(3.5))
+    assert [d.decision for d in chain.ctx.of(BargeInDecided)] == ["resumed"] and not chain.ctx.paused
+    chain.deliver_late()
+    chain.play(quiet(0.1))
+    assert not chain.ctx.of(SpeechStarted) and chain.vad.backchannels == 1
+
+
+def test_a_timeout_never_resumes_over_long_voiced_speech() -> None:
+    # A client that allows long backchannels (max_backchannel_ms 3000): 1.6 s of speech whose probes
+    # are starved. Before, the in-flight timeout resumed the answer over it; the issue allows length
+    # alone to cancel past ~1.5 s of speech, and a timeout now never resumes over that.
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules(max_backchannel_ms=3000))
+    actions = chunks(decider, 0, [True] * (LONG_SPEECH_MS // 32 + 3))
+    decider.probe_sent(1, 512 * 8)  # its answer never comes in time
+    assert Action.INTERRUPT not in actions
+    actions = chunks(decider, 512 * len(actions), [False] * 60)
+    assert Action.INTERRUPT in actions and Action.RESUME not in actions
+
+
+def test_a_resumed_turn_whose_last_probe_was_not_trusted_is_dropped_once_it_ended() -> None:
+    # Resumed at the timeout in a pause, then ended, its last probe untrusted: before, it stayed
+    # held (no decision could come), and the caller's next words released it as an interruption.
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules(false_interruption_timeout_ms=500))
+    chunks(decider, 0, [True] * 10)
+    decider.probe_sent(1, 512 * 10)
+    actions = chunks(decider, 512 * 10, [False] * 10)
+    assert Action.RESUME not in actions  # its answer is awaited (starved, not yet 3 timeouts)
+    assert decider.heard(1, "Image " * 8, trusted=False) is Action.NONE
+    actions = chunks(decider, 512 * 20, [False] * 2)
+    assert Action.RESUME in actions  # the timeout, no answer awaited any more
+    assert decider.held and decider.turn_ended() is Action.NONE
+    assert chunks(decider, 512 * 22, [False])[0] is Action.RESUME  # dropped: ended, nothing awaited
