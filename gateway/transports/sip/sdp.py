@@ -97,13 +97,18 @@ class MediaLine:
 def media_lines(sdp: str, at_least: int = 0) -> tuple[MediaLine, ...]:
     """The m-lines of ``sdp`` in order. Raises SdpError for fewer than ``at_least`` (a re-offer:
     RFC 3264 8, an m-line is never dropped, only set to port 0) or for one without a format."""
+    lines = _media_lines(read_sdp(sdp))
+    if len(lines) < at_least:
+        raise SdpError(f"the offer has {len(lines)} m-lines, the session {at_least} (RFC 3264 8: none may go)")
+    return lines
+
+
+def _media_lines(description: SdpDescription) -> tuple[MediaLine, ...]:
     lines = []
-    for media in read_sdp(sdp).media:
+    for media in description.media:
         if not media.formats:
             raise SdpError(f"an m-line without a format: {'m=' + media.lines[0].value!r}")
         lines.append(MediaLine(media.kind, media.proto, media.formats[0]))
-    if len(lines) < at_least:
-        raise SdpError(f"the offer has {len(lines)} m-lines, the session {at_least} (RFC 3264 8: none may go)")
     return tuple(lines)
 
 
@@ -140,8 +145,8 @@ def parse_offer(sdp: str, srtp: str = "optional", slot: Optional[int] = None) ->
     """Read an SDP offer under the SRTP policy ``srtp`` (one of :data:`SRTP_POLICIES`): its first
     audio stream the gateway can answer, or (a re-offer) the one at m-line position ``slot``.
     Raises SdpError when there is none (see the module docstring)."""
-    lines = media_lines(sdp)
     description = read_sdp(sdp)
+    lines = _media_lines(description)
     session_address = ""
     for value in description.session.values("c"):
         session_address = _connection_address(value)
