@@ -4,7 +4,7 @@
 
 What a leg does with a description is its own offer/answer policy: the WebRTC leg
 (``gateway.transports.webrtc.offer``) checks every line first and hands the text to aiortc; the SIP
-leg (``gateway.transports.sip.sdp``) reads the first audio stream of a plain RTP offer.
+leg (``gateway.transports.sip.sdp``) reads the first audio stream of an RTP offer it can answer.
 
 - **Reader**: lines split as aiortc splits them (``str.splitlines``; RFC 8866 5 asks parsers to take
   LF as well as CRLF), each stripped; a line that is not ``<type>=<value>`` is kept but has no type

@@ -38,6 +38,7 @@ from gateway.transports.sip.sdp import (
     AudioOffer,
     SdpError,
     build_answer,
+    media_lines,
     new_origin,
     parse_offer,
     removed_stream,
@@ -285,17 +286,22 @@ class SipCall:
         re-key what comes in and are answered with the offer's tag and our key. An offer whose
         audio stream has port 0 removes it (RFC 3264 8.2, not a hold): answered with port 0, no
         media flows and the media timeout runs (:meth:`_remove_stream`); a later offer with a port
-        brings a stream back, latched anew. An answer that changed takes the ``o=`` version one
-        up. A re-INVITE without SDP gets the current answer. Raises SdpError (-> 488, the call goes
+        brings a stream back, latched anew. The audio stream is read at the call's m-line position
+        (``offer.slot``: RFC 3264 8, positions are fixed for the session; another media type
+        there removes it too); every other m-line, those added at the end included, is answered
+        with port 0 (RFC 3264 6). An answer that changed takes the ``o=`` version one up. A
+        re-INVITE without SDP gets the current answer. Raises SdpError (-> 488, the call goes
         on as it was) for an offer that cannot be answered, or that changes the codec or drops or
-        adds SRTP (not supported mid-call)."""
+        adds SRTP (not supported mid-call), or that has fewer m-lines than the session."""
         if request.content_type != "application/sdp" or not request.body:
             return self.answer_sdp
         sdp = request.body.decode("utf-8", "replace")
-        if removed_stream(sdp):
+        lines = media_lines(sdp, at_least=len(self.offer.lines))
+        if removed_stream(sdp, self.offer.slot):
             self._remove_stream()
+            self.offer = replace(self.offer, lines=lines)
             return self._answer()
-        offer = parse_offer(sdp, self.srtp_policy)
+        offer = parse_offer(sdp, self.srtp_policy, slot=self.offer.slot)
         if (offer.payload_type, offer.codec) != (self.offer.payload_type, self.offer.codec):
             raise SdpError(f"a codec change mid-call ({self.offer.codec} -> {offer.codec}) is not supported")
         current, offered = self.offer.keys, offer.keys
@@ -309,7 +315,7 @@ class SipCall:
         if self.rtp.removed:
             log.info("call %s: the audio stream is back (%s:%d)", self.id, offer.address, offer.port)
             self.rtp.removed = False
-        self.offer = replace(self.offer, direction=offer.direction)
+        self.offer = replace(self.offer, direction=offer.direction, lines=offer.lines)
         self._follow_direction(held_by_address=_unspecified_address(offer))
         if current is not None and offered is not None and self.rtp.srtp is not None:
             if (offered.tag, offered.suite, offered.remote_key) != (current.tag, current.suite, current.remote_key):

@@ -1,7 +1,14 @@
 """SDP offer/answer for RTP telephony (RFC 3264 over RFC 8866): the caller's offer read for its
-first audio stream (with the SDP reader of every leg, ``gateway.transports.sdp``), an answer with
-one voice codec, ``telephone-event`` and, for SRTP, the gateway's own key.
+first audio stream the gateway can answer (with the SDP reader of every leg,
+``gateway.transports.sdp``), an answer with one voice codec, ``telephone-event`` and, for SRTP,
+the gateway's own key.
 
+- **Streams** (RFC 3264 6): the answer holds one m-line per offered m-line, in the offer's order.
+  The audio stream taken (its position, the call's *slot*: :attr:`AudioOffer.slot`) is answered
+  as below; every other one (video, a second audio stream, ``m=application`` BFCP or T.140, an
+  audio stream the gateway cannot answer) is rejected: port 0, its media type, profile and first
+  format (:class:`MediaLine`). A re-offer is read at the same slot (RFC 3264 8: m-line positions
+  are fixed for the session); m-lines it adds at the end are rejected too.
 - **Codecs**: the rows of the codec table (``gateway.media.codecs``) answered on ``sip``: Opus
   (48 kHz, wideband) when offered, else the first of PCMU and PCMA the offer lists (8 kHz; a
   static payload type needs no ``a=rtpmap``): the offered voice codec of the highest clock rate,
@@ -17,12 +24,15 @@ one voice codec, ``telephone-event`` and, for SRTP, the gateway's own key.
   ``off``: plain RTP only (``a=crypto`` on ``RTP/AVP`` is left unanswered, ``RTP/SAVP`` refused).
   The answer keeps the offer's profile (``RTP/AVPF`` is answered ``RTP/AVP``).
 - **Refused** (:class:`SdpError`, which the call turns into ``488 Not Acceptable Here``): no
-  audio stream on one of those profiles (DTLS ``UDP/TLS/RTP/SAVPF``: a WebRTC offer belongs at
-  ``POST /v1/realtime/calls``), none of those codecs, SRTP without a usable key, or plain RTP
-  where SRTP is required. The direction answered mirrors the offer's (its m-section's, else the
-  session's: RFC 8866 6.7).
-- **Removed**: an audio stream offered with port 0 (:func:`removed_stream`; RFC 3264 8.2, a
-  re-INVITE's) is answered with port 0 too (``build_answer(..., removed=True)``).
+  audio stream with a port (RFC 3264 5.1: port 0 is a stream offered disabled) on one of those
+  profiles (DTLS ``UDP/TLS/RTP/SAVPF``: a WebRTC offer belongs at ``POST /v1/realtime/calls``),
+  none of those codecs, SRTP without a usable key, or plain RTP where SRTP is required; of
+  several audio streams the first the gateway can answer is taken, and when none can be, the
+  first one's reason is given. The direction answered mirrors the offer's (its m-section's, else
+  the session's: RFC 8866 6.7).
+- **Removed**: a re-offer whose m-line at the call's slot has port 0 or holds no audio stream
+  (:func:`removed_stream`; RFC 3264 8.2, a re-INVITE's) is answered with port 0 there too
+  (``build_answer(..., removed=True)``).
 """
 
 from __future__ import annotations
@@ -71,13 +81,47 @@ def srtp_policy(setting: str, transport: str, request_uri: str = "") -> str:
 
 
 @dataclass(frozen=True)
+class MediaLine:
+    """One offered m-line as a rejection repeats it (RFC 3264 6): ``m=<kind> 0 <proto> <format>``,
+    its media type, transport protocol and first format (any one of the offer's will do)."""
+
+    kind: str
+    proto: str
+    format: str
+
+    @property
+    def rejected(self) -> str:
+        return f"m={self.kind} 0 {self.proto} {self.format}"
+
+
+def media_lines(sdp: str, at_least: int = 0) -> tuple[MediaLine, ...]:
+    """The m-lines of ``sdp`` in order. Raises SdpError for fewer than ``at_least`` (a re-offer:
+    RFC 3264 8, an m-line is never dropped, only set to port 0) or for one without a format."""
+    lines = _media_lines(read_sdp(sdp))
+    if len(lines) < at_least:
+        raise SdpError(f"the offer has {len(lines)} m-lines, the session {at_least} (RFC 3264 8: none may go)")
+    return lines
+
+
+def _media_lines(description: SdpDescription) -> tuple[MediaLine, ...]:
+    lines = []
+    for media in description.media:
+        if not media.formats:
+            raise SdpError(f"an m-line without a format: {'m=' + media.lines[0].value!r}")
+        lines.append(MediaLine(media.kind, media.proto, media.formats[0]))
+    return tuple(lines)
+
+
+@dataclass(frozen=True)
 class AudioOffer:
-    """The caller's first audio stream: where its RTP comes from and goes to (``address``,
-    ``port``), the codec chosen (``payload_type``, e.g. 0, 8 or a dynamic one for Opus; ``voice``
+    """The caller's audio stream the gateway answers: where its RTP comes from and goes to
+    (``address``, ``port``), the codec chosen (``payload_type``, e.g. 0, 8 or a dynamic one for Opus; ``voice``
     its row of the codec table, ``codec`` its name: "PCMU", "PCMA", "opus"), the
     ``telephone-event`` payload type (None if not offered) and its clock rate (Hz), the
     ``direction`` offered (sendrecv, sendonly, recvonly, inactive), ``ptime`` (ms), the
-    ``profile`` answered (RTP/AVP, RTP/SAVP, RTP/SAVPF) and the SRTP ``keys`` (None: plain RTP)."""
+    ``profile`` answered (RTP/AVP, RTP/SAVP, RTP/SAVPF) and the SRTP ``keys`` (None: plain RTP);
+    ``slot`` its position among the offer's m-lines, ``lines`` all of them (the answer's others:
+    rejected; empty: the answer has the audio stream alone)."""
 
     address: str
     port: int
@@ -89,35 +133,50 @@ class AudioOffer:
     telephone_event_rate: int = 8000
     profile: str = "RTP/AVP"
     keys: Optional[SdesKeys] = None
+    slot: int = 0
+    lines: tuple[MediaLine, ...] = ()
 
     @property
     def codec(self) -> str:
         return self.voice.encoding
 
 
-def parse_offer(sdp: str, srtp: str = "optional") -> AudioOffer:
-    """Read an SDP offer under the SRTP policy ``srtp`` (one of :data:`SRTP_POLICIES`). Raises
-    SdpError when it has no audio stream the gateway can answer (see the module docstring)."""
+def parse_offer(sdp: str, srtp: str = "optional", slot: Optional[int] = None) -> AudioOffer:
+    """Read an SDP offer under the SRTP policy ``srtp`` (one of :data:`SRTP_POLICIES`): its first
+    audio stream the gateway can answer, or (a re-offer) the one at m-line position ``slot``.
+    Raises SdpError when there is none (see the module docstring)."""
     description = read_sdp(sdp)
+    lines = _media_lines(description)
     session_address = ""
     for value in description.session.values("c"):
         session_address = _connection_address(value)
-    for media in description.media:
-        if media.kind != "audio" or not media.formats:
+    if slot is not None and (slot >= len(description.media) or description.media[slot].kind != "audio"):
+        raise SdpError(f"no audio stream at m-line {slot + 1}, the call's (RFC 3264 8)")
+    refusal: Optional[SdpError] = None
+    for index, media in enumerate(description.media):
+        if media.kind != "audio" or (slot is not None and index != slot):
             continue
-        profile, keys = _security(media, srtp)
-        return replace(_audio(description, media, session_address), profile=profile, keys=keys)
-    raise SdpError("no audio stream in the offer")
+        try:
+            profile, keys = _security(media, srtp)
+            audio = _audio(description, media, session_address)
+        except SdpError as exc:
+            refusal = refusal or exc
+            continue
+        return replace(audio, profile=profile, keys=keys, slot=index, lines=lines)
+    raise refusal or SdpError("no audio stream in the offer")
 
 
-def removed_stream(sdp: str) -> bool:
-    """True when the offer's first audio stream (the one :func:`parse_offer` reads) has port 0:
-    a stream the offerer removes or disables (RFC 3264 8.2, 5.1), not a hold. Its m-line may list
-    any one format and omit its other attributes: it is not read further."""
-    for media in read_sdp(sdp).media:
-        if media.kind == "audio" and media.formats:
-            return is_digits(media.port) and int(media.port) == 0
-    return False
+def removed_stream(sdp: str, slot: int) -> bool:
+    """True when the offer's m-line at position ``slot`` (the call's audio stream) has port 0 or
+    holds no audio stream (its slot reused for another media type): the stream is removed or
+    disabled (RFC 3264 8.2, 5.1), not held. Its m-line may list any one format and omit its
+    other attributes: it is not read further. An offer without that m-line: False (the caller
+    checks the count, :func:`media_lines`)."""
+    media = read_sdp(sdp).media
+    if slot >= len(media):
+        return False
+    port = media[slot].port
+    return media[slot].kind != "audio" or (is_digits(port) and int(port) == 0)
 
 
 def _security(media: SdpMedia, srtp: str) -> tuple[str, Optional[SdesKeys]]:
@@ -163,6 +222,8 @@ def _connection_address(value: str) -> str:
 def _audio(description: SdpDescription, media: SdpMedia, session_address: str) -> AudioOffer:
     if not is_digits(media.port) or not 0 <= int(media.port) < 65536:
         raise SdpError(f"bad audio port {media.port!r}")
+    if int(media.port) == 0:  # RFC 3264 5.1: a stream offered disabled
+        raise SdpError("the offer's audio stream has port 0 (disabled): a voice call needs one")
     address = session_address
     for value in media.values("c"):
         address = _connection_address(value)
@@ -209,15 +270,17 @@ def new_origin() -> tuple[int, int]:
 def build_answer(
     offer: AudioOffer, address: str, port: int, origin: Optional[tuple[int, int]] = None, *, removed: bool = False
 ) -> str:
-    """The SDP answer: our RTP ``address`` and ``port``, the offer's profile, the chosen codec,
-    ``telephone-event`` if offered (events 0-15: the DTMF digits), our SRTP key if SRTP (RFC 4568:
-    the offer's tag and suite), 20 ms packets, the direction that mirrors the offer's. ``origin``:
-    the ``o=`` session id and version (a re-INVITE's answer keeps the id, RFC 3264 8; default new).
-    ``removed``: the offer removed the stream (:func:`removed_stream`): its m-line is answered with
-    port 0 and the codec alone (RFC 3264 6, 8.2: no key, no other attribute; no media flows)."""
+    """The SDP answer: one m-line per offered one, in order (RFC 3264 6; ``offer.lines``), the
+    others rejected (:class:`MediaLine`), and at ``offer.slot``: our RTP ``address`` and
+    ``port``, the offer's profile, the chosen codec, ``telephone-event`` if offered (events 0-15:
+    the DTMF digits), our SRTP key if SRTP (RFC 4568: the offer's tag and suite), 20 ms packets,
+    the direction that mirrors the offer's. ``origin``: the ``o=`` session id and version (a
+    re-INVITE's answer keeps the id, RFC 3264 8; default new). ``removed``: the offer removed the
+    stream (:func:`removed_stream`): its m-line is answered with port 0 and the codec alone (RFC
+    3264 6, 8.2: no key, no other attribute; no media flows), or rejected as offered when its
+    slot now holds another media type."""
     session, version = origin or new_origin()
     family = "IP6" if ":" in address else "IP4"
-    formats = [str(offer.payload_type)]
     lines = [
         "v=0",
         f"o=voice-gateway {session} {version} IN {family} {address}",
@@ -225,10 +288,26 @@ def build_answer(
         f"c=IN {family} {address}",
         "t=0 0",
     ]
+    offered = offer.lines or (MediaLine("audio", offer.profile, str(offer.payload_type)),)
+    for index, line in enumerate(offered):
+        if index != offer.slot:
+            lines.append(line.rejected)
+        elif not removed:
+            lines += _audio_answer(offer, port)
+        elif line.kind == "audio":
+            lines += [
+                f"m=audio 0 {offer.profile} {offer.payload_type}",
+                f"a=rtpmap:{offer.payload_type} {offer.voice.rtpmap}",
+            ]
+        else:
+            lines.append(line.rejected)
+    return "\r\n".join(lines) + "\r\n"
+
+
+def _audio_answer(offer: AudioOffer, port: int) -> list[str]:
+    """The answer's m-section of the audio stream taken (see :func:`build_answer`)."""
+    formats = [str(offer.payload_type)]
     attributes = [f"a=rtpmap:{offer.payload_type} {offer.voice.rtpmap}"]
-    if removed:
-        lines += [f"m=audio 0 {offer.profile} {offer.payload_type}", *attributes]
-        return "\r\n".join(lines) + "\r\n"
     if offer.telephone_event is not None:
         formats.append(str(offer.telephone_event))
         attributes += [
@@ -237,6 +316,9 @@ def build_answer(
         ]
     if offer.keys is not None:
         attributes.append(f"a=crypto:{offer.keys.answer}")
-    lines.append(f"m=audio {port} {offer.profile} {' '.join(formats)}")
-    lines += [*attributes, "a=ptime:20", f"a={_ANSWER_DIRECTION[offer.direction]}"]
-    return "\r\n".join(lines) + "\r\n"
+    return [
+        f"m=audio {port} {offer.profile} {' '.join(formats)}",
+        *attributes,
+        "a=ptime:20",
+        f"a={_ANSWER_DIRECTION[offer.direction]}",
+    ]

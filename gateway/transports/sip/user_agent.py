@@ -269,9 +269,7 @@ class SipUserAgent:
             if invite.content_type != "application/sdp" or not invite.body:
                 raise SdpError("an INVITE without an SDP offer (late offer) is not answered")
             policy = srtp_policy(self.srtp, transaction.peer.transport, invite.uri)
-            offer = parse_offer(invite.body.decode("utf-8", "replace"), policy)
-            if not offer.port:  # RFC 3264 5.1: a stream offered disabled
-                raise SdpError("the offer's audio stream has port 0 (disabled): a voice call needs one")
+            offer = parse_offer(invite.body.decode("utf-8", "replace"), policy)  # port 0 too: SdpError
         except SdpError as exc:
             response = make_response(invite, 488)
             response.add("Warning", f'399 voice-gateway "{exc}"')

@@ -72,17 +72,17 @@ def test_a_port_0_offer_removes_the_stream_and_is_answered_with_port_0():
     alone, without a key."""
     sdp = sip_samples.BARESIP_SRTP_SDP.format(rtp_host="127.0.0.1", rtp_port=20004)
     offer = parse_offer(sdp)
-    assert not removed_stream(sdp)
+    assert not removed_stream(sdp, offer.slot)
     removal = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 0 RTP/SAVP 8\r\n"
-    assert removed_stream(removal)
-    assert removed_stream(sdp.replace("m=audio 20004", "m=audio 0"))
-    assert not removed_stream(sdp.replace("c=IN IP4 127.0.0.1", "c=IN IP4 0.0.0.0"))  # RFC 2543's hold
+    assert removed_stream(removal, offer.slot)
+    assert removed_stream(sdp.replace("m=audio 20004", "m=audio 0"), offer.slot)
+    assert not removed_stream(sdp.replace("c=IN IP4 127.0.0.1", "c=IN IP4 0.0.0.0"), offer.slot)  # RFC 2543's hold
     video_first = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=video 0 RTP/AVP 96\r\nm=audio 5004 RTP/AVP 0\r\n"
-    assert not removed_stream(video_first)  # the audio stream is the one that counts
+    assert not removed_stream(video_first, 1)  # the call's stream (its m-line position) is the one that counts
     answer = build_answer(offer, "127.0.0.1", 40000, removed=True)
     assert "m=audio 0 RTP/SAVP 0\r\n" in answer and "a=rtpmap:0 PCMU/8000" in answer
     assert "40000" not in answer and "a=crypto" not in answer and "telephone-event" not in answer
-    assert removed_stream(answer)
+    assert removed_stream(answer, offer.slot)
 
 
 def test_a_removed_stream_takes_nothing_from_what_still_comes():
