@@ -40,7 +40,9 @@ class Response:
     """One response. ``item`` is its assistant message item (in the conversation unless
     out-of-band; ``opened`` once announced); ``text`` what was generated (or, once cut, heard);
     ``playing`` while its audio is heard. ``tools``/``tool_choice`` (the engine's string) are what
-    it may call; ``calls`` the calls made, held until it completes; ``output`` the items announced."""
+    it may call; ``calls`` the calls made, held until it completes; ``output`` the items announced.
+    ``sounding`` from its first words' audio queued until that audio played out or was cut: queued
+    audio may wait a moment before it plays (``playing``), and a newer response makes it stale."""
 
     id: str
     audio: bool
@@ -55,6 +57,7 @@ class Response:
     status: str = "in_progress"
     done: bool = False
     playing: bool = False
+    sounding: bool = False
     tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: str = "none"
     calls: list[ToolCall] = field(default_factory=list)
@@ -118,6 +121,11 @@ class ResponseTracker:
     def playing(self, response_id: Optional[str] = None) -> Optional[Response]:
         """A response whose audio is being heard (``response_id`` None: any)."""
         return next((r for r in self._by_generation.values() if r.playing and response_id in (None, r.id)), None)
+
+    def sounding(self, response_id: Optional[str] = None) -> Optional[Response]:
+        """A response whose audio is queued or being heard (``response_id`` None: any): done
+        generating, its audio may not have started yet."""
+        return next((r for r in self._by_generation.values() if r.sounding and response_id in (None, r.id)), None)
 
     # ----- lifecycle -----
     def start(
@@ -201,8 +209,8 @@ class ResponseTracker:
         response = self.active()
         if response is None or response.generation is not None or self._conversation.awaiting_transcript:
             return
-        if self.playing() is not None:
-            # A new generation makes the old reply's queued audio stale: say it was cut.
+        if self.sounding() is not None:
+            # A new generation makes the old reply's queued audio stale (playing or not yet): say it was cut.
             self.interrupted(self._control.interrupt(), reason="client_cancelled")
         messages = self._conversation.prompt(response.prompt, self._settings.call.instructions)
         response.generation = self._control.create_response(
@@ -213,8 +221,8 @@ class ResponseTracker:
             tools=response.tools,
             tool_choice=response.tool_choice,
         )
-        # Pipeline events only concern responses still generating or playing: forget the others.
-        self._by_generation = {g: r for g, r in self._by_generation.items() if not r.done or r.playing}
+        # Pipeline events only concern responses still generating or sounding: forget the others.
+        self._by_generation = {g: r for g, r in self._by_generation.items() if not r.done or r.sounding}
         self._by_generation[response.generation] = response
 
     def finish(
@@ -298,7 +306,9 @@ class ResponseTracker:
         """A stage failed on ``generation``: if it is still generating, stop it and fail it."""
         response = self.live(generation)
         if response is not None:
-            self._control.interrupt()
+            interruption = self._control.interrupt()
+            if interruption is not None and interruption.generation == generation:
+                self._cut(response, interruption)
             self.finish(response, "failed", reason=message)
 
     def interrupted(self, interruption: Optional[Interruption], reason: str) -> None:
@@ -309,17 +319,22 @@ class ResponseTracker:
         response = self._by_generation.get(interruption.generation)
         if response is None:
             return
-        if interruption.audio_cleared:
-            response.text = interruption.heard_text
-            response.playing = False
-            if response.item.get("content"):
-                response.item["content"][0]["_audio_ms"] = interruption.played_ms
-                if response.done:
-                    response.item["content"][0]["transcript"] = interruption.heard_text
-            self._sender.send("output_audio_buffer.cleared", response_id=response.id)
+        self._cut(response, interruption)
         if not response.done:
             self.finish(response, "cancelled", reason=reason)
         self._on_settled()
+
+    def _cut(self, response: Response, interruption: Interruption) -> None:
+        """Its unplayed audio was dropped: keep only the words heard, ``output_audio_buffer.cleared``."""
+        if not interruption.audio_cleared:
+            return
+        response.text = interruption.heard_text
+        response.playing = response.sounding = False
+        if response.item.get("content"):
+            response.item["content"][0]["_audio_ms"] = interruption.played_ms
+            if response.done:
+                response.item["content"][0]["transcript"] = interruption.heard_text
+        self._sender.send("output_audio_buffer.cleared", response_id=response.id)
 
     # ----- pipeline events of a response -----
     def on_text_delta(self, event: pe.ResponseTextDelta) -> None:
@@ -328,6 +343,9 @@ class ResponseTracker:
 
     def on_audio_transcript_delta(self, event: pe.ResponseAudioTranscriptDelta) -> None:
         """Words whose audio was just queued: ``response.output_audio_transcript.delta``."""
+        response = self.live(event.generation)
+        if response is not None:
+            response.sounding = True
         self._delta(event.generation, event.delta, "response.output_audio_transcript.delta")
 
     def _delta(self, generation: int, delta: str, event_type: str) -> None:
@@ -365,7 +383,7 @@ class ResponseTracker:
         """The response's first audio frame left: ``output_audio_buffer.started``."""
         response = self._by_generation.get(event.generation)
         if response is not None and not response.playing:
-            response.playing = True
+            response.playing = response.sounding = True
             self._on_busy()
             self._sender.send("output_audio_buffer.started", response_id=response.id)
 
@@ -373,7 +391,7 @@ class ResponseTracker:
         """The response's audio played to the end: ``output_audio_buffer.stopped``."""
         response = self._by_generation.get(event.generation)
         if response is not None and response.playing:
-            response.playing = False
+            response.playing = response.sounding = False
             if response.item.get("content"):
                 response.item["content"][0]["_audio_ms"] = event.played_ms
             self._sender.send("output_audio_buffer.stopped", response_id=response.id)

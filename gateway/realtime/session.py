@@ -340,9 +340,9 @@ class RealtimeSession:
         if active is not None and response_id in (None, active.id):
             self.responses.cancel(active, reason="client_cancelled")
             return
-        if self.responses.playing(response_id) is not None:
-            # Done generating but still being heard: cancelling it stops the audio. (A client
-            # that sent the cancel before our response.done reached it lands here too.)
+        if self.responses.sounding(response_id) is not None:
+            # Done generating but still being heard, or queued to be: cancelling it stops the
+            # audio. (A client that sent the cancel before our response.done reached it lands here too.)
             self.responses.interrupted(self.control.interrupt(), reason="client_cancelled")
             return
         message = (
