@@ -19,6 +19,7 @@ and never runs, the call of a cancelled response; a call id is never reported tw
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -33,6 +34,15 @@ from gateway.realtime.events import message_item, new_id, rate_limits, response_
 from gateway.realtime.sender import EventSender
 from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.tools import engine_tool_choice, function_call_item
+
+log = logging.getLogger(__name__)
+
+# ``status_details.reason`` of an ``incomplete`` response by the pipeline's finish reason. OpenAI's
+# reasons are ``max_output_tokens`` and ``content_filter`` (openai-python's RealtimeResponseStatus:
+# a Literal, which an SDK that validates events, e.g. openai-agents, rejects any other value of):
+# a reply cut by the turn's compute budget (``budget``) is no token cap, so it has no reason.
+INCOMPLETE_REASONS = {"length": "max_output_tokens"}
+EMPTY_REPLY = "The model ended its reply without a word, twice (asked again with its end barred)."
 
 
 @dataclass
@@ -89,6 +99,7 @@ class ResponseTracker:
         *,
         conversation_id: str,
         voice: str,
+        session_id: str = "",
         on_busy: Callable[[], None] = lambda: None,
         on_settled: Callable[[], None] = lambda: None,
     ) -> None:
@@ -97,6 +108,7 @@ class ResponseTracker:
         self._conversation = conversation
         self._settings = settings
         self._conversation_id = conversation_id
+        self._session_id = session_id
         self._voice = voice
         self._on_busy = on_busy
         self._on_settled = on_settled
@@ -226,11 +238,17 @@ class ResponseTracker:
         self._by_generation[response.generation] = response
 
     def finish(
-        self, response: Response, status: str, reason: Optional[str] = None, tokens: tuple[int, int, int] = (0, 0, 0)
+        self,
+        response: Response,
+        status: str,
+        reason: Optional[str] = None,
+        tokens: tuple[int, int, int] = (0, 0, 0),
+        code: str = "response_failed",
     ) -> None:
         """End ``response`` with ``status`` (completed, incomplete, cancelled, failed): its ``*.done``
         events, ``response.done`` (``tokens``: its usage, output, input and cached input tokens) and
-        ``rate_limits.updated``. A second finish does nothing."""
+        ``rate_limits.updated``. ``reason``: see :func:`status_details` (``code``: a failure's error
+        code). A second finish does nothing."""
         if response.done:
             return
         response.done = True
@@ -245,7 +263,7 @@ class ResponseTracker:
             response,
             status=status,
             output=[view(item) for item in response.output],
-            status_details=status_details(status, reason),
+            status_details=status_details(status, reason, code),
             usage=usage(*tokens),
         )
         send("response.done", response=body)
@@ -373,7 +391,20 @@ class ResponseTracker:
                         self._reported_calls.add(call.call_id)
                         response.calls.append(call)
             used = (event.output_tokens, event.input_tokens, event.cached_tokens)
-            self.finish(response, event.status, tokens=used)
+            if event.retried:
+                outcome = "nothing again: failed" if event.finish_reason == "empty" else "it answered"
+                log.warning(
+                    "session %s response %s (item %s): the LLM ended the reply with no words; asked again: %s",
+                    self._session_id,
+                    response.id,
+                    response.item["id"],
+                    outcome,
+                )
+            if event.finish_reason == "empty":
+                self.finish(response, "failed", reason=EMPTY_REPLY, tokens=used, code="empty_response")
+            else:
+                reason = INCOMPLETE_REASONS.get(event.finish_reason) if event.status == "incomplete" else None
+                self.finish(response, event.status, reason=reason, tokens=used)
 
     def on_interrupted(self, event: pe.ResponseInterrupted) -> None:
         """Barge-in: the caller's speech cut the response (``turn_detected``)."""
@@ -411,12 +442,15 @@ class ResponseTracker:
         )
 
 
-def status_details(status: str, reason: Optional[str]) -> Optional[dict]:
-    """``response.status_details`` for a final ``status``; ``reason`` as the Realtime API words it."""
+def status_details(status: str, reason: Optional[str], code: str = "response_failed") -> Optional[dict]:
+    """``response.status_details`` for a final ``status``: ``reason`` as the Realtime API words it
+    (cancelled: ``turn_detected``/``client_cancelled``; incomplete: ``max_output_tokens``, or None
+    for a cut that is none of OpenAI's reasons: no ``reason`` then, which its types allow), or for
+    ``failed`` the error's message (``code``: its code)."""
     if status == "cancelled":
         return {"type": "cancelled", "reason": reason or "client_cancelled"}
     if status == "incomplete":
-        return {"type": "incomplete", "reason": reason or "max_output_tokens"}
+        return {"type": "incomplete", "reason": reason} if reason else {"type": "incomplete"}
     if status == "failed":
-        return {"type": "failed", "error": {"type": "server_error", "code": "response_failed", "message": reason}}
+        return {"type": "failed", "error": {"type": "server_error", "code": code, "message": reason}}
     return None

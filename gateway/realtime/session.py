@@ -99,6 +99,7 @@ class RealtimeSession:
             self.settings,
             conversation_id=self.conversation_id,
             voice=local_voice(local_models),
+            session_id=self.id,
             on_busy=self.idle.disarm,
             on_settled=self.idle.maybe_arm,
         )
