@@ -177,6 +177,7 @@ async def test_a_refused_caller_says_why_the_gateway_refused_it(models, gateway_
     assert as_json([phase], {})["phases"][0]["calls"][1]["message"] == second.message
 
 
+@pytest.mark.slow  # a real call or generation of several seconds (the default suite is at its bar)
 async def test_a_websocket_caller_refused_says_why_the_gateway_refused_it(models, gateway_config) -> None:
     """Over the Realtime WebSocket a refusal is the upgrade's 503, and aiohttp raises
     ``WSServerHandshakeError`` without reading its body: the report showed the status alone, not

@@ -187,6 +187,7 @@ def test_callers_queue_fairly_and_a_long_prompt_lets_a_short_turn_through(llm: L
     assert results["long"].finish_reason in ("stop", "length") and results["long"].prompt_tokens > 700
 
 
+@pytest.mark.slow  # a real call or generation of several seconds (the default suite is at its bar)
 def test_min_tokens_bars_the_end_of_a_reply_until_then(llm: LlamaCppLanguageModel) -> None:
     """The retry of a reply that ended with no words (``gateway.pipeline.llm``) bars the end of
     generation for its first tokens: the real model, asked for one word, must go on past it."""

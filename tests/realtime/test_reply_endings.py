@@ -28,6 +28,7 @@ def validate(event: dict) -> None:
     TypeAdapter(RealtimeServerEvent).validate_python(event)
 
 
+@pytest.mark.slow  # a real call or generation of several seconds (the default suite is at its bar)
 async def test_a_reply_that_ends_at_once_is_asked_again_with_its_end_barred(models: ModelSet, gateway_config, caplog):
     """Failed before: the reply ended at once "completed" with no words and no warning; the caller
     heard nothing."""
