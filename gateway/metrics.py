@@ -321,7 +321,7 @@ class _CapacityCollector(Collector):
             )
             yield GaugeMetricFamily(
                 "vg_llm_busy_share",
-                "Share of the last 30 s the LLM's step thread computed work a turn waits for",
+                "Share of the last 30 s (wall time, 0 to 1) the LLM's step thread computed work a turn waits for",
                 value=view["llm_share"],
             )
         yield GaugeMetricFamily("vg_live_calls", "Live calls", value=float(view["live"]))

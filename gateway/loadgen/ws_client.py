@@ -33,6 +33,7 @@ OUT_RATE = 24000  # PCM16 24 kHz: the session's default audio format both ways
 VOICED = 300  # peak of an int16 delta over which it is the reply's voice, not silence
 AUDIO_DELTAS = ("response.output_audio.delta", GA_TO_BETA["response.output_audio.delta"])  # GA, beta
 CLOSE_WAIT_S = 5.0  # how long close() waits for the reader to record the last events
+REFUSAL_READ_S = 5.0  # how long open() reads the body of a refused upgrade at most
 
 
 class RealtimeSocket:
@@ -58,6 +59,7 @@ class RealtimeSocket:
         self.event_times: list[float] = []
         self.closed = asyncio.Event()
         self.read_error: Optional[BaseException] = None
+        self.refusal_body: Optional[str] = None  # the body of a refused upgrade (not 101), if any
         self.ws: Optional[aiohttp.ClientWebSocketResponse] = None
         self._http: Optional[aiohttp.ClientSession] = None
         self._reader: Optional[asyncio.Task] = None
@@ -65,8 +67,10 @@ class RealtimeSocket:
 
     async def open(self) -> None:
         """Connect and start recording events; aiohttp's ``WSServerHandshakeError`` (its ``status``:
-        e.g. 401, 503) when the gateway refuses the upgrade."""
-        self._http = aiohttp.ClientSession()
+        e.g. 401, 503) when the gateway refuses the upgrade, the refusal's body (the gateway's JSON
+        ``error``: its code and why) in :attr:`refusal_body`. aiohttp does not read the body of a
+        handshake it refuses, so the answer is read as it comes in (a trace's ``on_request_end``)."""
+        self._http = aiohttp.ClientSession(trace_configs=[self._refusal_reader()])
         try:
             self.ws = await self._http.ws_connect(
                 self.url, headers=self.headers, protocols=self.protocols, max_msg_size=0
@@ -75,6 +79,20 @@ class RealtimeSocket:
             await self._http.close()
             raise
         self._reader = asyncio.ensure_future(self._read())
+
+    def _refusal_reader(self) -> aiohttp.TraceConfig:
+        """A trace that keeps the body of an upgrade the server refused (any status but 101) in
+        :attr:`refusal_body`, read before aiohttp raises ``WSServerHandshakeError``."""
+        trace = aiohttp.TraceConfig()
+
+        async def on_request_end(_session: Any, _context: Any, params: aiohttp.TraceRequestEndParams) -> None:
+            response = params.response
+            if response.status != 101:
+                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, UnicodeDecodeError):
+                    self.refusal_body = (await asyncio.wait_for(response.read(), REFUSAL_READ_S)).decode()
+
+        trace.on_request_end.append(on_request_end)
+        return trace
 
     async def close(self) -> None:
         """Close the socket, wait (:data:`CLOSE_WAIT_S` at most) for the last events to be recorded
@@ -206,7 +224,8 @@ class _Heard:
 class WebSocketCaller(RealtimeSocket):
     """One simulated call over ``GET /v1/realtime`` of the gateway at ``base_url`` (see the module
     docstring). ``connect`` returns 201 once the socket is open (as an answered WebRTC offer), else
-    the HTTP status of the refused upgrade (503 with ``retry_after``)."""
+    the HTTP status of the refused upgrade (503 with ``retry_after`` and ``error_body``: the
+    gateway's JSON error)."""
 
     def __init__(self, base_url: str, gateway_events: tuple[str, ...] = ("gateway.latency", "gateway.barge_in")):
         query = "?model=gpt-realtime" + (f"&gateway_events={','.join(gateway_events)}" if gateway_events else "")
@@ -232,7 +251,8 @@ class WebSocketCaller(RealtimeSocket):
             self.answer_s = time.monotonic() - started
             self.status = refused.status
             self.retry_after = refused.headers.get("Retry-After") if refused.headers else None
-            return refused.status  # (the refusal's body, with its error code, is not read by aiohttp)
+            self.error_body = self.refusal_body  # the gateway's JSON error: its code and why
+            return refused.status
         self.answer_s = time.monotonic() - started
         self.status = 201
         self._talker = asyncio.ensure_future(self._talk())

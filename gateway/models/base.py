@@ -169,7 +169,9 @@ class GenerationOptions:
     the most wall seconds the engine may spend on the request once it holds the engine (prompt and
     decode; the queue wait is not counted): past it generation stops with ``finish_reason``
     "budget". ``tool_choice``: "auto" (the model decides), "none" (text only), "required" (one
-    call of any tool), or a tool name (a call of that tool).
+    call of any tool), or a tool name (a call of that tool). ``min_tokens``: a reply in words may
+    not end before this many tokens (the end of generation is barred until then; 0: any time),
+    for the one retry of a reply that ended with no words (``gateway.pipeline.llm``).
     """
 
     temperature: Optional[float] = None
@@ -178,6 +180,7 @@ class GenerationOptions:
     budget_s: Optional[float] = None
     tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: str = "auto"
+    min_tokens: int = 0
     # When the reply's next token is needed (monotonic s), asked before each one; None: at once.
     # The caller's pace (gateway.pipeline.pacing): an engine that batches turns serves the earliest
     # first and lets a reply far ahead of its playout wait; the time so waited is not budget.

@@ -179,6 +179,8 @@ class TransformersLanguageModel:
         )
         inputs = self._inputs(messages, tools)
         sampling: dict[str, Any] = {"do_sample": False}
+        if options.min_tokens > 0:  # no end before it (a retried reply that ended with no words)
+            sampling["min_new_tokens"] = options.min_tokens
         if temperature > 0:
             sampling = {"do_sample": True, "temperature": temperature, "top_p": options.top_p or 0.95}
         with self.queue.turn(should_stop) as turn:

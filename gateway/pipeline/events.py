@@ -103,9 +103,11 @@ class ResponseAudioTranscriptDelta(PipelineEvent):
 class ResponseFinished(PipelineEvent):
     """The LLM is done and any audio of the reply is queued (sent by TTS, the last stage).
 
-    ``status`` is "completed", or "incomplete" at the token cap or compute budget; cancelled
-    replies send none. ``tool_calls`` are the function calls the model made (whole; arguments are
-    JSON text valid for the tool's schema), after any words of ``text``. Becomes the response's
+    ``status`` is "completed", "incomplete" at the token cap or compute budget (``finish_reason``
+    "length" or "budget"), or "failed" when the model ended it with no words, twice
+    (``finish_reason`` "empty"; ``retried``: it was asked again once); cancelled replies send
+    none. ``tool_calls`` are the function calls the model made (whole; arguments are JSON text
+    valid for the tool's schema), after any words of ``text``. Becomes the response's
     ``*.done`` events (and a ``function_call`` output item per call), ending with ``response.done``.
     """
 
@@ -117,6 +119,8 @@ class ResponseFinished(PipelineEvent):
     tool_calls: list[ToolCall] = field(default_factory=list)
     input_tokens: int = 0  # the prompt's tokens, and of those ``cached_tokens`` reused (0: not known)
     cached_tokens: int = 0
+    finish_reason: str = "stop"
+    retried: bool = False
 
 
 @dataclass

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from dataclasses import replace
 from typing import Optional
 
-from gateway.models.base import LanguageModel
+from gateway.models.base import Generation, GenerationOptions, LanguageModel
 from gateway.pipeline.chunking import SentenceChunker
 from gateway.pipeline.events import ResponseTextDelta
 from gateway.pipeline.messages import Message, ResponseEnd, ResponseRequest, TextChunk
@@ -14,6 +16,14 @@ from gateway.pipeline.pacing import ReplyPace
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.spoken_text import SpokenTextStream, spoken
 from gateway.pipeline.stage import Stage, StageContext
+
+log = logging.getLogger(__name__)
+
+# The one retry of a reply that ended with no words may not end before this many tokens: a model
+# that ends at once (Qwen2.5-Coder-1.5B: one token, "." as the caller's last words) or after a
+# lone mark must go on to words.
+RETRY_MIN_TOKENS = 4
+_WORD = re.compile(r"[^\W_]")  # a letter or digit of any script: a sentence with none says nothing
 
 
 class LlmStage(Stage):
@@ -31,9 +41,16 @@ class LlmStage(Stage):
     reply streams the model's text unchanged as ``ResponseTextDelta``. A preemptive reply (``hold``
     set, started at the caller's pause) is generated the same way, at no deadline while held; it
     stops (no ``ResponseEnd``) when it gives way to another caller's turn (``ReplyHold.gives_way``).
-    ``ResponseEnd.status`` is "incomplete" when the token cap or the compute budget cut the reply;
-    ``tool_calls`` carries any function calls. An engine error (LanguageModelError, e.g. an LLM server that timed out)
-    propagates to the stage loop, which reports it as StageFailed (an ``error`` event).
+    ``ResponseEnd.status`` is "incomplete" when the token cap or the compute budget cut the reply
+    (``finish_reason`` "length" or "budget"); ``tool_calls`` carries any function calls.
+
+    A sentence with no letter or digit (a lone ".") is not spoken. A reply the model ended with no
+    words (nothing to say or show, no call: the caller would hear silence) is logged (WARNING) and
+    asked again once with its end barred for the first :data:`RETRY_MIN_TOKENS` tokens
+    (``GenerationOptions.min_tokens``), in the same generation; a reply with words costs nothing
+    more. Still none: ``status`` "failed", ``finish_reason`` "empty". An engine error
+    (LanguageModelError, e.g. an LLM server that timed out) propagates to the stage loop, which
+    reports it as StageFailed (an ``error`` event).
     """
 
     name = "llm"
@@ -74,30 +91,59 @@ class LlmStage(Stage):
             for sentence in chunker.push(lines.push(piece)):
                 self._send_chunk(message, sentence, said, pace)
 
-        result = self._llm.generate(message.messages, message.max_tokens, stale, on_text, options)
-        if stale():
+        def reply(options: GenerationOptions) -> Optional[Generation]:
+            result = self._llm.generate(message.messages, message.max_tokens, stale, on_text, options)
+            if stale():
+                return None
+            if message.audio:
+                for sentence in chunker.push(lines.flush()) + chunker.flush():
+                    self._send_chunk(message, sentence, said, pace)
+            return result
+
+        result = reply(options)
+        if result is None:
             return
-        if message.audio:
-            for sentence in chunker.push(lines.flush()) + chunker.flush():
-                self._send_chunk(message, sentence, said, pace)
+        retried = self._ended_with_no_words(message, result, said, result.text)
+        if retried:
+            log.warning(
+                "the LLM ended reply %d with no words (%d tokens, %r): asked again, its end barred for %d tokens",
+                generation,
+                result.tokens,
+                result.text[:40],
+                RETRY_MIN_TOKENS,
+            )
+            again = reply(replace(options, min_tokens=RETRY_MIN_TOKENS))
+            if again is None:
+                return
+            result = _joined(result, again)
+        empty = retried and self._ended_with_no_words(message, result, said, result.text)
         text = " ".join(said) if message.audio else result.text.strip()
         self.emit(
             ResponseEnd(
                 call,
                 generation=generation,
                 text=text,
-                status=result.status,
+                status="failed" if empty else result.status,
                 audio=message.audio,
                 output_tokens=result.tokens,
                 tool_calls=result.tool_calls,
                 input_tokens=result.prompt_tokens,
                 cached_tokens=result.cached_tokens,
+                finish_reason="empty" if empty else result.finish_reason,
+                retried=retried,
             )
         )
 
+    @staticmethod
+    def _ended_with_no_words(message: ResponseRequest, result: Generation, said: list[str], text: str) -> bool:
+        """The model ended the reply itself (not cut, cancelled or a call) and it holds nothing to
+        hear (audio: no sentence went to TTS) or read (text: blank)."""
+        nothing = not said if message.audio else not _WORD.search(text)
+        return nothing and result.finish_reason == "stop" and not result.tool_calls
+
     def _send_chunk(self, request: ResponseRequest, sentence: str, said: list[str], pace: Optional[ReplyPace]) -> None:
         words = spoken(sentence)
-        if not words:
+        if not _WORD.search(words):  # punctuation alone ("."): nothing to say
             return
         said.append(words)
         if pace is not None:
@@ -113,3 +159,15 @@ class LlmStage(Stage):
                 hold=request.hold,
             )
         )
+
+
+def _joined(first: Generation, retry: Generation) -> Generation:
+    """One reply of a first attempt and its retry: the text of both, the tokens of both."""
+    return replace(
+        retry,
+        text=first.text + retry.text,
+        tokens=first.tokens + retry.tokens,
+        prompt_tokens=first.prompt_tokens + retry.prompt_tokens,
+        cached_tokens=first.cached_tokens + retry.cached_tokens,
+        queue_wait_s=first.queue_wait_s + retry.queue_wait_s,
+    )

@@ -171,3 +171,7 @@ class ResponseEnd(Message):
     tool_calls: list[ToolCall] = field(default_factory=list)  # calls the model made instead of (or after) text
     input_tokens: int = 0  # the prompt's tokens (0: the engine does not say)
     cached_tokens: int = 0  # of those, how many were reused from the cache rather than read
+    # why it ended: the engine's (stop, length, budget, cancelled, tool_calls), or "empty": the
+    # model ended it twice with no words (``status`` "failed"); ``retried``: asked again for that
+    finish_reason: str = "stop"
+    retried: bool = False

@@ -65,6 +65,8 @@ class TtsStage(Stage):
                     tool_calls=message.tool_calls,
                     input_tokens=message.input_tokens,
                     cached_tokens=message.cached_tokens,
+                    finish_reason=message.finish_reason,
+                    retried=message.retried,
                 )
             )
 

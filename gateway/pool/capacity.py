@@ -149,7 +149,7 @@ class CapacityNow:
         ``call_cost_cores``, ``call_cost_llm``: the LLM share of one, ``load``: 1.0 full), the
         measurements (``cpu_cores`` of this process, ``box_cores`` of the whole machine: other
         processes too, not decided on, ``cores`` this process may use, ``llm_share``: of the window
-        the LLM's step thread computed, None without a batched decoder as ``call_cost_llm``,
+        the LLM's step thread computed (wall time, 0 to 1), None without a batched decoder as ``call_cost_llm``,
         ``misses`` and ``missed_s`` in the window, ``turns``, ``first_clause_ms`` p90 and
         ``reference_ms``) and ``step_ms`` by batch size."""
         load, retry_after_s = self.load, self.retry_after_s()
@@ -198,6 +198,10 @@ class Admission:
         speculative steps not counted; a lone call's steps on both cores count twice, as thread
         time of the busy setting); None without one."""
         return self._decoder.busy_s if self._decoder is not None else None
+
+    def llm_wall_s(self) -> Optional[float]:
+        """The same seconds as wall time (its ``busy_wall_s``); None without a batched decoder."""
+        return self._decoder.busy_wall_s if self._decoder is not None else None
 
     def step_ms(self) -> dict[int, float]:
         """The LLM's typical decode step by batch size, ms (empty without a batch decoder)."""

@@ -19,12 +19,13 @@
   going back to that prior (the same time constant) while nobody talks: a cost learned in a busy
   phase lasts only as long as its evidence;
 - **the LLM's load** (an engine with a batched decoder): the share of the time its step thread
-  computes work a turn waits for (``llm_share``; 1.0: it never rests; read-aheads and preemptive
-  replies held unadopted give way to any turn and are not counted: ``BatchDecoder.yielding_s``;
-  a lone call's steps on ``llm_idle_threads`` count their threads: ``BatchDecoder.busy_s``)
-  and the share one talking conversation takes
-  (``llm_cost``: an exponential average of ``llm_share`` / talking calls, seeded by
-  :func:`prior_llm_cost` and going back to it while nobody talks). The LLM runs on one thread
+  computes work a turn waits for (``llm_share``, wall time: 0 to 1.0, 1.0: it never rests;
+  ``BatchDecoder.busy_wall_s``; read-aheads and preemptive replies held unadopted give way to any
+  turn and are not counted: ``BatchDecoder.yielding_s``) and the share one talking conversation
+  takes (``llm_cost``: an exponential average of the thread time per talking call, seeded by
+  :func:`prior_llm_cost` and going back to it while nobody talks; thread time of the busy setting,
+  ``BatchDecoder.busy_s``: a lone call's steps on ``llm_idle_threads`` count their threads, as
+  that call beside others would take the busy setting's one thread longer). The LLM runs on one thread
   while callers talk (the other cores serve the speech models), so it is what latency runs out of
   first: CPU counted in cores says a 2-core
   box has room while the LLM's thread is already the queue every first clause waits in.
@@ -105,7 +106,8 @@ class Load:
     of its ``turns`` (None under 3) and the lone ``reference_ms`` (None before a quiet turn),
     ``call_cost`` (cores per talking call), the misses since the start (``misses_total``,
     ``missed_total_s``), and the LLM's load (None without a batched decoder): ``llm_share`` of
-    the window its step thread computed, ``llm_cost`` the share per talking call; when the window's
+    the window its step thread computed (wall time, at most 1.0), ``llm_cost`` the share per
+    talking call (thread time of the busy setting); when the window's
     misses and turns happened, for how long they still count (``miss_ages_s``: each miss's age, s,
     oldest first; ``turn_ages_s``: (age s, first clause ms) of each turn, oldest first)."""
 
@@ -149,15 +151,18 @@ class _Sample:
     box: Optional[tuple[float, float]]  # the machine's (busy, total) jiffies
     underruns: int
     underrun_s: float
-    llm_s: Optional[float]  # the LLM's step thread's compute seconds so far (None: no batched decoder)
+    llm_s: Optional[float]  # the LLM's step thread's compute seconds so far, as thread time (None: no batched decoder)
+    llm_wall_s: Optional[float]  # the same as wall seconds
 
 
 class LoadMeter:
     """The load of the calls served by the units: ``live()`` and ``talking()`` count them,
     ``misses()`` gives the units' (underruns, seconds of underrun) so far, ``lone_step_ms()`` the
     LLM's lone decode step (for the prior cost), ``llm_busy_s()`` the seconds the LLM's step
-    thread computed so far (None: no batched decoder). ``cores``: the cores this process may use
-    (default :func:`usable_cores`); ``box_cpus``: the machine's CPUs (default ``os.cpu_count()``).
+    thread computed so far as thread time of the busy setting (None: no batched decoder) and
+    ``llm_wall_s()`` the same as wall seconds (None: ``llm_busy_s`` is wall time too).
+    ``cores``: the cores this process may use (default :func:`usable_cores`); ``box_cpus``: the
+    machine's CPUs (default ``os.cpu_count()``).
     ``clock``, ``cpu_s`` (this process's CPU seconds) and ``box`` (the machine's busy and total
     jiffies, or None) are the system's unless given (tests give their own)."""
 
@@ -168,6 +173,7 @@ class LoadMeter:
         misses: Callable[[], tuple[int, float]],
         lone_step_ms: Callable[[], Optional[float]] = lambda: None,
         llm_busy_s: Callable[[], Optional[float]] = lambda: None,
+        llm_wall_s: Callable[[], Optional[float]] = lambda: None,
         cores: Optional[int] = None,
         clock: Callable[[], float] = time.monotonic,
         cpu_s: Optional[Callable[[], float]] = None,
@@ -176,6 +182,7 @@ class LoadMeter:
     ) -> None:
         self._live, self._talking, self._misses, self._lone_step_ms = live, talking, misses, lone_step_ms
         self._llm_busy_s = llm_busy_s
+        self._llm_wall_s = llm_wall_s
         self.cores = cores or usable_cores()
         self.box_cpus = box_cpus or os.cpu_count() or self.cores
         self._clock = clock
@@ -204,7 +211,9 @@ class LoadMeter:
         """Take a sample (at most one per ``TICK_S``/2) and update the call cost."""
         now = self._clock()
         underruns, underrun_s = self._misses()
-        sample = _Sample(now, self._cpu_s(), self._box(), underruns, underrun_s, self._llm_busy_s())
+        llm_s, llm_wall_s = self._llm_busy_s(), self._llm_wall_s()
+        wall = llm_wall_s if llm_wall_s is not None else llm_s
+        sample = _Sample(now, self._cpu_s(), self._box(), underruns, underrun_s, llm_s, wall)
         with self._lock:
             if self._samples and now - self._samples[-1].at < TICK_S / 2:
                 return
@@ -269,7 +278,8 @@ class LoadMeter:
         prior = self._cost if self._cost is not None else prior_call_cost(self._lone_step_ms(), self.cores)
         self._cost = prior + weight * (measured - prior)
         if sample.llm_s is not None and previous.llm_s is not None:
-            self._learn_llm_cost((sample.llm_s - previous.llm_s) / span, talking, weight)
+            busy = (sample.llm_wall_s - previous.llm_wall_s) / span  # type: ignore[operator]
+            self._learn_llm_cost((sample.llm_s - previous.llm_s) / span, busy, talking, weight)
 
     def _relax(self, weight: float) -> None:
         """One step of the learned costs back towards their priors while nobody talks (under the
@@ -283,26 +293,29 @@ class LoadMeter:
         if self._llm_cost is not None and llm_prior is not None:
             self._llm_cost += weight * (llm_prior - self._llm_cost)
 
-    def _learn_llm_cost(self, share: float, talking: int, weight: float) -> None:
+    def _learn_llm_cost(self, share: float, busy: float, talking: int, weight: float) -> None:
         """One step of the LLM share's average from ``share`` of a tick the LLM computed for
-        ``talking`` calls (under the lock). A saturated LLM (:data:`LLM_SATURATED`) says only that a
-        call costs at least share / talking: the average then only rises (else it would fall as
-        talkers are added, and admit more the busier the LLM is)."""
+        ``talking`` calls (thread time of the busy setting) while its step thread was busy ``busy``
+        of the tick (wall; under the lock). A saturated LLM (:data:`LLM_SATURATED` of the wall time)
+        says only that a call costs at least share / talking: the average then only rises (else it
+        would fall as talkers are added, and admit more the busier the LLM is)."""
         measured = share / talking
         prior = self._llm_cost if self._llm_cost is not None else prior_llm_cost(self._lone_step_ms())
         if prior is None:
             self._llm_cost = measured
-        elif share < LLM_SATURATED or measured > prior:
+        elif busy < LLM_SATURATED or measured > prior:
             self._llm_cost = prior + weight * (measured - prior)
 
 
 def _llm_share(samples: Sequence[_Sample]) -> Optional[float]:
-    """The share of the span of ``samples`` the LLM's step thread computed (from the first sample
-    that has a reading; None without two)."""
-    read = [s for s in samples if s.llm_s is not None]
+    """The share of the span of ``samples`` the LLM's step thread computed, wall time (from the
+    first sample that has a reading; None without two). At most 1.0: a step is counted when it
+    ends, so one begun before the first sample may add more than the span it ended in."""
+    read = [s for s in samples if s.llm_wall_s is not None]
     if len(read) < 2 or read[-1].at <= read[0].at:
         return None
-    return (read[-1].llm_s - read[0].llm_s) / (read[-1].at - read[0].at)  # type: ignore[operator]
+    busy = (read[-1].llm_wall_s - read[0].llm_wall_s) / (read[-1].at - read[0].at)  # type: ignore[operator]
+    return min(1.0, max(0.0, busy))
 
 
 def _miss_ages(samples: Sequence[_Sample], now: float) -> tuple[float, ...]:

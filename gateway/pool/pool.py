@@ -59,6 +59,7 @@ class UnitPool:
             misses=self._misses,
             lone_step_ms=lambda: self.capacity.step_ms().get(1),
             llm_busy_s=lambda: self.capacity.llm_busy_s() if hasattr(self, "capacity") else None,  # set below
+            llm_wall_s=lambda: self.capacity.llm_wall_s() if hasattr(self, "capacity") else None,
         )
         self.capacity = Admission(config, models.llm, self.meter)
         self.on_state_change: Callable[[PipelineUnit], None] = lambda unit: None

@@ -19,6 +19,7 @@ and never runs, the call of a cancelled response; a call id is never reported tw
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -34,13 +35,24 @@ from gateway.realtime.sender import EventSender
 from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.tools import engine_tool_choice, function_call_item
 
+log = logging.getLogger(__name__)
+
+# ``status_details.reason`` of an ``incomplete`` response by the pipeline's finish reason. OpenAI's
+# reasons are ``max_output_tokens`` and ``content_filter`` (openai-python's RealtimeResponseStatus:
+# a Literal, which an SDK that validates events, e.g. openai-agents, rejects any other value of):
+# a reply cut by the turn's compute budget (``budget``) is no token cap, so it has no reason.
+INCOMPLETE_REASONS = {"length": "max_output_tokens"}
+EMPTY_REPLY = "The model ended its reply without a word, twice (asked again with its end barred)."
+
 
 @dataclass
 class Response:
     """One response. ``item`` is its assistant message item (in the conversation unless
     out-of-band; ``opened`` once announced); ``text`` what was generated (or, once cut, heard);
     ``playing`` while its audio is heard. ``tools``/``tool_choice`` (the engine's string) are what
-    it may call; ``calls`` the calls made, held until it completes; ``output`` the items announced."""
+    it may call; ``calls`` the calls made, held until it completes; ``output`` the items announced.
+    ``sounding`` from its first words' audio queued until that audio played out or was cut: queued
+    audio may wait a moment before it plays (``playing``), and a newer response makes it stale."""
 
     id: str
     audio: bool
@@ -55,6 +67,7 @@ class Response:
     status: str = "in_progress"
     done: bool = False
     playing: bool = False
+    sounding: bool = False
     tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: str = "none"
     calls: list[ToolCall] = field(default_factory=list)
@@ -86,6 +99,7 @@ class ResponseTracker:
         *,
         conversation_id: str,
         voice: str,
+        session_id: str = "",
         on_busy: Callable[[], None] = lambda: None,
         on_settled: Callable[[], None] = lambda: None,
     ) -> None:
@@ -94,6 +108,7 @@ class ResponseTracker:
         self._conversation = conversation
         self._settings = settings
         self._conversation_id = conversation_id
+        self._session_id = session_id
         self._voice = voice
         self._on_busy = on_busy
         self._on_settled = on_settled
@@ -118,6 +133,11 @@ class ResponseTracker:
     def playing(self, response_id: Optional[str] = None) -> Optional[Response]:
         """A response whose audio is being heard (``response_id`` None: any)."""
         return next((r for r in self._by_generation.values() if r.playing and response_id in (None, r.id)), None)
+
+    def sounding(self, response_id: Optional[str] = None) -> Optional[Response]:
+        """A response whose audio is queued or being heard (``response_id`` None: any): done
+        generating, its audio may not have started yet."""
+        return next((r for r in self._by_generation.values() if r.sounding and response_id in (None, r.id)), None)
 
     # ----- lifecycle -----
     def start(
@@ -201,8 +221,8 @@ class ResponseTracker:
         response = self.active()
         if response is None or response.generation is not None or self._conversation.awaiting_transcript:
             return
-        if self.playing() is not None:
-            # A new generation makes the old reply's queued audio stale: say it was cut.
+        if self.sounding() is not None:
+            # A new generation makes the old reply's queued audio stale (playing or not yet): say it was cut.
             self.interrupted(self._control.interrupt(), reason="client_cancelled")
         messages = self._conversation.prompt(response.prompt, self._settings.call.instructions)
         response.generation = self._control.create_response(
@@ -213,16 +233,22 @@ class ResponseTracker:
             tools=response.tools,
             tool_choice=response.tool_choice,
         )
-        # Pipeline events only concern responses still generating or playing: forget the others.
-        self._by_generation = {g: r for g, r in self._by_generation.items() if not r.done or r.playing}
+        # Pipeline events only concern responses still generating or sounding: forget the others.
+        self._by_generation = {g: r for g, r in self._by_generation.items() if not r.done or r.sounding}
         self._by_generation[response.generation] = response
 
     def finish(
-        self, response: Response, status: str, reason: Optional[str] = None, tokens: tuple[int, int, int] = (0, 0, 0)
+        self,
+        response: Response,
+        status: str,
+        reason: Optional[str] = None,
+        tokens: tuple[int, int, int] = (0, 0, 0),
+        code: str = "response_failed",
     ) -> None:
         """End ``response`` with ``status`` (completed, incomplete, cancelled, failed): its ``*.done``
         events, ``response.done`` (``tokens``: its usage, output, input and cached input tokens) and
-        ``rate_limits.updated``. A second finish does nothing."""
+        ``rate_limits.updated``. ``reason``: see :func:`status_details` (``code``: a failure's error
+        code). A second finish does nothing."""
         if response.done:
             return
         response.done = True
@@ -237,7 +263,7 @@ class ResponseTracker:
             response,
             status=status,
             output=[view(item) for item in response.output],
-            status_details=status_details(status, reason),
+            status_details=status_details(status, reason, code),
             usage=usage(*tokens),
         )
         send("response.done", response=body)
@@ -298,7 +324,9 @@ class ResponseTracker:
         """A stage failed on ``generation``: if it is still generating, stop it and fail it."""
         response = self.live(generation)
         if response is not None:
-            self._control.interrupt()
+            interruption = self._control.interrupt()
+            if interruption is not None and interruption.generation == generation:
+                self._cut(response, interruption)
             self.finish(response, "failed", reason=message)
 
     def interrupted(self, interruption: Optional[Interruption], reason: str) -> None:
@@ -309,17 +337,22 @@ class ResponseTracker:
         response = self._by_generation.get(interruption.generation)
         if response is None:
             return
-        if interruption.audio_cleared:
-            response.text = interruption.heard_text
-            response.playing = False
-            if response.item.get("content"):
-                response.item["content"][0]["_audio_ms"] = interruption.played_ms
-                if response.done:
-                    response.item["content"][0]["transcript"] = interruption.heard_text
-            self._sender.send("output_audio_buffer.cleared", response_id=response.id)
+        self._cut(response, interruption)
         if not response.done:
             self.finish(response, "cancelled", reason=reason)
         self._on_settled()
+
+    def _cut(self, response: Response, interruption: Interruption) -> None:
+        """Its unplayed audio was dropped: keep only the words heard, ``output_audio_buffer.cleared``."""
+        if not interruption.audio_cleared:
+            return
+        response.text = interruption.heard_text
+        response.playing = response.sounding = False
+        if response.item.get("content"):
+            response.item["content"][0]["_audio_ms"] = interruption.played_ms
+            if response.done:
+                response.item["content"][0]["transcript"] = interruption.heard_text
+        self._sender.send("output_audio_buffer.cleared", response_id=response.id)
 
     # ----- pipeline events of a response -----
     def on_text_delta(self, event: pe.ResponseTextDelta) -> None:
@@ -328,6 +361,9 @@ class ResponseTracker:
 
     def on_audio_transcript_delta(self, event: pe.ResponseAudioTranscriptDelta) -> None:
         """Words whose audio was just queued: ``response.output_audio_transcript.delta``."""
+        response = self.live(event.generation)
+        if response is not None:
+            response.sounding = True
         self._delta(event.generation, event.delta, "response.output_audio_transcript.delta")
 
     def _delta(self, generation: int, delta: str, event_type: str) -> None:
@@ -355,7 +391,20 @@ class ResponseTracker:
                         self._reported_calls.add(call.call_id)
                         response.calls.append(call)
             used = (event.output_tokens, event.input_tokens, event.cached_tokens)
-            self.finish(response, event.status, tokens=used)
+            if event.retried:
+                outcome = "nothing again: failed" if event.finish_reason == "empty" else "it answered"
+                log.warning(
+                    "session %s response %s (item %s): the LLM ended the reply with no words; asked again: %s",
+                    self._session_id,
+                    response.id,
+                    response.item["id"],
+                    outcome,
+                )
+            if event.finish_reason == "empty":
+                self.finish(response, "failed", reason=EMPTY_REPLY, tokens=used, code="empty_response")
+            else:
+                reason = INCOMPLETE_REASONS.get(event.finish_reason) if event.status == "incomplete" else None
+                self.finish(response, event.status, reason=reason, tokens=used)
 
     def on_interrupted(self, event: pe.ResponseInterrupted) -> None:
         """Barge-in: the caller's speech cut the response (``turn_detected``)."""
@@ -365,7 +414,7 @@ class ResponseTracker:
         """The response's first audio frame left: ``output_audio_buffer.started``."""
         response = self._by_generation.get(event.generation)
         if response is not None and not response.playing:
-            response.playing = True
+            response.playing = response.sounding = True
             self._on_busy()
             self._sender.send("output_audio_buffer.started", response_id=response.id)
 
@@ -373,7 +422,7 @@ class ResponseTracker:
         """The response's audio played to the end: ``output_audio_buffer.stopped``."""
         response = self._by_generation.get(event.generation)
         if response is not None and response.playing:
-            response.playing = False
+            response.playing = response.sounding = False
             if response.item.get("content"):
                 response.item["content"][0]["_audio_ms"] = event.played_ms
             self._sender.send("output_audio_buffer.stopped", response_id=response.id)
@@ -393,12 +442,15 @@ class ResponseTracker:
         )
 
 
-def status_details(status: str, reason: Optional[str]) -> Optional[dict]:
-    """``response.status_details`` for a final ``status``; ``reason`` as the Realtime API words it."""
+def status_details(status: str, reason: Optional[str], code: str = "response_failed") -> Optional[dict]:
+    """``response.status_details`` for a final ``status``: ``reason`` as the Realtime API words it
+    (cancelled: ``turn_detected``/``client_cancelled``; incomplete: ``max_output_tokens``, or None
+    for a cut that is none of OpenAI's reasons: no ``reason`` then, which its types allow), or for
+    ``failed`` the error's message (``code``: its code)."""
     if status == "cancelled":
         return {"type": "cancelled", "reason": reason or "client_cancelled"}
     if status == "incomplete":
-        return {"type": "incomplete", "reason": reason or "max_output_tokens"}
+        return {"type": "incomplete", "reason": reason} if reason else {"type": "incomplete"}
     if status == "failed":
-        return {"type": "failed", "error": {"type": "server_error", "code": "response_failed", "message": reason}}
+        return {"type": "failed", "error": {"type": "server_error", "code": code, "message": reason}}
     return None

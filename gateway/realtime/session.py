@@ -99,6 +99,7 @@ class RealtimeSession:
             self.settings,
             conversation_id=self.conversation_id,
             voice=local_voice(local_models),
+            session_id=self.id,
             on_busy=self.idle.disarm,
             on_settled=self.idle.maybe_arm,
         )
@@ -340,9 +341,9 @@ class RealtimeSession:
         if active is not None and response_id in (None, active.id):
             self.responses.cancel(active, reason="client_cancelled")
             return
-        if self.responses.playing(response_id) is not None:
-            # Done generating but still being heard: cancelling it stops the audio. (A client
-            # that sent the cancel before our response.done reached it lands here too.)
+        if self.responses.sounding(response_id) is not None:
+            # Done generating but still being heard, or queued to be: cancelling it stops the
+            # audio. (A client that sent the cancel before our response.done reached it lands here too.)
             self.responses.interrupted(self.control.interrupt(), reason="client_cancelled")
             return
         message = (

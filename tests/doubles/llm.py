@@ -1,10 +1,12 @@
-"""Language model doubles: a model that hangs, one that fails once, one that is slow, one that calls a tool."""
+"""Language model doubles: a model that hangs, one that fails once, one that is slow, one that calls a tool,
+one that ends its replies at once, one with a tight compute budget."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Optional
 
 from gateway.models.base import ChatMessage, Generation, GenerationOptions, LanguageModel, ToolCall
@@ -84,3 +86,37 @@ class ToolCallingLanguageModelDouble(SlowLanguageModelDouble):
         self.calls += 1
         call = ToolCall(f"call_double_{self.calls}", options.tools[0].name, self.arguments)
         return Generation("", 1, "tool_calls", tool_calls=[call])
+
+
+class EndsAtOnceLanguageModelDouble:
+    """Ends a reply at once, one token and no words (``"."``: what Qwen2.5-Coder-1.5B did with "." as
+    the caller's last words), unless the end is barred (``options.min_tokens``; ``always``: even
+    then); a barred reply is the real model's. ``asked`` keeps the ``min_tokens`` of every request."""
+
+    def __init__(self, real: LanguageModel, always: bool = False) -> None:
+        self.real = real
+        self.name = real.name
+        self.always = always
+        self.asked: list[int] = []
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        barred = options.min_tokens if options is not None else 0
+        self.asked.append(barred)
+        if barred and not self.always:
+            return self.real.generate(messages, max_tokens, should_stop, on_text, options)
+        on_text(".")
+        return Generation(".", 1, "stop")
+
+
+class TightBudgetLanguageModelDouble:
+    """The real model with a compute budget of ``budget_s`` per reply (``GenerationOptions.budget_s``,
+    as ``llm_turn_budget_s`` sets it for the engine): a long reply is cut by the budget."""
+
+    def __init__(self, real: LanguageModel, budget_s: float) -> None:
+        self.real = real
+        self.name = real.name
+        self.budget_s = budget_s
+
+    def generate(self, messages, max_tokens, should_stop, on_text, options=None):
+        options = replace(options or GenerationOptions(), budget_s=self.budget_s)
+        return self.real.generate(messages, max_tokens, should_stop, on_text, options)

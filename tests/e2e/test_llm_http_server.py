@@ -201,3 +201,21 @@ async def test_a_server_that_never_answers_gives_an_error_event(models, silent_s
         # After the 2 s read timeout, not before; the upper bound is 10x loose (not a hang).
         assert 1.5 < waited < 10 * 2.0, f"the error came after {waited:.1f} s (read timeout 2 s)"
         await client.hangup()
+
+
+def test_a_retried_reply_bars_its_end_on_the_server_too(models, llm_server):
+    """The retry of a reply that ended with no words sends ``min_tokens`` (in ``extra_body``):
+    llama_cpp.server takes it and does not end the reply before, where a plain request ends after
+    one word."""
+    from gateway.models.base import ChatMessage, GenerationOptions
+
+    _config, http = http_models(models, llm_server)
+    llm = http.llm
+    try:
+        messages = [ChatMessage("user", "Answer with one word only, yes or no: is water wet?")]
+        short = llm.generate(messages, 30, lambda: False, lambda piece: None, GenerationOptions())
+        barred = llm.generate(messages, 30, lambda: False, lambda piece: None, GenerationOptions(min_tokens=8))
+        assert short.finish_reason == "stop" and short.tokens < 8, short
+        assert barred.tokens >= 8, barred
+    finally:
+        llm.close()  # type: ignore[attr-defined]

@@ -175,3 +175,18 @@ async def test_a_refused_caller_says_why_the_gateway_refused_it(models, gateway_
     assert "answers 1 calls at once (setting)" in second.message, second.message
     assert refusal_lines(phase) == [f"caller 2 refused: {second.message}"]
     assert as_json([phase], {})["phases"][0]["calls"][1]["message"] == second.message
+
+
+@pytest.mark.slow  # a real call or generation of several seconds (the default suite is at its bar)
+async def test_a_websocket_caller_refused_says_why_the_gateway_refused_it(models, gateway_config) -> None:
+    """Over the Realtime WebSocket a refusal is the upgrade's 503, and aiohttp raises
+    ``WSServerHandshakeError`` without reading its body: the report showed the status alone, not
+    the gateway's JSON error (its code and why). Two silent callers over real WebSockets, a gateway
+    with one unit: the second finds the pool full. Failed before: no code, no message."""
+    plan = Plan([], callers=[2], baseline=False, stagger_s=0.5, transport="websocket")
+    async with serve(gateway_config(pool_size=1, talking_capacity=0, retry_after_s=7), models) as (url, _app):
+        phase = await run_phase(url, plan, callers=2, gateway=None, silent=True)
+    first, second = phase.calls
+    assert first.status == 201 and second.status == 503, phase.calls
+    assert second.code == "pool_full" and second.retry_after == "7", second
+    assert second.message and refusal_lines(phase) == [f"caller 2 refused: {second.message}"]

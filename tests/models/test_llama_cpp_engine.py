@@ -185,3 +185,15 @@ def test_callers_queue_fairly_and_a_long_prompt_lets_a_short_turn_through(llm: L
     assert done["short"] < done["long"], done
     assert results["short"].queue_wait_s < 3.0, results["short"]
     assert results["long"].finish_reason in ("stop", "length") and results["long"].prompt_tokens > 700
+
+
+@pytest.mark.slow  # a real call or generation of several seconds (the default suite is at its bar)
+def test_min_tokens_bars_the_end_of_a_reply_until_then(llm: LlamaCppLanguageModel) -> None:
+    """The retry of a reply that ended with no words (``gateway.pipeline.llm``) bars the end of
+    generation for its first tokens: the real model, asked for one word, must go on past it."""
+    question = "Answer with one word only, yes or no: is water wet?"
+    short, _ = ask(llm, question, max_tokens=30)
+    assert short.finish_reason == "stop" and short.tokens < 8, short
+    barred, pieces = ask(llm, question, max_tokens=30, options=GenerationOptions(min_tokens=8))
+    assert barred.tokens >= 8 and "".join(pieces) == barred.text, barred
+    assert barred.text.startswith(short.text.strip()), "the same reply, made to go on"

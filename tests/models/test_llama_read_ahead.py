@@ -261,13 +261,16 @@ def test_the_llm_load_of_a_lone_call_counts_the_threads_its_steps_take(llm) -> N
     question = llm.chat.tokenize(" ".join(f"north{i}" for i in range(20)))[:40]
 
     def turn_on(threads: tuple[int, int]) -> tuple[float, float]:
-        busy_before, decode_before = decoder.busy_s, timed.decode_s
+        busy_before, decode_before, wall_before = decoder.busy_s, timed.decode_s, decoder.busy_wall_s
         lease = decoder.lease()
         logits, _ = lease.evaluate(question, lambda: False)
         assert logits is not None
         lease.release()
         assert decoder._threads_now == threads
-        return decoder.busy_s - busy_before, timed.decode_s - decode_before
+        took = timed.decode_s - decode_before
+        # The share of the time the thread computes (``llm_share``, at most 1.0) is wall time.
+        assert decoder.busy_wall_s - wall_before == pytest.approx(took, rel=0.05)
+        return decoder.busy_s - busy_before, took
 
     try:
         CORE_USE.calls = 1  # one call connected, no heavy model call: the idle setting, both cores

@@ -55,6 +55,9 @@ def test_request_shape_carries_tools_and_calls() -> None:
     assert body["tools"][0]["function"]["name"] == "get_time"
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
     assert "tools" not in llm.request_body(QUESTION, 32, GenerationOptions(tools=[tool], tool_choice="none"))
+    assert "extra_body" not in body, "no field outside OpenAI's unless asked for"
+    retry = llm.request_body(QUESTION, 32, GenerationOptions(min_tokens=4))
+    assert retry["extra_body"] == {"min_tokens": 4}, "a retried reply's barred end: vLLM, SGLang, llama_cpp.server"
     call = ChatMessage("assistant", "", tool_calls=[ToolCall("call_1", "get_time", "{}")])
     assert chat_message(call)["tool_calls"][0]["function"] == {"name": "get_time", "arguments": "{}"}
     output = chat_message(ChatMessage("tool", "12:00", tool_call_id="call_1"))

@@ -72,26 +72,30 @@ class Box:
         self.live = 0
         self.talking = 0
         self.misses = (0, 0.0)
-        self.llm = 0.0  # the LLM's step thread's compute seconds
+        self.llm = 0.0  # the LLM's step thread's compute seconds, as thread time of the busy setting
+        self.llm_wall = 0.0  # the same, as wall time
         self.meter = LoadMeter(
             live=lambda: self.live,
             talking=lambda: self.talking,
             misses=lambda: self.misses,
             lone_step_ms=lambda: 50.0,
             llm_busy_s=lambda: self.llm,
+            llm_wall_s=lambda: self.llm_wall,
             cores=2,
             clock=lambda: self.now,
             cpu_s=lambda: self.cpu,
             box=lambda: None,
         )
 
-    def run(self, seconds: float, cores: float, llm: float = 0.0) -> None:
+    def run(self, seconds: float, cores: float, llm: float = 0.0, llm_threads: float = 1.0) -> None:
         """``seconds`` pass with this process busy on ``cores`` cores and the LLM's step thread
-        computing ``llm`` of the time, sampled every tick."""
+        computing ``llm`` of the time on ``llm_threads`` times the busy setting's threads (a lone
+        call's steps on both cores: 2), sampled every tick."""
         for _ in range(int(seconds / TICK_S)):
             self.now += TICK_S
             self.cpu += cores * TICK_S
-            self.llm += llm * TICK_S
+            self.llm += llm * llm_threads * TICK_S
+            self.llm_wall += llm * TICK_S
             self.meter.tick()
 
 
@@ -199,6 +203,36 @@ def test_the_meter_learns_the_llm_share_of_a_talking_call_and_admission_reads_it
     load = box.meter.load()
     assert prior_llm_cost(50.0) < load.llm_cost < 0.4 and refusal(load) is None
     assert refusal(replace(load, llm_cost=0.95)) is None, "nobody talks: one more conversation always fits"
+
+
+def test_the_llm_share_of_a_lone_call_is_the_share_of_the_time_its_thread_computes() -> None:
+    """Failed before: ``llm_share`` (``/v1/pool``, ``vg_llm_busy_share``: "the share of the time
+    its step thread computes", 1.0: it never rests) read the decoder's ``busy_s``, which counts a
+    lone call's steps on both cores twice (thread time of the busy setting, what a call costs beside
+    others): a lone caller whose steps took 70 % of the time showed 1.4, and an LLM with room left
+    was read as saturated, so the call's cost could only rise. The share is now the wall share;
+    the cost a call teaches stays in thread time."""
+    box = Box()
+    box.live = box.talking = 1
+    box.run(300, cores=1.4, llm=0.7, llm_threads=2.0)
+    load = box.meter.load()
+    assert load.llm_share == pytest.approx(0.7), "the share of the time the step thread computed"
+    assert load.llm_cost == pytest.approx(1.4, rel=0.1), "a call's cost: thread time of the busy setting"
+    assert 0.0 <= load.llm_share <= 1.0
+    box.talking = 2  # two talkers on the busy setting: 60 % of the thread, learned down from 1.4
+    box.run(300, cores=1.2, llm=0.6)
+    assert box.meter.load().llm_cost == pytest.approx(0.3, rel=0.1), "an LLM with room left teaches the cost down"
+
+
+def test_the_llm_share_is_never_more_than_the_whole_time() -> None:
+    """A step's seconds are counted when it ends: a long read that began before the window's first
+    sample adds more than the span it ended in. The share of the time is at most 1.0."""
+    box = Box()
+    box.live = box.talking = 1
+    box.now += TICK_S
+    box.llm = box.llm_wall = 1.6  # one 1.6 s step, begun before the meter's first sample
+    box.meter.tick()
+    assert box.meter.load().llm_share == 1.0
 
 
 def test_an_idle_box_admits_after_one_caller_saturated_its_cores() -> None:

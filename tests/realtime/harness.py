@@ -108,12 +108,28 @@ def playback_started(played_ms: int = 600, heard: str = "Paris") -> Step:
 
 
 def finished(
-    text: str = "Paris is the capital.", status: str = "completed", tokens: int = 6, audio: bool = True
+    text: str = "Paris is the capital.",
+    status: str = "completed",
+    tokens: int = 6,
+    audio: bool = True,
+    finish_reason: Optional[str] = None,
+    retried: bool = False,
 ) -> Step:
+    """The pipeline's ``ResponseFinished`` (``finish_reason`` None: "length" for an incomplete
+    reply, the token cap, else "stop")."""
+    reason = finish_reason or ("length" if status == "incomplete" else "stop")
+
     def step(h: Harness) -> Any:
         h.pipeline.live = False  # the unit finishes the generation's scope on ResponseFinished
         return pe.ResponseFinished(
-            SID, generation=h.pipeline.generation, text=text, status=status, audio=audio, output_tokens=tokens
+            SID,
+            generation=h.pipeline.generation,
+            text=text,
+            status=status,
+            audio=audio,
+            output_tokens=tokens,
+            finish_reason=reason,
+            retried=retried,
         )
 
     return step

@@ -806,6 +806,51 @@ def test_a_new_response_says_the_previous_reply_audio_was_cut() -> None:
     assert events[-1]["response_id"] != events[0]["response"]["id"]
 
 
+def answer_queued_unplayed(h: Harness) -> None:
+    """A response done generating, its audio queued, its first frame not yet out (no
+    ``output_audio_buffer.started``): a short reply the TTS finished before the track's next read."""
+    responding(h)
+    h.run(said("Paris."))
+    h.pipeline.play(0, "")  # queued, nothing heard yet
+    h.run(finished("Paris."))
+
+
+def test_a_new_response_cuts_a_reply_done_but_not_yet_playing() -> None:
+    """Failed before: only a reply already playing was cut when a new one started; a reply done
+    but still queued was forgotten (its audio dropped as stale, no ``output_audio_buffer.cleared``,
+    its item keeping words the caller never heard)."""
+    h = Harness()
+    answer_queued_unplayed(h)
+    first = h.last("response.done")["response"]["id"]
+    h.run(user_text("Another question."))
+    events = h.run(client("response.create"))
+    assert [e["type"] for e in events] == [*RESPONSE_START, "output_audio_buffer.cleared"]
+    assert events[-1]["response_id"] == first
+    item = next(i for i in h.rt.items if i["role"] == "assistant")
+    assert item["content"][0]["transcript"] == "", "the caller heard none of it"
+    assert h.pipeline.calls.count("interrupt") == 1
+
+
+def test_response_cancel_stops_a_reply_done_but_not_yet_playing() -> None:
+    """Failed before: ``response.cancel`` of a reply whose audio was queued but not yet started
+    answered ``response_cancel_not_active`` and let it play."""
+    h = Harness()
+    answer_queued_unplayed(h)
+    first = h.last("response.done")["response"]["id"]
+    events = h.run(client("response.cancel", response_id=first))
+    assert [e["type"] for e in events] == ["output_audio_buffer.cleared"]
+    assert h.pipeline.audio is None
+
+
+def test_a_reply_with_no_audio_is_not_cut_again() -> None:
+    """A text reply (no audio queued) and a played-out one cost no interrupt when the next starts."""
+    h = Harness()
+    answered(h)
+    h.run(user_text("Another question."))
+    h.run(client("response.create"))
+    assert "interrupt" not in h.pipeline.calls
+
+
 def test_transcripts_go_to_their_own_items_in_commit_order() -> None:
     h = Harness()
     manual_turns(h)

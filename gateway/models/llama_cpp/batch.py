@@ -121,9 +121,11 @@ class BatchDecoder:
         self.step_sizes: list[int] = []  # sequences per step, the last 1000 (for tests and benches)
         self.step_times = StepTimes()  # pure decode steps by size (admission's talking capacity)
         # Seconds in llama_decode so far, as thread time of the busy setting (_threads_over_busy):
-        # ``busy_s`` for work a turn waits for (admission's LLM load), ``yielding_s`` for speculative
-        # steps (read-aheads, held preemptive replies), which give way to any turn.
+        # ``busy_s`` for work a turn waits for (the cost of a call admission learns), ``yielding_s``
+        # for speculative steps (read-aheads, held preemptive replies), which give way to any turn;
+        # ``busy_wall_s``: busy_s's steps as wall time (the share of the time the thread computes).
         self.busy_s = 0.0
+        self.busy_wall_s = 0.0
         self.yielding_s = 0.0
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
@@ -449,6 +451,7 @@ class BatchDecoder:
             self.yielding_s += took * self._threads_over_busy(len(plan), n)
         else:
             self.busy_s += took * self._threads_over_busy(len(plan), n)
+            self.busy_wall_s += took
         if status == 0 and n == len(plan) and timed:  # a pure decode step (one token per sequence)
             self.step_times.record(n, took)
         with self._cond:

@@ -414,7 +414,8 @@ class _Run:
         """Stream a reply in words after ``prompt`` (``logits``: those of its last token). With
         ``tools`` (the prompt lists none of them), the first token may not open a call, and a reply
         that still starts as one (``<tool_call>``, a fence, ``{``, ``name(``) is made the call it
-        is (:meth:`call`) rather than said."""
+        is (:meth:`call`) rather than said. Before ``min_tokens`` tokens no end-of-generation token
+        is taken: each one chosen is barred and the choice made again."""
         chat = self.chat
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         deciding = bool(tools)  # hold text back until it is clear whether a call opens
@@ -427,6 +428,10 @@ class _Run:
                 logits = logits.copy()
                 logits[chat.openers()] = -np.inf
             token = sample_token(logits, self.temperature, self.rng, top_p=self.top_p)
+            while chat.is_eog(token) and len(accepted) < self.options.min_tokens:
+                logits = logits.copy()  # the end is barred until min_tokens: the next choice instead
+                logits[token] = -np.inf
+                token = sample_token(logits, self.temperature, self.rng, top_p=self.top_p)
             if chat.is_eog(token):
                 break
             if tools and token == chat.call_token:

@@ -90,7 +90,8 @@ class OpenAIHttpLanguageModel:
         self._thread.join(5)
 
     def request_body(self, messages: list[ChatMessage], max_tokens: int, options: GenerationOptions) -> dict[str, Any]:
-        """The JSON body of the streamed Chat Completions request."""
+        """The JSON body of the streamed Chat Completions request (the arguments of the client's
+        ``create``: ``extra_body`` holds fields outside OpenAI's, ``min_tokens`` of a retried reply)."""
         body: dict[str, Any] = {
             "model": self.name,
             "messages": [chat_message(m) for m in messages],
@@ -101,6 +102,8 @@ class OpenAIHttpLanguageModel:
         }
         if options.seed is not None:
             body["seed"] = options.seed
+        if options.min_tokens > 0:  # no end before it: vLLM, SGLang and llama_cpp.server take min_tokens
+            body["extra_body"] = {"min_tokens": options.min_tokens}
         if options.tools and allowed_tools(options.tools, options.tool_choice):
             body["tools"] = tools_for_request(options.tools)
             choice = options.tool_choice
