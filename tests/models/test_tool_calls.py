@@ -132,7 +132,7 @@ def test_a_call_written_as_code_is_made_not_spoken(models: ModelSet, monkeypatch
     must become a call under the tools' grammar, never speech. The model's first tokens are forced
     to ``get_weather(`` here; the rest is the real model (on this question it opens no call by
     itself: the plain-question test)."""
-    import gateway.models.llama_cpp.llm as engine_module
+    import gateway.models.llama_cpp.generation_run as engine_module
     from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 
     assert isinstance(models.llm, LlamaCppLanguageModel)

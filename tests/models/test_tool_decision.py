@@ -238,7 +238,7 @@ def test_a_chained_call_takes_its_arguments_from_the_output_and_a_repeat_is_answ
 def test_a_call_repeating_the_chain_is_answered_in_words(models: ModelSet, monkeypatch: pytest.MonkeyPatch) -> None:
     """The decision is forced to call ``get_weather`` again after its Paris output; the real model
     then writes the same call, which the chain already made: the caller gets words instead."""
-    import gateway.models.llama_cpp.llm as engine_module
+    import gateway.models.llama_cpp.generation_run as engine_module
 
     monkeypatch.setattr(engine_module, "decide", lambda scores, threshold, words: Decision("get_weather", 1.0, scores))
     pieces: list[str] = []
