@@ -257,7 +257,7 @@ class GenerationRun:
         that tag (Qwen2.5-Coder) predict the end of text after it, while every model given tools
         opens a bare call with ``{"`` readily; the grammar then holds it to the schema."""
         chat = self.chat
-        sampler = GrammarSampler(self.llm, chat.grammar(call_schema(tools)))
+        sampler = GrammarSampler(self.llm, chat.grammar(call_schema(tools)), banned=chat.control_tokens())
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         body, count, finish = "", 0, "length"
         cap = max(CALL_TOKENS, self.max_tokens - spent)
