@@ -35,6 +35,7 @@ from gateway.models.tool_decision import (
     chain_since_request,
     decide,
     decision_messages,
+    grounding,
     invented,
     option_names,
     repeats,
@@ -179,6 +180,21 @@ class GenerationRun:
             return None if self.interrupted() else self._decide(messages, tools, choice)
         finally:
             self.deadline = whole
+
+    def decide_and_call(
+        self, messages: list[ChatMessage], tools: list, choice: str, call_from: float
+    ) -> Optional[Decision]:
+        """:meth:`decide`, then, when the tools' share is at least ``call_from``, the call of the
+        likeliest tool as :meth:`execute` would make it, kept in the decision (``call``, and its
+        ``grounding`` when "auto" would judge it); the decision alone when it calls no tool."""
+        decision = self.decide(messages, tools, choice)
+        if decision is None or decision.likeliest is None or decision.call_probability < call_from:
+            return decision
+        self.judged = choice == "auto" and not chain_since_request(messages)
+        made = self.make_call(messages, [t for t in tools if t.name == decision.likeliest])
+        decision.call = made.tool_calls[0] if made.tool_calls else None
+        decision.grounding = grounding(self.call_pieces) if self.judged else None
+        return decision
 
     def _decide(self, messages: list[ChatMessage], tools: list, choice: str) -> Optional[Decision]:
         prompt = self.chat.tokenize(self.chat.render(decision_messages(messages, tools), GenerationOptions()))

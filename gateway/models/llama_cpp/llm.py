@@ -184,10 +184,16 @@ class LlamaCppLanguageModel:
         prompt = self.chat.prompt_tokens(messages, max(1, max_tokens), _reply_options(options))
         return self.decoder.warm(prompt, limit=self.n_ctx, speculative=True)
 
-    def decide_tool(self, messages: list[ChatMessage], options: GenerationOptions) -> Optional[Decision]:
+    def decide_tool(
+        self, messages: list[ChatMessage], options: GenerationOptions, call_from: Optional[float] = None
+    ) -> Optional[Decision]:
         """The call decision a :meth:`generate` with these arguments makes first ("auto" or
-        "required" with tools), without generating; None for other choices. Raises
-        LanguageModelError for a bad ``tool_choice``."""
+        "required" with tools), without generating a reply; None for other choices (or when out of
+        its budget share). With ``call_from``, a tools' share at least that also generates the
+        likeliest tool's call as :meth:`generate` would (``Decision.call``, ``Decision.grounding``:
+        what the invented-argument check reads), so a benchmark sees what "auto" does
+        (:func:`~gateway.models.tool_decision.auto_call`). Raises LanguageModelError for a bad
+        ``tool_choice``."""
         try:
             check_tool_choice(options.tools, options.tool_choice)
         except ValueError as exc:
@@ -198,9 +204,10 @@ class LlamaCppLanguageModel:
             assert turn is not None  # never stopped
             lease = self.decoder.lease()
             try:
-                return self._run(turn, lease, options, lambda: False, 1).decide(
-                    messages, options.tools, options.tool_choice
-                )
+                run = self._run(turn, lease, options, lambda: False, 1)
+                if call_from is None:
+                    return run.decide(messages, options.tools, options.tool_choice)
+                return run.decide_and_call(messages, options.tools, options.tool_choice, call_from)
             finally:
                 lease.release()
 
