@@ -398,7 +398,7 @@ def summary(questions: list[Question], outcomes: list[Outcome]) -> dict[str, Any
         "s_words": _median([o.seconds for q, o in words]),
         "decision_s": _median([o.decision_s for o in outcomes if o.decision_s is not None]),
         "decision_read": _median([o.decision_read for o in outcomes if o.decision_read is not None]),
-        "generated": any(o.text or o.arguments for o in outcomes),  # False: --decisions, nothing to check
+        "replies": any(o.text for o in outcomes),  # False: --decisions, no reply in words to check
     }
 
 
@@ -422,8 +422,8 @@ def style_table(results: dict[str, dict[str, Any]]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        if not r["generated"]:
-            r = {**r, "valid": "-", "calls": "-", "args_right": "-", "right_calls": "-", "recited": "-", "words": "-"}
+        if not r["replies"]:  # --decisions: the calls are made (their arguments count), no words are said
+            r = {**r, "recited": "-", "words": "-"}
         print(
             f"| {name} | {100 * r['right'] / r['n']:.1f}% ({r['right']}/{r['n']}) | {r['false_calls']} | {r['missed']} "
             f"| {r['wrong_tool']} | {r['valid']}/{r['calls']} | {r['args_right']}/{r['right_calls']} "

@@ -38,8 +38,9 @@ _GRAMMARS_KEPT = 32  # grammars of recent tool sets, built once each
 
 class ChatFormat:
     """The chat template and vocabulary of ``model`` (a ``llama_cpp.Llama``), for prompts of at most
-    ``n_ctx`` tokens. Finding the call openers takes ~1 s for a 151k vocabulary: done once, here,
-    for templates with tools, else at the first :meth:`openers`."""
+    ``n_ctx`` tokens. Finding the call openers takes ~1 s for a 151k vocabulary, the control tokens
+    ~0.15 s: done once, here, for templates with tools, else at the first :meth:`openers` /
+    :meth:`control_tokens`."""
 
     def __init__(self, model: Any, n_ctx: int) -> None:
         import llama_cpp
@@ -62,6 +63,7 @@ class ChatFormat:
         self._controls: Optional[np.ndarray] = None
         if self._template_tools:
             self._openers = np.array(self._opener_tokens(), dtype=np.intp)
+            self.control_tokens()  # ~0.15 s: not in a first call's budget
 
     def _token_text(self, token: int) -> str:
         if token < 0:
