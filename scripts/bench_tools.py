@@ -5,7 +5,7 @@ right one, and only then?
     .venv/bin/python scripts/bench_tools.py                 # through gateway calls (WebRTC, loopback)
     .venv/bin/python scripts/bench_tools.py --direct        # straight through the LanguageModel interface
     .venv/bin/python scripts/bench_tools.py --decisions     # the call decision (+ the call's arguments), no reply
-    .venv/bin/python scripts/bench_tools.py --calibrate     # the decision's threshold, on the tuning set
+    .venv/bin/python scripts/bench_tools.py --calibrate     # threshold and invented-argument floor, on tuning
     .venv/bin/python scripts/bench_tools.py --fresh         # also the frozen FRESH set (measure it rarely)
 
 Questions (``scripts/tool_questions.py``): ``BENCH``, 48 held-out questions offered 1 to 4 tools each
@@ -13,8 +13,10 @@ Questions (``scripts/tool_questions.py``): ``BENCH``, 48 held-out questions offe
 "You are a helpful assistant." and an app's own instructions); ``PROBE``, 12 held-out questions under
 plain instructions with ``get_weather`` and ``book_table``; ``TUNING``, the questions (with tools and
 app instructions of their own) that the decision's prompt and threshold were tuned on
-(``--calibrate`` prints accuracy per threshold there); ``FRESH`` (``--fresh``), 41 held-out
-questions with tools and instructions of their own, frozen before the last round of tuning. By
+(``--calibrate`` prints accuracy per threshold there, of the decision alone and of what "auto"
+does: the decision and the invented-argument check on the call, per floor of that check);
+``FRESH`` (``--fresh``), 41 held-out questions with tools and instructions of their own, frozen
+before the last round of tuning. By
 default a gateway is started in this process on the configured engine (``VG_*`` variables apply),
 one Realtime call is placed per style with its instructions, and each question is one out-of-band
 text response (``conversation: "none"``, its own ``tools``, ``tool_choice: "auto"``), so the
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import statistics
 import sys
 import time
@@ -158,6 +161,7 @@ class Outcome:
     call_probability: Optional[float] = None
     scores: Optional[dict[str, float]] = None  # the decision's option log-probabilities
     decision_read: Optional[int] = None  # decision prompt tokens read in its turn (not held already)
+    decision: Any = None  # the engine's Decision, with the likeliest tool's call when one was asked for
 
 
 def arguments_valid(tool_name: str, arguments: str) -> bool:
@@ -199,10 +203,21 @@ def system_of(instructions: Optional[str]) -> str:
     return instructions if instructions is not None else GatewayConfig.from_env().instructions
 
 
-def run_direct(llm: Any, questions: list[Question], instructions: Optional[str], max_tokens: int, decide_only: bool):
+def run_direct(
+    llm: Any,
+    questions: list[Question],
+    instructions: Optional[str],
+    max_tokens: int,
+    decide_only: bool,
+    call_from: Optional[float] = None,
+):
     """Each question through ``llm`` (no gateway): the decision step timed alone (when the engine
-    has one), then the reply unless ``decide_only``."""
+    has one), then the reply unless ``decide_only``. With ``decide_only`` the decision comes with
+    the likeliest tool's call when the tools' share is at least ``call_from`` (default: the
+    engine's threshold, so the outcome is what "auto" does: a call cut short or with invented
+    arguments is words)."""
     from gateway.models.base import ChatMessage, GenerationOptions
+    from gateway.models.tool_decision import auto_call
 
     system = ChatMessage("system", system_of(instructions))
     outcomes = []
@@ -210,32 +225,33 @@ def run_direct(llm: Any, questions: list[Question], instructions: Optional[str],
         messages = [system, ChatMessage("user", q.prompt)]
         options = GenerationOptions(tools=function_tools(q.tools), tool_choice="auto")
         decision, decision_s = None, None
+        if decide_only:
+            assert hasattr(llm, "decide_tool"), "--decisions needs an engine with a decision step"
+            started = time.monotonic()
+            decision = llm.decide_tool(messages, options, call_from=call_from or llm.call_threshold)
+            seconds = time.monotonic() - started  # the decision and, when it may stand, the call
+            if decision is None:  # past its share of the compute budget: "auto" answers in words
+                outcomes.append(Outcome(None, "", "[decision out of budget]", seconds))
+                continue
+            call = decision.call
+            outcomes.append(
+                Outcome(
+                    auto_call(decision, llm.call_threshold),
+                    call.arguments if call and call.name == auto_call(decision, llm.call_threshold) else "",
+                    "",
+                    seconds,
+                    None,
+                    decision.call_probability,
+                    decision.scores,
+                    decision.prompt_tokens - decision.cached_tokens,
+                    decision,
+                )
+            )
+            continue
         if hasattr(llm, "decide_tool"):
             started = time.monotonic()
             decision = llm.decide_tool(messages, options)
             decision_s = time.monotonic() - started
-        if decide_only:
-            assert decision_s is not None, "--decisions needs an engine with a decision step"
-            if decision is None:  # past its share of the compute budget: "auto" answers in words
-                outcomes.append(Outcome(None, "", "[decision out of budget]", decision_s, decision_s))
-                continue
-            called = decision.tool
-            if called is not None:  # the call itself: "auto" answers in words when its arguments are invented
-                made = llm.generate(messages, 1, lambda: False, lambda piece: None, options)
-                called = made.tool_calls[0].name if made.tool_calls else None
-            outcomes.append(
-                Outcome(
-                    called,
-                    "",
-                    "",
-                    decision_s or 0.0,
-                    decision_s,
-                    decision.call_probability,
-                    decision.scores,
-                    decision.prompt_tokens - decision.cached_tokens,
-                )
-            )
-            continue
         started = time.monotonic()
         result = llm.generate(messages, max_tokens, lambda: False, lambda piece: None, options)
         call = result.tool_calls[0] if result.tool_calls else None
@@ -382,7 +398,7 @@ def summary(questions: list[Question], outcomes: list[Outcome]) -> dict[str, Any
         "s_words": _median([o.seconds for q, o in words]),
         "decision_s": _median([o.decision_s for o in outcomes if o.decision_s is not None]),
         "decision_read": _median([o.decision_read for o in outcomes if o.decision_read is not None]),
-        "generated": any(o.text or o.arguments for o in outcomes),  # False: --decisions, nothing to check
+        "replies": any(o.text for o in outcomes),  # False: --decisions, no reply in words to check
     }
 
 
@@ -406,8 +422,8 @@ def style_table(results: dict[str, dict[str, Any]]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        if not r["generated"]:
-            r = {**r, "valid": "-", "calls": "-", "args_right": "-", "right_calls": "-", "recited": "-", "words": "-"}
+        if not r["replies"]:  # --decisions: the calls are made (their arguments count), no words are said
+            r = {**r, "recited": "-", "words": "-"}
         print(
             f"| {name} | {100 * r['right'] / r['n']:.1f}% ({r['right']}/{r['n']}) | {r['false_calls']} | {r['missed']} "
             f"| {r['wrong_tool']} | {r['valid']}/{r['calls']} | {r['args_right']}/{r['right_calls']} "
@@ -429,17 +445,30 @@ def tool_table(pairs: list[tuple[Question, Outcome]]) -> None:
         print(f"| {name or '(words)'} | {needed} | {made} | {precision} ({hit}/{made}) | {recall} ({hit}/{needed}) |")
 
 
-def calibrate(questions: list[Question], outcomes: list[Outcome]) -> None:
-    """Decision accuracy on the tuning set at each threshold (from the options' scores)."""
-    from gateway.models.tool_decision import decide
+THRESHOLDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+FLOORS = (0.1, 0.25, 0.5)  # the invented-argument check's floor, as a probability (log of it)
 
-    print("\n| threshold | decision right (tuning) |\n|---|---|")
-    for threshold in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
-        right = sum(
-            (decide(o.scores, threshold).tool if o.scores else None) == q.tool
-            for q, o in zip(questions, outcomes, strict=True)
-        )
-        print(f"| {threshold} | {100 * right / len(questions):.1f}% ({right}/{len(questions)}) |")
+
+def calibrate(questions: list[Question], outcomes: list[Outcome]) -> None:
+    """Accuracy on the tuning set at each threshold, from one run: the decision alone, and what
+    "auto" does (the decision, then the invented-argument check on the likeliest tool's call) at
+    each floor of the check (the engine's: ``INVENTED_LOGPROB``)."""
+    from gateway.models.tool_decision import INVENTED_LOGPROB, auto_call, decide
+
+    def right(pick: Any) -> str:
+        n = sum(pick(o.decision) == q.tool for q, o in zip(questions, outcomes, strict=True))
+        return f"{100 * n / len(questions):.1f}% ({n}/{len(questions)})"
+
+    floors = [math.log(p) for p in FLOORS]
+    named = [
+        f"+ check, floor log {p}" + (" (engine's)" if abs(f - INVENTED_LOGPROB) < 1e-9 else "")
+        for p, f in zip(FLOORS, floors, strict=True)
+    ]
+    print(f"\n| threshold | decision alone | {' | '.join(named)} |\n|{'---|' * (2 + len(floors))}")
+    for threshold in THRESHOLDS:
+        alone = right(lambda d, t=threshold: decide(d.scores, t, d.words).tool if d else None)
+        checked = [right(lambda d, t=threshold, f=floor: auto_call(d, t, f) if d else None) for floor in floors]
+        print(f"| {threshold} | {alone} | {' | '.join(checked)} |")
 
 
 def report_outputs(answers: list[Outcome]) -> float:
@@ -481,7 +510,9 @@ def main() -> int:
         action="store_true",
         help="the call decision and a call's arguments (invented: words), no reply (implies --direct)",
     )
-    parser.add_argument("--calibrate", action="store_true", help="accuracy per threshold on the tuning questions")
+    parser.add_argument(
+        "--calibrate", action="store_true", help="accuracy per threshold and invented-argument floor, on tuning"
+    )
     parser.add_argument("--url", help="a running gateway to call instead of starting one")
     parser.add_argument(
         "--styles", default="plain,app", help=f"instruction styles of the bench set ({', '.join(STYLES)})"
@@ -493,7 +524,7 @@ def main() -> int:
     if args.calibrate:
         llm = load_engine()
         for style in args.styles.split(","):
-            outcomes = run_direct(llm, TUNING, TUNING_STYLES[style], 1, decide_only=True)
+            outcomes = run_direct(llm, TUNING, TUNING_STYLES[style], 1, decide_only=True, call_from=min(THRESHOLDS))
             rows(f"tuning / {style}", TUNING, outcomes)
             calibrate(TUNING, outcomes)
         return 0

@@ -105,13 +105,23 @@ _AGAIN = "\nName a function only if the message still needs another call; none w
 class Decision:
     """The choice made before a reply: ``tool`` (None: answer in words), ``call_probability`` (the
     tools' share of the options' probability, 0..1), each option's log-probability, and the
-    decision prompt's length in tokens with how many of them were already held (not read again)."""
+    decision prompt's length in tokens with how many of them were already held (not read again).
+
+    ``likeliest``: the likeliest tool whatever the threshold (None: no tool option); ``words``: the
+    name of the words option among ``scores`` (:func:`words_option`). When the
+    engine was asked for it (calibration, ``bench_tools.py``), ``call`` is that tool's generated
+    call (None: not generated, or cut short) and ``grounding`` its :func:`grounding` (None: not
+    judged, as for "required" or a chained decision, or no value to judge)."""
 
     tool: Optional[str]
     call_probability: float
     scores: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    likeliest: Optional[str] = None
+    call: Optional[ToolCall] = None
+    grounding: Optional[float] = None
+    words: str = WORDS  # the name of the words option among ``scores``
 
 
 def words_option(tools: list[FunctionTool], chained: bool = False) -> str:
@@ -193,9 +203,20 @@ def decide(scores: dict[str, float], threshold: float = CALL_THRESHOLD, words: s
     total = sum(weights.values())
     called = {name: w for name, w in weights.items() if name != words}
     share = sum(called.values()) / total
-    if not called or share < threshold:
-        return Decision(None, share, scores)
-    return Decision(max(called, key=lambda name: called[name]), share, scores)
+    likeliest = max(called, key=lambda name: called[name]) if called else None
+    tool = likeliest if called and share >= threshold else None
+    return Decision(tool, share, scores, likeliest=likeliest, words=words)
+
+
+def auto_call(decision: Decision, threshold: float = CALL_THRESHOLD, floor: float = INVENTED_LOGPROB) -> Optional[str]:
+    """The tool a first decision under "auto" ends in a call of, at ``threshold`` and invented-value
+    ``floor``: the tool :func:`decide` names from ``decision.scores``, unless its generated call
+    (``decision.call``, with its ``grounding``) was cut short (no call) or is invented (words, as
+    the engine does). For calibration: the product's outcome at other settings, from one run."""
+    tool = decide(decision.scores, threshold, decision.words).tool if decision.scores else None
+    if tool is None or decision.call is None or made_up(decision.grounding, floor):
+        return None
+    return tool
 
 
 def argument_values(body: str) -> list[tuple[int, int]]:
@@ -269,5 +290,9 @@ def grounding(pieces: list[tuple[str, float]]) -> Optional[float]:
 def invented(pieces: list[tuple[str, float]], floor: float = INVENTED_LOGPROB) -> bool:
     """True when every argument value of a generated call holds a token the model gave under
     ``floor`` (log-probability): the message fills none of them, so "auto" answers in words."""
-    score = grounding(pieces)
+    return made_up(grounding(pieces), floor)
+
+
+def made_up(score: Optional[float], floor: float = INVENTED_LOGPROB) -> bool:
+    """True when a call's :func:`grounding` ``score`` is under ``floor`` (None: nothing to judge)."""
     return score is not None and score < floor

@@ -9,6 +9,7 @@ from tests.doubles.chain import Chain, ContextDouble
 from tests.doubles.control import PipelineControlDouble, TimersDouble
 from tests.doubles.llm import (
     BlockingLanguageModelDouble,
+    ChatStreamServerDouble,
     EndsAtOnceLanguageModelDouble,
     FailingOnceLanguageModelDouble,
     SlowLanguageModelDouble,
@@ -41,6 +42,7 @@ __all__ = [
     "RATE",
     "BlockingLanguageModelDouble",
     "Chain",
+    "ChatStreamServerDouble",
     "ContextDouble",
     "DiskFullOnceFileDouble",
     "DrainingGatewayDouble",

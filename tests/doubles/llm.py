@@ -1,5 +1,5 @@
 """Language model doubles: a model that hangs, one that fails once, one that is slow, one that calls a tool,
-one that ends its replies at once, one with a tight compute budget."""
+one that ends its replies at once, one with a tight compute budget, and an LLM server whose stream is scripted."""
 
 from __future__ import annotations
 
@@ -120,3 +120,47 @@ class TightBudgetLanguageModelDouble:
     def generate(self, messages, max_tokens, should_stop, on_text, options=None):
         options = replace(options or GenerationOptions(), budget_s=self.budget_s)
         return self.real.generate(messages, max_tokens, should_stop, on_text, options)
+
+
+class ChatStreamServerDouble:
+    """An OpenAI-compatible Chat Completions server on loopback that streams ``deltas`` (each a
+    ``choices[0]`` dict: ``{"delta": {...}, "finish_reason": ...}``) as Server-Sent Events for every
+    request, then (after ``hold_s`` of silence: a stalled server) ``data: [DONE]``: a server whose
+    stream is known in advance (a call cut by its ``length``). ``base_url`` is its OpenAI-style
+    URL; ``close()`` stops it."""
+
+    def __init__(self, deltas: list[dict], hold_s: float = 0.0) -> None:
+        import json
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for choice in deltas:
+                    chunk = {
+                        "id": "chatcmpl-double",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": "double",
+                        "choices": [{"index": 0, "finish_reason": None, **choice}],
+                    }
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                time.sleep(hold_s)
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True  # close() does not wait for a stalled stream
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Optional
 
 import pytest
 
 from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, LanguageModelError, ToolCall
 from gateway.models.openai_http.llm import OpenAIHttpLanguageModel, chat_message
+from tests.doubles import ChatStreamServerDouble
 
 QUESTION = [ChatMessage("user", "hello")]
 
@@ -103,3 +105,58 @@ def test_streamed_tool_call_deltas_are_joined_by_index() -> None:
             _merge_call_delta(calls, value)
     assert kinds == ["tool", "tool", "tool", "finish"]
     assert calls == {0: {"id": "call_9", "name": "get_weather", "arguments": '{"city": "Paris"}'}}
+
+
+def _call_delta(arguments: str, first: bool = False) -> dict:
+    function = {"name": "add_to_shopping_list", "arguments": arguments} if first else {"arguments": arguments}
+    call = {"index": 0, "type": "function", "function": function, **({"id": "call_srv1"} if first else {})}
+    return {"delta": {"tool_calls": [call]}}
+
+
+SHOPPING = FunctionTool(
+    "add_to_shopping_list", "Add an item to the shopping list.", {"type": "object", "properties": {"item": {}}}
+)
+
+
+@pytest.mark.parametrize(
+    ("ending", "finish"),
+    [
+        ({"delta": {}, "finish_reason": "length"}, "length"),  # the server's max_tokens cut the call
+        (None, "budget"),  # the stream stalls past the budget
+    ],
+)
+def test_a_call_cut_short_is_no_call(ending: Optional[dict], finish: str) -> None:
+    """Failed before: the pieces of a call cut after ``{"item": "milk`` were handed on as a call
+    (finish "tool_calls", broken JSON arguments for the client). Now the response is incomplete."""
+    deltas = [_call_delta("", first=True), _call_delta('{"item": "milk')]
+    server = ChatStreamServerDouble([*deltas, ending] if ending else deltas, hold_s=0.0 if ending else 3.0)
+    llm = OpenAIHttpLanguageModel("any", server.base_url)
+    try:
+        options = GenerationOptions(tools=[SHOPPING], tool_choice="auto", budget_s=1.0)
+        result = llm.generate(QUESTION, 16, lambda: False, lambda piece: None, options)
+    finally:
+        llm.close()
+        server.close()
+    assert result.tool_calls == [] and result.finish_reason == finish and result.status == "incomplete", result
+
+
+def test_a_whole_call_is_handed_on_and_broken_arguments_are_an_error() -> None:
+    whole = ChatStreamServerDouble(
+        [_call_delta("", first=True), _call_delta('{"item": "milk"}'), {"delta": {}, "finish_reason": "tool_calls"}]
+    )
+    broken = ChatStreamServerDouble(
+        [_call_delta("", first=True), _call_delta('{"item": "milk'), {"delta": {}, "finish_reason": "tool_calls"}]
+    )
+    options = GenerationOptions(tools=[SHOPPING], tool_choice="auto")
+    try:
+        llm = OpenAIHttpLanguageModel("any", whole.base_url)
+        result = llm.generate(QUESTION, 16, lambda: False, lambda piece: None, options)
+        llm.close()
+        assert result.finish_reason == "tool_calls" and result.tool_calls[0].arguments == '{"item": "milk"}', result
+        llm = OpenAIHttpLanguageModel("any", broken.base_url)
+        with pytest.raises(LanguageModelError, match="no valid tool call"):
+            llm.generate(QUESTION, 16, lambda: False, lambda piece: None, options)
+        llm.close()
+    finally:
+        whole.close()
+        broken.close()

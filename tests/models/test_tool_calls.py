@@ -135,7 +135,7 @@ def test_a_call_written_as_code_is_made_not_spoken(models: ModelSet, monkeypatch
     must become a call under the tools' grammar, never speech. The model's first tokens are forced
     to ``get_weather(`` here; the rest is the real model (on this question it opens no call by
     itself: the plain-question test)."""
-    import gateway.models.llama_cpp.llm as engine_module
+    import gateway.models.llama_cpp.generation_run as engine_module
     from gateway.models.llama_cpp.llm import LlamaCppLanguageModel
 
     assert isinstance(models.llm, LlamaCppLanguageModel)
@@ -149,3 +149,66 @@ def test_a_call_written_as_code_is_made_not_spoken(models: ModelSet, monkeypatch
     result, pieces = run(models, [ChatMessage("user", "What is the capital of Japan?")])
     assert pieces == [] and result.finish_reason == "tool_calls", (pieces, result)
     assert result.tool_calls[0].name == "get_weather" and check(result.tool_calls[0]) is not None
+
+
+SHOPPING = FunctionTool(
+    "add_to_shopping_list",
+    "Add an item to the shopping list.",
+    {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
+)
+MILK = [SYSTEM, ChatMessage("user", "Add milk to my shopping list.")]
+
+
+@pytest.mark.slow  # a constrained call on the real model
+def test_a_call_cut_short_reaches_the_caller_as_no_call(models: ModelSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compute budget runs out once the call's body reads ``{"arguments": {"item": "milk`` (a
+    loaded box: the body once ended there). The caller gets an incomplete response with no call and
+    no words: never a call with broken arguments."""
+    from gateway.models.llama_cpp.generation_run import GenerationRun
+
+    def out_once_milk_is_written(self: GenerationRun) -> bool:
+        return '"milk' in "".join(text for text, _ in self.call_pieces)
+
+    monkeypatch.setattr(GenerationRun, "over_budget", out_once_milk_is_written)
+    pieces: list[str] = []
+    options = GenerationOptions(tools=[SHOPPING], tool_choice="auto")
+    result = models.llm.generate(MILK, 60, lambda: False, pieces.append, options)
+    assert result.tool_calls == [] and result.finish_reason == "budget" and result.status == "incomplete", result
+    assert pieces == [] and result.text == "", "no call text is ever said"
+
+
+@pytest.mark.slow  # a constrained call on the real model
+def test_a_call_never_takes_a_control_token_into_its_arguments(
+    models: ModelSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before: llama.cpp's grammar lets a control token (``<|im_start|>``: no text, it
+    detokenizes to nothing) into a JSON string, so a model leaning to one after ``"milk`` wrote it
+    there unseen: the body showed nothing after ``"milk`` while the call went on (or ran to its token
+    cap). The model is pushed to ``<|im_start|>`` there; the call must take a text token instead."""
+    from gateway.models.llama_cpp.generation_run import GenerationRun
+
+    llm = models.llm._llm  # type: ignore[attr-defined]
+    start = llm.tokenize(b"<|im_start|>", add_bos=False, special=True)[0]
+    controls = set(models.llm.chat.control_tokens().tolist())  # type: ignore[attr-defined]
+    assert start in controls
+    real = GenerationRun.evaluate
+    milk_at: list[int] = []  # the call's length when it had written milk
+    taken: list[int] = []  # the call's tokens after that
+
+    def leaning_to_a_control_token(self: GenerationRun, tokens: list[int]):  # type: ignore[no-untyped-def]
+        if milk_at:
+            taken[:] = tokens[milk_at[0] :]
+        logits = real(self, tokens)
+        if logits is not None and not milk_at and llm.detokenize(tokens[-1:]).endswith(b"ilk"):
+            milk_at.append(len(tokens))
+            logits = logits.copy()
+            logits[start] = logits.max() + 10.0
+        return logits
+
+    monkeypatch.setattr(GenerationRun, "evaluate", leaning_to_a_control_token)
+    options = GenerationOptions(tools=[SHOPPING], tool_choice="add_to_shopping_list")
+    result = models.llm.generate(MILK, 60, lambda: False, lambda piece: None, options)
+    assert milk_at and taken, "the call wrote milk and went on"
+    assert not controls & set(taken), [llm.detokenize([t], special=True) for t in taken]
+    assert [c.name for c in result.tool_calls] == ["add_to_shopping_list"], result
+    assert json.loads(result.tool_calls[0].arguments)["item"].lower().startswith("milk"), result

@@ -7,6 +7,7 @@ The questions are of the kind an app reported (plain instructions, ``get_weather
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import jsonschema
@@ -23,11 +24,13 @@ from gateway.models.tool_decision import (
     WORDS_LISTING,
     Decision,
     argument_values,
+    auto_call,
     chain_since_request,
     decide,
     decision_messages,
     grounding,
     invented,
+    made_up,
     option_names,
     repeats,
     words_option,
@@ -238,7 +241,7 @@ def test_a_chained_call_takes_its_arguments_from_the_output_and_a_repeat_is_answ
 def test_a_call_repeating_the_chain_is_answered_in_words(models: ModelSet, monkeypatch: pytest.MonkeyPatch) -> None:
     """The decision is forced to call ``get_weather`` again after its Paris output; the real model
     then writes the same call, which the chain already made: the caller gets words instead."""
-    import gateway.models.llama_cpp.llm as engine_module
+    import gateway.models.llama_cpp.generation_run as engine_module
 
     monkeypatch.setattr(engine_module, "decide", lambda scores, threshold, words: Decision("get_weather", 1.0, scores))
     pieces: list[str] = []
@@ -351,9 +354,32 @@ def test_a_call_with_only_invented_arguments_is_answered_in_words(models: ModelS
     assert models.llm.decide_tool(knowledge, options).tool == "check_flight"  # type: ignore[attr-defined]
     result = models.llm.generate(knowledge, 8, lambda: False, lambda piece: None, options)
     assert not result.tool_calls and result.text.strip(), result
+    seen = models.llm.decide_tool(knowledge, options, call_from=0.0)  # type: ignore[attr-defined]
+    assert seen.call.name == "check_flight" and made_up(seen.grounding), "calibration sees the check"
+    assert auto_call(seen, models.llm.call_threshold) is None, "and scores words, as generate answered"  # type: ignore[attr-defined]
     status = [PLAIN, ChatMessage("user", "Is flight BA 117 on time?")]
     called = models.llm.generate(status, 8, lambda: False, lambda piece: None, options)
     assert [c.name for c in called.tool_calls] == ["check_flight"], called
     assert "117" in json.loads(called.tool_calls[0].arguments)["flight_number"], called
     forced = GenerationOptions(tools=[FLIGHT], tool_choice="required")
     assert models.llm.generate(knowledge, 8, lambda: False, lambda piece: None, forced).tool_calls
+
+
+def test_what_auto_does_is_the_decision_then_the_check_on_its_call() -> None:
+    """Calibration scores what the engine does (``bench_tools.py --calibrate``): at each threshold
+    the tool :func:`decide` names, answered in words when its call's values are all invented or its
+    call was cut short. Before, the threshold was chosen on the decision alone."""
+    scores = {WORDS: -1.0, "check_flight": -0.2}  # the tools' share: 0.69
+    made = ToolCall("call_1", "check_flight", '{"flight_number": "G678"}')
+    sure = Decision("check_flight", 0.69, scores, likeliest="check_flight", call=made, grounding=-0.01)
+    doubted = Decision("check_flight", 0.69, scores, likeliest="check_flight", call=made, grounding=-1.9)
+    assert decide(scores, 0.6).likeliest == decide(scores, 0.8).likeliest == "check_flight"
+    assert auto_call(sure, 0.6) == "check_flight" and auto_call(sure, 0.8) is None, "the threshold first"
+    assert auto_call(doubted, 0.6) is None, "invented values: words"
+    assert auto_call(doubted, 0.6, floor=math.log(0.1)) == "check_flight", "a lower floor lets it stand"
+    cut = Decision("check_flight", 0.69, scores, likeliest="check_flight", call=None, grounding=None)
+    assert auto_call(cut, 0.6) is None, "a call cut short is no call"
+    assert made_up(-1.9) and not made_up(None) and not made_up(-0.5)
+    door = decide({WORDS_FALLBACK: -3.0, "answer": -0.1}, words=WORDS_FALLBACK)
+    door.call = ToolCall("call_2", "answer", "{}")
+    assert door.words == WORDS_FALLBACK and auto_call(door, 0.5) == "answer", "the app's tool named answer"

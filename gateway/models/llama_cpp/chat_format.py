@@ -38,8 +38,9 @@ _GRAMMARS_KEPT = 32  # grammars of recent tool sets, built once each
 
 class ChatFormat:
     """The chat template and vocabulary of ``model`` (a ``llama_cpp.Llama``), for prompts of at most
-    ``n_ctx`` tokens. Finding the call openers takes ~1 s for a 151k vocabulary: done once, here,
-    for templates with tools, else at the first :meth:`openers`."""
+    ``n_ctx`` tokens. Finding the call openers takes ~1 s for a 151k vocabulary, the control tokens
+    ~0.15 s: done once, here, for templates with tools, else at the first :meth:`openers` /
+    :meth:`control_tokens`."""
 
     def __init__(self, model: Any, n_ctx: int) -> None:
         import llama_cpp
@@ -59,8 +60,10 @@ class ChatFormat:
         self.call_token: Optional[int] = call_token[0] if len(call_token) == 1 else None
         self._grammars: dict[str, Any] = {}
         self._openers: Optional[np.ndarray] = None
+        self._controls: Optional[np.ndarray] = None
         if self._template_tools:
             self._openers = np.array(self._opener_tokens(), dtype=np.intp)
+            self.control_tokens()  # ~0.15 s: not in a first call's budget
 
     def _token_text(self, token: int) -> str:
         if token < 0:
@@ -117,6 +120,21 @@ class ChatFormat:
     def is_eog(self, token: int) -> bool:
         """True for a token that ends generation (EOS, ``<|im_end|>``...)."""
         return bool(self._lib.llama_vocab_is_eog(self._llm._model.vocab, token))
+
+    def control_tokens(self) -> np.ndarray:
+        """The control tokens that do not end generation (``<|im_start|>``, ``<|fim_prefix|>``,
+        ``<|vision_pad|>``...): no text (they detokenize to nothing), yet llama.cpp's grammar lets
+        them into a JSON string, since their pieces read as plain characters there. A call never
+        takes one (:class:`~gateway.models.llama_cpp.grammar_sampler.GrammarSampler` ``banned``)."""
+        if self._controls is None:
+            vocab = self._llm._model.vocab
+            found = [
+                t
+                for t in range(self._llm.n_vocab())
+                if self._lib.llama_vocab_is_control(vocab, t) and not self._lib.llama_vocab_is_eog(vocab, t)
+            ]
+            self._controls = np.array(found, dtype=np.intp)
+        return self._controls
 
     def grammar(self, schema: dict[str, Any]) -> Any:
         """The ``LlamaGrammar`` of a call matching ``schema`` (built once per tool set). Raises

@@ -14,18 +14,22 @@ Uses the llama.cpp C API through ``llama_cpp`` (``llama_sampler_init_grammar``,
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 
 class GrammarSampler:
-    """Grammar-constrained choice of the next token for ``llm`` (a ``llama_cpp.Llama``: its vocabulary)."""
+    """Grammar-constrained choice of the next token for ``llm`` (a ``llama_cpp.Llama``: its vocabulary).
 
-    def __init__(self, llm: Any, grammar: Any, top_k: int = 40) -> None:
+    ``banned``: tokens never picked, whatever the grammar allows (a call's control tokens:
+    ``ChatFormat.control_tokens``)."""
+
+    def __init__(self, llm: Any, grammar: Any, top_k: int = 40, banned: Optional[np.ndarray] = None) -> None:
         import llama_cpp
 
         self._lib = llama_cpp
+        self._banned = banned if banned is not None and len(banned) else None
         self._n_vocab = int(llm.n_vocab())
         self._top_k = min(top_k, self._n_vocab)
         vocab = llm._model.vocab
@@ -54,6 +58,9 @@ class GrammarSampler:
     def pick(self, logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
         """The next token from ``logits`` (float32, shape (n_vocab,)): the likeliest allowed one at
         temperature 0, else one sampled from the allowed top candidates."""
+        if self._banned is not None:
+            logits = logits.copy()
+            logits[self._banned] = -np.inf
         ids = np.argpartition(logits, -self._top_k)[-self._top_k :]
         allowed = self._allowed(ids, logits[ids])
         if not np.isfinite(allowed).any():  # none of the likeliest fits: check the whole vocabulary

@@ -21,6 +21,7 @@ Requests are admitted in FIFO order by an :class:`~gateway.models.compute.engine
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 import threading
 import time
@@ -182,11 +183,8 @@ class OpenAIHttpLanguageModel:
             future.cancel()  # closes the response (and its connection) if it is still open
         tokens = int(usage.get("completion_tokens", tokens) or tokens)
         result = Generation(text, tokens, finish, prompt_tokens=int(usage.get("prompt_tokens", 0) or 0))
-        if calls and finish != "cancelled":
-            result.tool_calls = [
-                ToolCall(c.get("id") or new_call_id(), c.get("name", ""), c.get("arguments", "") or "{}")
-                for _, c in sorted(calls.items())
-            ]
+        if calls and finish not in ("cancelled", "length", "budget"):  # a call cut short is no call
+            result.tool_calls = [whole_call(c) for _, c in sorted(calls.items())]
             result.finish_reason = "tool_calls"
         return result
 
@@ -224,6 +222,21 @@ def _put_chunk(chunk: dict[str, Any], events: queue.Queue[Any]) -> None:
             events.put(("tool", call))
         if choice.get("finish_reason"):
             events.put(("finish", choice["finish_reason"]))
+
+
+def whole_call(streamed: dict[str, str]) -> ToolCall:
+    """The ToolCall of a call streamed to its end (``_merge_call_delta``'s entry). Raises
+    LanguageModelError when it has no name or its arguments are not one JSON object: a call with
+    broken arguments is never handed on (the server's ``length`` or the budget cut it, or the server
+    constrains no arguments)."""
+    name, arguments = streamed.get("name", ""), streamed.get("arguments", "") or "{}"
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        parsed = None
+    if not name or not isinstance(parsed, dict):
+        raise LanguageModelError(f"the LLM server sent no valid tool call: {name!r} with arguments {arguments!r}")
+    return ToolCall(streamed.get("id") or new_call_id(), name, arguments)
 
 
 def _merge_call_delta(calls: dict[int, dict[str, str]], delta: dict[str, Any]) -> None:
