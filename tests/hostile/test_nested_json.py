@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 
+import aiohttp
 import pytest
 
 from gateway.pool.unit import UnitState
 from gateway.realtime.client_messages import MAX_NESTING, decode_client_message, nesting
 from gateway.realtime.items import ClientError
 from gateway.server.app import POOL
+from gateway.server.runner import free_port
 from tests.helpers import serve, server_errors
 from tests.transports.websocket.ws_client import EventClient
 
@@ -86,3 +88,34 @@ async def test_a_call_item_with_arguments_nested_past_the_parser_does_not_fail_t
                 assert done["status"] in ("completed", "incomplete"), done
             assert not server_errors(client.events)
             assert not [e for e in client.of_type("error") if e["error"]["code"].endswith("_failed")]
+
+
+async def test_http_bodies_the_parser_chokes_on_get_400_invalid_json(models, gateway_config):
+    """Every JSON body of the HTTP API (within its 64 KiB): nested past the parser's recursion
+    limit it used to end in 500 ``server_error`` and a traceback in the log."""
+    depth = 20_000  # 40 KB of brackets: under the body limit
+    deep = "[" * depth + "]" * depth
+    deep_session = '{"session": ' + deep + "}"
+    offer = '{"type": "offer", "sdp": "v=0", "session": ' + deep + "}"
+    config = gateway_config(sip_port=free_port(), sip_host="127.0.0.1")
+    async with serve(config, models) as (url, _app), aiohttp.ClientSession() as http:
+        json_type = {"Content-Type": "application/json"}
+        form = aiohttp.FormData()
+        form.add_field("sdp", "v=0", content_type="application/sdp")  # multipart, as the SDKs send it
+        form.add_field("session", deep)
+        requests = [
+            ("/v1/realtime/client_secrets", {"data": deep_session, "headers": json_type}),
+            ("/v1/realtime/client_secrets", {"data": '{"expires_after": {"seconds": ' + "1" * 5000 + "}}"}),
+            ("/offer", {"data": offer, "headers": json_type}),
+            ("/v1/realtime/calls", {"data": offer, "headers": json_type}),
+            ("/v1/realtime/calls", {"data": form}),
+            ("/v1/realtime/calls/sip_x/accept", {"data": deep_session, "headers": json_type}),
+        ]
+        for path, kwargs in requests:
+            async with http.post(url + path, **kwargs) as response:
+                body = await response.json()
+                assert (response.status, body["error"]["code"]) == (400, "invalid_json"), (path, body)
+        # A body over the limit is named as such, not as an SDP offer (client_secrets takes none).
+        async with http.post(url + "/v1/realtime/client_secrets", data="x" * 200_000, headers=json_type) as response:
+            message = (await response.json())["error"]["message"]
+            assert response.status == 413 and "SDP" not in message, message
