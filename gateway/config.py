@@ -64,6 +64,13 @@ class GatewayConfig:
         default=5, metadata={"help": "Retry-After seconds sent with 503 (pool full, compute busy)"}
     )
     max_offer_bytes: int = field(default=64 * 1024, metadata={"help": "largest SDP offer accepted"})
+    http_keepalive_timeout_s: float = field(
+        default=60.0,
+        metadata={
+            "help": "an HTTP connection that holds no complete request for this long is closed: idle keep-alive, "
+            "or request headers sent a byte at a time (slowloris)"
+        },
+    )
     ice_servers: str = field(
         default="",
         metadata={

@@ -135,9 +135,12 @@ def template_message(message: ChatMessage) -> dict[str, Any]:
 
 
 def _loads_object(arguments: str) -> Any:
+    """``arguments`` decoded for the template; as it is (a string) when it is no JSON, or JSON
+    nested past the parser's recursion limit (a client's ``function_call`` item can hold anything:
+    it used to make every later response of its session fail)."""
     try:
         return json.loads(arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments
 
 

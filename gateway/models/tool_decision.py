@@ -162,7 +162,7 @@ def _json(text: str) -> dict:
     """The arguments object of ``text`` ({} when it is not one)."""
     try:
         value = json.loads(text or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # no JSON, or nested past the parser's recursion limit
         return {}
     return value if isinstance(value, dict) else {}
 

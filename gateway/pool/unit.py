@@ -17,7 +17,7 @@ from gateway.media.outbound import FrameHook, OutputAudioTrack
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
 from gateway.media.recording import StereoRecording
 from gateway.media.thinking_cue import ThinkingCue
-from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, PromptWarm, ScoredTranscript
+from gateway.models.base import ChatMessage, FunctionTool, GenerationOptions, ModelSet, ScoredTranscript
 from gateway.pipeline.call_settings import CallSettings
 from gateway.pipeline.cancel import CancelScope
 from gateway.pipeline.chain import StageChain, StageFactory
@@ -40,7 +40,7 @@ from gateway.pipeline.preemption import ReplyHold
 from gateway.pool.call_state import CallState
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
 from gateway.pool.preemptive import PreemptiveReplies
-from gateway.pool.read_ahead import PromptReadAhead
+from gateway.pool.read_ahead import LatestPromptWarm, PromptReadAhead
 from gateway.pool.thinking import arm_cue, prepare_filler
 
 __all__ = ["EventSink", "PipelineUnit", "UnitState"]
@@ -88,7 +88,7 @@ class PipelineUnit(UnitLifecycle):
         self.recording: Optional[StereoRecording] = None
         # The call's instructions and tools being read ahead by the LLM (apply_settings); let go
         # when they change and when the call ends, so nothing is read for a caller who has gone.
-        self._warm: Optional[PromptWarm] = None
+        self.instructions_read = LatestPromptWarm(loop)
         # The prompt of a reply to the turn so far, read ahead (read_ahead) off the event loop: let
         # go when a different response starts, a newer draft comes or the call ends.
         self.prompt_read = PromptReadAhead(loop)
@@ -310,14 +310,12 @@ class PipelineUnit(UnitLifecycle):
         if prepare is None:
             return
         options = GenerationOptions(tools=list(settings.tools), tool_choice=settings.tool_choice)
-        warm = prepare([ChatMessage("system", settings.instructions)], options)
-        self._let_go_of_warm()  # the earlier instructions are no longer this call's
-        self._warm = warm
+        # Off the event loop, the latest settings only (gateway.pool.read_ahead.LatestPromptWarm);
+        # the earlier instructions' hold is let go of at once: they are no longer this call's.
+        self.instructions_read.start(prepare, ([ChatMessage("system", settings.instructions)], options))
 
     def _let_go_of_warm(self) -> None:
-        warm, self._warm = self._warm, None
-        if warm is not None:
-            warm.cancel()
+        self.instructions_read.let_go()
 
     def read_ahead(
         self,

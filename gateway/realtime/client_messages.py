@@ -29,6 +29,10 @@ from gateway.realtime.items import ClientError
 # so that a too-large message reaches us (and is refused with a reason) instead of failing in the
 # sender's transport; far above any legitimate event, since audio never travels on the channel.
 MAX_CLIENT_MESSAGE_BYTES = 128 * 1024
+# Arrays and objects nested deeper than this are refused (``invalid_json``): far beyond any event or
+# tool schema, and well inside the recursion limit of what walks an event later (the Unicode repair,
+# the session's validation, ``json.dumps``), which a deeper event made fail.
+MAX_NESTING = 64
 
 
 def decode_client_message(raw: str | bytes, max_bytes: int = MAX_CLIENT_MESSAGE_BYTES) -> dict:
@@ -46,13 +50,40 @@ def decode_client_message(raw: str | bytes, max_bytes: int = MAX_CLIENT_MESSAGE_
         event = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ClientError(f"Invalid JSON: {exc.msg} at position {exc.pos}.", "invalid_json", None) from None
+    except RecursionError:  # arrays/objects nested deeper than the parser's recursion limit
+        raise ClientError("Invalid JSON: nested too deeply.", "invalid_json", None) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (sys.int_info)
+        raise ClientError(f"Invalid JSON: {exc}"[:200], "invalid_json", None) from None
     if not isinstance(event, dict):
         raise ClientError("A client event must be a JSON object.", "invalid_event", None)
+    if nesting(event) > MAX_NESTING:
+        raise ClientError(
+            f"Invalid JSON: arrays and objects nested more than {MAX_NESTING} deep.", "invalid_json", None
+        )
     if ("\\u" in raw and _SURROGATE_ESCAPE.search(raw)) or (not raw.isascii() and _SURROGATE.search(raw)):
         repaired = repair_unicode(event)
         assert isinstance(repaired, dict)
         event = repaired
     return event
+
+
+def nesting(value: Any) -> int:
+    """How deep arrays and objects nest in ``value`` (decoded JSON; a scalar: 0), found without
+    recursion, stopping one level past :data:`MAX_NESTING`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        elif not isinstance(node, list):
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if depth > MAX_NESTING:
+            break
+        stack.extend((child, depth) for child in node if isinstance(child, (dict, list)))
+    return deepest
 
 
 def message_bytes(raw: str | bytes) -> int:

@@ -79,9 +79,18 @@ class SessionLimits:
                 param,
             )
 
+    @property
+    def max_item_bytes(self) -> int:
+        """The most bytes of compact JSON one item may have: its text at the limit, every
+        character escaped (6 bytes), and 16 KiB for its ids and fields."""
+        return 6 * self.max_item_chars + 16 * 1024
+
     def check_item(self, item: dict, param: str) -> None:
         """ClientError ``string_above_max_length`` when the item's text is over ``max_item_chars``
-        (``param`` names the item; the error names the field that holds the text)."""
+        (``param`` names the item; the error names the field that holds the text), ``limit_exceeded``
+        when the whole item is over :attr:`max_item_bytes`: an item is kept as sent and echoed
+        (``conversation.item.added``, ``.done``, ``.retrieve``), and nothing but its text bounded it
+        (a 6 MB ``input_audio`` part, whose audio is never transcribed here, or any extra field)."""
         for key in ("arguments", "output"):
             if isinstance(item.get(key), str):
                 check_length(item[key], self.max_item_chars, f"{param}.{key}")
@@ -98,6 +107,15 @@ class SessionLimits:
                 f"{self.max_item_chars}, but got text of length {total} instead.",
                 "string_above_max_length",
                 f"{param}.content",
+            )
+        size = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > self.max_item_bytes:
+            raise ClientError(
+                f"Invalid '{param}': the item is {size} bytes of JSON; the limit is {self.max_item_bytes} bytes "
+                "(6 x max_item_chars + 16 KiB). Audio in an item is not transcribed here: send the caller's "
+                "audio with input_audio_buffer.append.",
+                "limit_exceeded",
+                param,
             )
 
     def check_room(self, items: int) -> None:

@@ -47,11 +47,43 @@ def parse_response_params(params: dict, settings: SessionSettings, conversation:
     if instructions is not None:
         conversation.limits.check_instructions(instructions, "response.instructions")
     metadata = params.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise ClientError("'response.metadata' must be an object.", "invalid_type", "response.metadata")
+    if metadata is not None:
+        check_metadata(metadata)
     tools, choice = _response_tools(params, settings, conversation)
     spec = PromptSpec(instructions, conversation.resolve_input(params.get("input")), mode == "auto")
     return ResponseParams(spec, audio, mode == "auto", metadata, _response_tokens(params, settings), tools, choice)
+
+
+# OpenAI's ``metadata`` (the Metadata object of its API): at most 16 pairs of strings, keys of at
+# most 64 characters, values of at most 512. Echoed in ``response.created`` and ``response.done``, so
+# a larger one made the gateway send its client twice what it sent (7 MB in, 14 MB out).
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 512
+
+
+def check_metadata(metadata: object) -> None:
+    """ClientError unless ``metadata`` is an object of at most :data:`MAX_METADATA_PAIRS` string
+    pairs within the key and value lengths (``param`` ``response.metadata``)."""
+    param = "response.metadata"
+    if not isinstance(metadata, dict):
+        raise ClientError("'response.metadata' must be an object.", "invalid_type", param)
+    if len(metadata) > MAX_METADATA_PAIRS:
+        raise ClientError(
+            f"Invalid '{param}': at most {MAX_METADATA_PAIRS} key-value pairs, got {len(metadata)}.",
+            "invalid_value",
+            param,
+        )
+    for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise ClientError(f"Invalid '{param}': each value must be a string.", "invalid_type", param)
+        if len(key) > MAX_METADATA_KEY_CHARS or len(value) > MAX_METADATA_VALUE_CHARS:
+            raise ClientError(
+                f"Invalid '{param}': keys may have up to {MAX_METADATA_KEY_CHARS} characters and values up to "
+                f"{MAX_METADATA_VALUE_CHARS}.",
+                "string_above_max_length",
+                param,
+            )
 
 
 def _response_tools(params: dict, settings: SessionSettings, conversation: Conversation) -> tuple[list, str]:

@@ -91,11 +91,20 @@ class AudioFormat(_Open):
     rate: Optional[Literal[24000]] = None
 
 
+# ``language`` is an ISO 639-1 code (Whisper's few without one have three letters: ``haw``, ``yue``);
+# anything else made every turn's STT fail, and the value, echoed in every ``session.updated``, was
+# unbounded (7 MB set once came back with each 60-byte ``session.update``).
+LANGUAGE_PATTERN = r"^([a-z]{2,3})?$"  # "" (as null): unchanged
+# A voice name (OpenAI's, a local voice's, an OpenAI-compatible TTS server's): handed to the TTS
+# engine with every sentence, so bounded.
+MAX_VOICE_CHARS = 64
+
+
 class Transcription(_Open):
     """Input transcription settings; any model name is served by the local STT model."""
 
     model: Optional[str] = None
-    language: Optional[str] = None
+    language: Optional[str] = Field(default=None, pattern=LANGUAGE_PATTERN)
     prompt: Optional[str] = None
 
 
@@ -124,7 +133,7 @@ class AudioOutput(_Open):
     runs or an answer's first audio is late."""
 
     format: Optional[AudioFormat] = None
-    voice: Optional[str] = None
+    voice: Optional[str] = Field(default=None, max_length=MAX_VOICE_CHARS)
     speed: Optional[float] = Field(default=None, ge=0.25, le=1.5)
     thinking_cue: Optional[ThinkingCueKind] = None
 
@@ -157,7 +166,7 @@ class BetaSession(_Open):
     model: Optional[str] = None
     instructions: Optional[str] = None
     modalities: Optional[list[Literal["audio", "text"]]] = Field(default=None, min_length=1)
-    voice: Optional[str] = None
+    voice: Optional[str] = Field(default=None, max_length=MAX_VOICE_CHARS)
     speed: Optional[float] = Field(default=None, ge=0.25, le=1.5)
     thinking_cue: Optional[ThinkingCueKind] = None  # gateway extension, as audio.output.thinking_cue
     input_audio_format: Optional[Literal["pcm16", "g711_ulaw", "g711_alaw"]] = None

@@ -44,7 +44,7 @@ def http_error(request: web.Request, exc: web.HTTPException) -> ApiError:
     headers (``Allow`` of a 405) but not its text body's content headers."""
     if exc.status == 413:
         limit = request.app[CONFIG].max_offer_bytes
-        message = f"Request body too large (an SDP offer may have up to {limit} bytes)."
+        message = f"Request body too large (at most {limit} bytes, max_offer_bytes)."
     else:
         message = exc.text or exc.reason
     headers = {

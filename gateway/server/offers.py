@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 from aiohttp import web
 
+from gateway.realtime.client_messages import MAX_NESTING, nesting
 from gateway.realtime.events import GATEWAY_EVENTS
 from gateway.realtime.session_update import SessionUpdate
 from gateway.server.app_keys import LIMITS
@@ -58,6 +59,20 @@ async def read_text(request: web.Request) -> str:
         raise ApiError(
             400, f"The body is not valid {charset[:40]} text (byte {exc.start}).", "invalid_encoding"
         ) from None
+
+
+def parse_json(text: str) -> Any:
+    """``text`` as JSON; ValueError for anything the caller should answer 400 ``invalid_json``:
+    not JSON, an integer of more digits than Python converts, or arrays and objects nested more
+    than ``MAX_NESTING`` deep (past the parser's recursion limit ``json.loads`` raises
+    ``RecursionError``, which ended in a 500 and a traceback)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if nesting(value) > MAX_NESTING:
+        raise ValueError(f"nested more than {MAX_NESTING} deep")
+    return value
 
 
 def session_update(request: web.Request, session_config: Any) -> Optional[SessionUpdate]:
@@ -112,7 +127,7 @@ async def read_json_offer(request: web.Request) -> Offer:
     ``invalid_type``, ``invalid_value``)."""
     require_content_type(request, ("application/json",))
     try:
-        body = json.loads(await read_text(request))
+        body = parse_json(await read_text(request))
     except ValueError:
         raise ApiError(400, 'body must be JSON {"sdp": ..., "type": "offer"}', "invalid_json") from None
     if not isinstance(body, dict) or body.get("type") != "offer" or not isinstance(body.get("sdp"), str):
@@ -124,7 +139,7 @@ async def _read_sdk_offer(request: web.Request) -> Offer:
     """``{"sdp": <string>, "session"?: {...}}``, the JSON body of the OpenAI SDKs'
     ``realtime.calls.create``. Raises ApiError (400)."""
     try:
-        body = json.loads(await read_text(request))
+        body = parse_json(await read_text(request))
     except ValueError:
         raise ApiError(400, 'body must be JSON {"sdp": <string>, "session": {...}}', "invalid_json") from None
     if not isinstance(body, dict) or not isinstance(body.get("sdp"), str):
@@ -156,7 +171,7 @@ async def _read_form_offer(request: web.Request) -> Offer:
     if raw_session is None:
         return Offer(sdp)
     try:
-        session_config = json.loads(_form_text(raw_session))
+        session_config = parse_json(_form_text(raw_session))
     except ValueError:
         raise ApiError(400, "The 'session' form field is not valid JSON.", "invalid_json", param="session") from None
     if not isinstance(session_config, dict):

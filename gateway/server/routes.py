@@ -8,7 +8,6 @@ error) as ``{"error": {"type", "code", "message", "param"}}``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,7 +17,7 @@ from gateway.server.admission import open_call
 from gateway.server.app_keys import CONFIG, KEYS, SESSIONS
 from gateway.server.auth import DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S, KeyLimitError, bearer, require_api_key
 from gateway.server.errors import ApiError
-from gateway.server.offers import read_calls_offer, read_json_offer, read_text, session_update
+from gateway.server.offers import parse_json, read_calls_offer, read_json_offer, read_text, session_update
 from gateway.server.ops_routes import add_ops_routes
 from gateway.server.sip_routes import add_sip_routes
 from gateway.server.static_files import add_static_routes
@@ -71,7 +70,7 @@ async def client_secrets(request: web.Request) -> web.Response:
     body: Any = {}
     if request.can_read_body:
         try:
-            body = json.loads(await read_text(request))
+            body = parse_json(await read_text(request))
         except ValueError:
             raise ApiError(400, "body must be JSON", "invalid_json") from None
     if not isinstance(body, dict):

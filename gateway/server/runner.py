@@ -32,7 +32,7 @@ async def running_gateway(
 
     ``models`` and ``stage_factories`` as for :func:`gateway.server.app.create_app`."""
     app = create_app(config, models=models, stage_factories=stage_factories)
-    runner = web.AppRunner(app)
+    runner = web.AppRunner(app, keepalive_timeout=config.http_keepalive_timeout_s)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)
     await site.start()

@@ -32,7 +32,12 @@ async def serve_until_signalled(app: web.Application, host: str, port: int) -> i
     thread's event loop (signal handlers). Prints ``voice-gateway: serving on http://host:port``
     once the port is open, and logs the drain's outcome.
     """
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=_HTTP_SHUTDOWN_TIMEOUT_S)
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        shutdown_timeout=_HTTP_SHUTDOWN_TIMEOUT_S,
+        keepalive_timeout=app[CONFIG].http_keepalive_timeout_s,  # aiohttp's own: an hour
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -10,7 +10,6 @@ referred while ringing), 400 for a bad body, 502 ``refer_failed`` when the calle
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from aiohttp import web
 from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP
 from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
-from gateway.server.offers import read_text, session_update
+from gateway.server.offers import parse_json, read_text, session_update
 from gateway.transports.sip.call import CallStateError
 from gateway.transports.sip.user_agent import CallNotFound, SipUserAgent
 
@@ -39,7 +38,7 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        body = json.loads(text)
+        body = parse_json(text)
     except ValueError:
         raise ApiError(400, "body must be JSON", "invalid_json") from None
     if not isinstance(body, dict):

@@ -22,7 +22,8 @@
   replies go to the SDP's address, but at most :data:`MAX_UNPROVEN_PACKETS` of them while that
   address has never sent RTP back (a forged ``c=`` names someone who never asked for a call); then
   sending stops until the caller's RTP latches, and the media timeout ends a call that stays
-  silent. So a forged INVITE makes the gateway send nobody a stream.
+  silent; over the call, at most :data:`MAX_UNPROVEN_PACKETS_PER_CALL` go to unproven addresses
+  (re-INVITEs moving the media included). So a forged INVITE makes the gateway send nobody a stream.
 - **Out**: :meth:`RtpStream.play` reads a 20 ms paced track (``gateway.media.outbound``: 48 kHz),
   resamples to the codec's clock rate and sends one packet per 20 ms (RFC 3551: 160 samples of
   G.711; RFC 7587: 960 of Opus), with the marker bit on the first packet of each talk spurt,
@@ -59,6 +60,11 @@ PACKET_MS = 20
 MAX_PAYLOAD_BYTES = {"PCMU": 480, "PCMA": 480, "opus": 1500}
 # Packets sent to an address that has never sent RTP back (after the ACK, before any latch): 1 s.
 MAX_UNPROVEN_PACKETS = 50
+# ... and to such addresses over the whole call: a caller re-INVITEing its media to a new address
+# every second (two ports of a victim, alternately) had a fresh 1 s of RTP sent to each, a stream
+# of ~8.6 KB per re-INVITE to someone who never asked. A move to a phone that sends (as phones do)
+# proves it within a packet or two, so the call's moves rarely spend more than a few.
+MAX_UNPROVEN_PACKETS_PER_CALL = 3 * MAX_UNPROVEN_PACKETS
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,7 @@ class RtpStream:
         self.withheld = 0
         self._acknowledged = False
         self._unproven = 0  # packets sent to ``remote`` before any latch
+        self._unproven_in_call = 0  # packets sent to unproven addresses over the call (never reset)
         self._proven = asyncio.Event()  # set by the latch or the ACK: :meth:`play` may start
         self._foreign_logged = False
         self._srtp_logged = False
@@ -289,7 +296,8 @@ class RtpStream:
         """The caller's re-INVITE moved its media to ``remote`` (a PBX handing the media to the
         phone, a bridge after a transfer): replies go there, and the stream latches again on the
         first packet from one of ``trusted`` (as at the start: empty, ``remote``'s IP; None: any);
-        the new address gets :data:`MAX_UNPROVEN_PACKETS` before it has sent back."""
+        the new address gets :data:`MAX_UNPROVEN_PACKETS` before it has sent back, within what is
+        left of the call's :data:`MAX_UNPROVEN_PACKETS_PER_CALL`."""
         log.info("RTP moved by a re-INVITE: %s:%d -> %s:%d", *self.remote, *remote)
         self.remote = remote
         self.trusted = _latch_sources(remote, trusted)
@@ -315,11 +323,16 @@ class RtpStream:
             self._timestamp = (self._timestamp + self.packet_samples) & 0xFFFFFFFF
             return
         if not self.latched:
-            if not self._acknowledged or self._unproven >= MAX_UNPROVEN_PACKETS:
+            if (
+                not self._acknowledged
+                or self._unproven >= MAX_UNPROVEN_PACKETS
+                or self._unproven_in_call >= MAX_UNPROVEN_PACKETS_PER_CALL
+            ):
                 self.withheld += 1
                 self._timestamp = (self._timestamp + self.packet_samples) & 0xFFFFFFFF
                 return
             self._unproven += 1
+            self._unproven_in_call += 1
             if self._unproven == MAX_UNPROVEN_PACKETS:
                 log.info(
                     "no RTP from %s:%d after %d packets: sending stops until it speaks", *self.remote, self._unproven

@@ -35,6 +35,10 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 # A reader that lets this many server events pile up unread (about a minute of reply audio in
 # 100 ms pieces, with their other events) is gone or stuck: the connection is closed.
 MAX_QUEUED_EVENTS = 2000
+# ... or this many bytes of them: one ``session.update`` of ~40 bytes is answered with the whole
+# session (4 MB with 128 tools of 32 KB), so a client that reads nothing made the server queue
+# 4 MB per event (+1.6 GB in 8 s on loopback) long before 2000 of them.
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
 # Seconds between pings; a client that does not answer in time is taken as gone.
 HEARTBEAT_S = 20.0
 # Bytes of client frames read a second on average, and at once: far above what a session uses
@@ -100,30 +104,41 @@ class EventSocket:
     def __init__(self, ws: web.WebSocketResponse) -> None:
         self.ws = ws
         self._queue: asyncio.Queue[Optional[str]] = asyncio.Queue()
+        self._queued_bytes = 0
         self._closing = False
         self._writer = asyncio.ensure_future(self._write())
         self._closer: Optional[asyncio.Future[Any]] = None  # held: not collected mid-run
 
     def send(self, event: dict[str, Any]) -> None:
         """Queue a server event (JSON text); dropped once the socket is closing. A reader that let
-        ``MAX_QUEUED_EVENTS`` pile up is disconnected (1008)."""
+        ``MAX_QUEUED_EVENTS`` or ``MAX_QUEUED_BYTES`` pile up is disconnected (1008)."""
         if self._closing:
             return
-        if self._queue.qsize() >= MAX_QUEUED_EVENTS:
-            log.warning("websocket client reads no events (%d queued): closing", self._queue.qsize())
+        text = json.dumps(event)
+        if self._queue.qsize() >= MAX_QUEUED_EVENTS or self._queued_bytes + len(text) > MAX_QUEUED_BYTES:
+            log.warning(
+                "websocket client reads no events (%d queued, %d bytes): closing",
+                self._queue.qsize(),
+                self._queued_bytes,
+            )
             self._closing = True
             self._writer.cancel()
+            while not self._queue.empty():  # what it did not read is let go of now
+                self._queue.get_nowait()
+            self._queued_bytes = 0
             self._closer = asyncio.ensure_future(
                 self.ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"client too slow")
             )
             return
-        self._queue.put_nowait(json.dumps(event))
+        self._queued_bytes += len(text)
+        self._queue.put_nowait(text)
 
     async def _write(self) -> None:
         while True:
             text = await self._queue.get()
             if text is None:
                 return
+            self._queued_bytes -= len(text)
             try:
                 await self.ws.send_str(text)
             except (ConnectionError, RuntimeError):  # the connection went away: nothing more can be sent
