@@ -265,6 +265,9 @@ class GatewayConfig:
     )
     max_tools: int = field(default=128, metadata={"help": "most tools per session or response"})
     max_tool_bytes: int = field(default=32_768, metadata={"help": "largest tool definition (JSON schema...), bytes"})
+    max_tools_bytes: int = field(
+        default=65_536, metadata={"help": "all tool definitions of a session or response together (JSON), bytes"}
+    )
     max_item_chars: int = field(default=32_768, metadata={"help": "longest text of one conversation item, characters"})
     max_conversation_items: int = field(
         default=512, metadata={"help": "items a conversation holds (the oldest go first for server-made ones)"}

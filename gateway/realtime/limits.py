@@ -32,8 +32,11 @@ class SessionLimits:
 
     ``max_instructions_chars``: ``instructions`` of ``session.update`` or ``response.create``.
     ``max_tools``: tools per session or per response. ``max_tool_bytes``: one tool definition
-    (name, description and ``parameters`` schema) as compact JSON. ``max_item_chars``: the text of
-    one conversation item (all its text parts, a call's ``arguments``, a call output's ``output``).
+    (name, description and ``parameters`` schema) as compact JSON; ``max_tools_bytes``: all of a
+    session's or response's tools together (every one is listed in the call decision's prompt and
+    echoed in each ``session.updated``; the default is already more than a 4096-token context holds).
+    ``max_item_chars``: the text of one conversation item (all its text parts, a call's ``arguments``,
+    a call output's ``output``).
     ``max_conversation_items``: items a client may hold in the conversation (``conversation.item.create``
     beyond it is refused; items the server adds for spoken turns and replies push out the oldest).
     ``max_prompt_chars``: characters of conversation the prompt builder hands the engine (oldest
@@ -43,6 +46,7 @@ class SessionLimits:
     max_instructions_chars: int = config_default("max_instructions_chars")
     max_tools: int = config_default("max_tools")
     max_tool_bytes: int = config_default("max_tool_bytes")
+    max_tools_bytes: int = config_default("max_tools_bytes")
     max_item_chars: int = config_default("max_item_chars")
     max_conversation_items: int = config_default("max_conversation_items")
     max_prompt_chars: int = config_default("max_prompt_chars")
@@ -68,13 +72,26 @@ class SessionLimits:
                 param,
             )
 
-    def check_tool_size(self, tool: dict, param: str) -> None:
-        """ClientError ``limit_exceeded`` when the tool definition is over ``max_tool_bytes``."""
+    def check_tool_size(self, tool: dict, param: str) -> int:
+        """ClientError ``limit_exceeded`` when the tool definition is over ``max_tool_bytes``;
+        else its size (bytes of compact UTF-8 JSON)."""
         size = len(json.dumps(tool, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
         if size > self.max_tool_bytes:
             raise ClientError(
                 f"Invalid '{param}': the tool definition is {size} bytes of JSON; the limit is "
                 f"{self.max_tool_bytes} bytes (max_tool_bytes).",
+                "limit_exceeded",
+                param,
+            )
+        return size
+
+    def check_tools_size(self, size: int, param: str) -> None:
+        """ClientError ``limit_exceeded`` when all the tools (``size`` bytes of compact JSON
+        together) are over ``max_tools_bytes``."""
+        if size > self.max_tools_bytes:
+            raise ClientError(
+                f"Invalid '{param}': the tool definitions are {size} bytes of JSON together; the limit is "
+                f"{self.max_tools_bytes} bytes (max_tools_bytes).",
                 "limit_exceeded",
                 param,
             )

@@ -37,8 +37,11 @@ def parse_tools(raw: Any, param: str, limits: SessionLimits) -> list[FunctionToo
         raise ClientError(f"Invalid type for '{param}': expected an array of tools.", "invalid_type", param)
     limits.check_tool_count(len(raw), param)
     tools: list[FunctionTool] = []
+    total = 0  # bytes of the tools' JSON so far
     for index, entry in enumerate(raw):
-        tool = _parse_tool(entry, f"{param}[{index}]", limits)
+        tool = _parse_tool(entry, f"{param}[{index}]")
+        total += limits.check_tool_size(entry, f"{param}[{index}]")
+        limits.check_tools_size(total, param)
         if any(t.name == tool.name for t in tools):
             raise ClientError(
                 f"Invalid '{param}[{index}].name': a tool named '{tool.name}' is already listed.",
@@ -49,7 +52,7 @@ def parse_tools(raw: Any, param: str, limits: SessionLimits) -> list[FunctionToo
     return tools
 
 
-def _parse_tool(entry: Any, param: str, limits: SessionLimits) -> FunctionTool:
+def _parse_tool(entry: Any, param: str) -> FunctionTool:
     if not isinstance(entry, dict):
         raise ClientError(f"Invalid type for '{param}': expected a tool object.", "invalid_type", param)
     if entry.get("type", "function") != "function":
@@ -79,7 +82,6 @@ def _parse_tool(entry: Any, param: str, limits: SessionLimits) -> FunctionTool:
     if parameters is None:
         parameters = {"type": "object", "properties": {}}
     check_parameters_schema(parameters, f"{param}.parameters")
-    limits.check_tool_size(entry, param)
     return FunctionTool(name, description, parameters)
 
 

@@ -26,8 +26,8 @@ async def test_instructions_and_tools_are_read_off_the_loop_and_only_the_latest(
     tools = [
         {"type": "function", "name": f"tool_{i}", "description": "Look the weather up. " * 1500, "parameters": {}}
         for i in range(8)
-    ]  # 8 x 31.5 KB
-    async with serve(gateway_config(), models) as (url, _app):
+    ]  # 8 x 31.5 KB: over the default max_tools_bytes (64 KiB), as an operator who raised it allows
+    async with serve(gateway_config(max_tools_bytes=1 << 20), models) as (url, _app):
         async with EventClient(url) as client:
             await client.wait_for("session.created", timeout=10)
             await client.send("session.update", session={"tools": tools})

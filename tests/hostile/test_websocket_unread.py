@@ -38,8 +38,8 @@ async def test_a_client_that_reads_nothing_is_cut_once_its_unread_events_pass_th
     tools = [
         {"type": "function", "name": f"tool_{i}", "description": "Look the weather up. " * 1500, "parameters": {}}
         for i in range(32)
-    ]  # ~1 MB, echoed in each session.updated
-    async with serve(gateway_config(), models) as (url, app):
+    ]  # ~1 MB, echoed in each session.updated (max_tools_bytes raised from its 64 KiB default to allow it)
+    async with serve(gateway_config(max_tools_bytes=2 << 20), models) as (url, app):
         port = int(url.rsplit(":", 1)[1])
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # reads nothing: let the server's queue fill

@@ -7,6 +7,8 @@ long the conversation gets. On the PipelineControlDouble: no models, no sockets.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gateway.config import GatewayConfig
@@ -124,6 +126,35 @@ def test_a_tool_definition_over_the_size_limit_is_refused() -> None:
     assert "max_tool_bytes" in error["message"]
     assert h.rt.settings.call.tools == ()
     alive(h)
+
+
+def test_tools_over_the_limit_together_are_refused_though_each_fits() -> None:
+    """Each tool under ``max_tool_bytes``, all of them over ``max_tools_bytes``: before the total
+    limit, 128 tools of 32 KB (4 MB) were taken, listed in every decision prompt and echoed in every
+    ``session.updated`` (docs/BENCHMARKS.md, hostile input)."""
+    h = Harness()
+    tools = [{**WEATHER, "name": f"tool_{n}", "description": "d" * 30_000} for n in range(3)]
+    assert all(len(json.dumps(tool)) < LIMITS.max_tool_bytes for tool in tools)
+    error = assert_refused(
+        h.run(client("session.update", session={"type": "realtime", "tools": tools})),
+        "limit_exceeded",
+        "session.tools",
+    )
+    assert "max_tools_bytes" in error["message"]
+    assert h.rt.settings.call.tools == ()
+    assert h.run(client("session.update", session={"type": "realtime", "tools": tools[:2]}))[-1]["type"] == (
+        "session.updated"
+    )
+    h.run(user_text())
+    assert_refused(h.run(client("response.create", response={"tools": tools})), "limit_exceeded", "response.tools")
+    small = harness(SessionLimits(max_tools_bytes=300))  # WEATHER is 183 bytes of compact JSON
+    assert_refused(
+        small.run(client("session.update", session={"type": "realtime", "tools": [WEATHER, WEATHER | {"name": "w2"}]})),
+        "limit_exceeded",
+        "session.tools",
+    )
+    alive(h)
+    alive(small)
 
 
 # ---------------------------------------------------------------- items and the conversation
