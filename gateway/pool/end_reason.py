@@ -24,6 +24,7 @@ class EndReason(enum.StrEnum):
     SERVER_SHUTDOWN = "server_shutdown"  # the gateway is stopping
     INVALID_OFFER = "invalid_offer"  # aiortc could not answer the offer (HTTP 400)
     SERVER_ERROR = "server_error"  # the call could not be built (HTTP 500)
+    CLIENT_TOO_SLOW = "client_too_slow"  # the caller left too many server events unread (WebRTC: oai-events)
     # SIP calls (gateway.transports.sip)
     CALLER_BYE = "caller_bye"  # the caller sent BYE
     CALLER_CANCEL = "caller_cancel"  # the caller sent CANCEL before the call was answered (487)

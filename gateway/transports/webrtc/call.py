@@ -45,9 +45,14 @@ log = logging.getLogger(__name__)
 
 # The data channel label of the OpenAI Realtime WebRTC contract.
 EVENTS_CHANNEL = "oai-events"
-# Server events not yet sent on oai-events beyond which more are dropped (a client that does not
-# read its channel must not grow the gateway's memory: aiortc's send queue is unbounded), bytes.
-MAX_UNSENT_EVENT_BYTES = 4 * 1024 * 1024
+# Server events not yet sent on oai-events (the channel's ``bufferedAmount``), bytes, past which
+# the call ends (``client_too_slow``): aiortc's send queue is unbounded, and a peer whose SCTP
+# acknowledges nothing (a stack with a full receive window drops what it cannot take; aiortc sends
+# regardless of the window) stalls it. A call's events are text (its audio is RTP): a few KB a
+# turn; the largest, ``session.updated``, echoes the tools and instructions (~100 KB at the default
+# limits). Dropping events past the bound instead, as before, kept the call and its unit for a
+# client that then missed events (a ``response.done``) without being told.
+MAX_UNSENT_EVENT_BYTES = 16 * 1024 * 1024
 
 
 async def open_call(
@@ -94,7 +99,7 @@ class WebRTCCall:
         self.channel: Optional[RTCDataChannel] = None
         self.reader: Optional[InboundAudioReader] = None
         self.media: Optional[CallerMedia] = None
-        self._send_overflowed = False
+        self._too_slow = False  # MAX_UNSENT_EVENT_BYTES passed: the call is ending, nothing more is sent
         self._connected = asyncio.Event()
         self._output_track: Optional[MediaStreamTrack] = None  # reads the unit's playout buffer
 
@@ -234,20 +239,25 @@ class WebRTCCall:
     # ----- Transport -----
     def send_event(self, event: dict[str, Any]) -> None:
         """Send a server event on ``oai-events`` as JSON text if the channel is open (events
-        before it opens, or after it closed, are dropped)."""
+        before it opens, or after it closed, are dropped). A caller that let
+        ``MAX_UNSENT_EVENT_BYTES`` pile up unsent is hung up on (``client_too_slow``), and nothing
+        more is queued for it."""
         channel = self.channel
-        if channel is None or channel.readyState != "open":
+        if channel is None or channel.readyState != "open" or self._too_slow:
             return
-        if channel.bufferedAmount > MAX_UNSENT_EVENT_BYTES:
-            if not self._send_overflowed:  # the client does not read its channel: drop, say so once
-                self._send_overflowed = True
-                log.warning(
-                    "call %s: over %d bytes of events unsent, dropping events", self.session.id, MAX_UNSENT_EVENT_BYTES
-                )
+        text = json.dumps(event)
+        unsent = channel.bufferedAmount
+        if unsent + len(text) > MAX_UNSENT_EVENT_BYTES:
+            self._too_slow = True
+            log.warning(
+                "call %s: the caller reads no events (%d bytes unsent): ending the call", self.session.id, unsent
+            )
+            self.session.hangup_soon(
+                EndReason.CLIENT_TOO_SLOW, f"over {MAX_UNSENT_EVENT_BYTES} bytes of server events left unread"
+            )
             return
-        self._send_overflowed = False
         try:
-            channel.send(json.dumps(event))
+            channel.send(text)
         except Exception:  # the transport went away mid-send: the call is ending
             log.debug("send on closed data channel dropped")
 
