@@ -39,6 +39,9 @@ _HYSTERESIS = 0.15
 _SPECULATION_VOID_ABOVE = 0.1
 # Caller audio the echo guard compares with the reply's, ms (the turn's first chunks and before).
 _ECHO_WINDOW_MS = 256
+# Audio kept after a held turn ended, for a second part that joins it (the pause and that part's
+# first chunks; a held turn is decided within a few timeouts of its onset), in 32 ms chunks: 6 s.
+_AFTER_HELD_END_CHUNKS = 188
 
 
 class VadStage(Stage):
@@ -113,6 +116,7 @@ class VadStage(Stage):
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
+        self._after_held_end: deque[np.ndarray] = deque(maxlen=_AFTER_HELD_END_CHUNKS)  # chunks since it ended
         self._resume_reported = False
         self._echo_since = 0.0  # monotonic s from which the reply's words may echo in the held turn's probes
         self._probe_skip = 0  # samples of the held turn's echoed prefix its probes leave out
@@ -160,6 +164,8 @@ class VadStage(Stage):
                 self._cap_manual_buffer(turn)
                 continue
             probability = self._vad.speech_probability(chunk)
+            if self._held_end is not None:
+                self._after_held_end.append(chunk)  # a second part joins the held turn with its pause
             self._step(chunk, probability, message.received_at, turn)
             if self._barge.held:
                 voiced = self._in_speech and self._silence == 0
@@ -252,7 +258,9 @@ class VadStage(Stage):
 
     def _start_turn(self, turn: TurnDetection, received_at: float) -> None:
         if self._barge.held:
-            self._release_held()  # a second turn under the reply: the caller is taking the turn
+            if self._join_held():
+                return
+            self._release_held()
         self._in_speech = True
         self._silence = 0
         self._reset_pause()
@@ -284,6 +292,29 @@ class VadStage(Stage):
         self.ctx.on_speech_started(event)
 
     # --- barge-in under the reply's audio ---
+    def _join_held(self) -> bool:
+        """Speech again after the held turn ended at a pause, before it was decided ("Yeah..."
+        "yeah.", "Wait," "stop."): it joins that turn, pause and all (one overlap, one turn: its
+        held SpeechStopped and commit are dropped, the joined turn ends anew), and the decider
+        hears both parts. False when there is no ended turn to join."""
+        if self._held_end is None or self._held_start is None:
+            return False
+        audio = self._held_end[2].audio
+        log.debug(
+            "barge-in: speech again at %d ms before the held turn was decided: joined", self._ms(self._candidate_start)
+        )
+        self._held_end = None
+        self._in_speech = True
+        self._silence = 0
+        self._reset_pause()
+        self._speculation_stands = False
+        self._utterance = [audio, *self._after_held_end]  # the pause and the new part's first chunks
+        self._after_held_end.clear()
+        self._prefix.clear()
+        self._candidate = []
+        self._act(self._barge.goes_on(self._candidate_start))
+        return True
+
     def _echoed_prefix(self, prefix: list[np.ndarray], turn: TurnDetection, received_at: float) -> int:
         """Samples of the held turn's prefix its probes leave out: all but ``PROBE_PREFIX_MS`` when
         the prefix is mostly the reply's own echo (``echo_guard_correlation`` or more: a leg without
@@ -369,6 +400,7 @@ class VadStage(Stage):
         taken = self._take_turn(manual=False)
         if taken is not None:
             self._held_end = (stopped, *taken)
+            self._after_held_end.clear()
         self._act(self._barge.turn_ended())
 
     def _release_held(self) -> None:
