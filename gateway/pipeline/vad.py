@@ -67,7 +67,8 @@ class VadStage(Stage):
     :class:`BargeInDecider` says interrupt (the held events go out as they happened, the unit
     cancels the reply) or resume (the reply plays on and the turn is dropped). The echo guard
     (``turn.echo_guard``) keeps speech that is mostly the reply's own echo from starting a turn.
-    Counters: ``echo_rejections`` (turn starts refused as echo), ``backchannels`` (turns dropped).
+    Counters: ``echo_rejections`` (turn starts refused as echo), ``backchannels`` (turns dropped),
+    ``joined_parts`` (speech that joined a held turn the VAD had ended at a pause, before its decision).
     """
 
     name = "vad"
@@ -93,6 +94,7 @@ class VadStage(Stage):
         self.semantic_complete = 0
         self.echo_rejections = 0
         self.backchannels = 0
+        self.joined_parts = 0
         self._barge = BargeInDecider(self._rate)
         self.reset()
 
@@ -310,6 +312,7 @@ class VadStage(Stage):
         self._speculation_stands = False
         self._utterance = [audio, *self._after_held_end]  # the pause and the new part's first chunks
         self._after_held_end.clear()
+        self.joined_parts += 1
         self._prefix.clear()
         self._candidate = []
         self._act(self._barge.goes_on(self._candidate_start))
