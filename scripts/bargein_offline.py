@@ -2,6 +2,7 @@
 """Barge-in decisions of the real VAD and STT stages on the corpus, without a call: quick, for tuning.
 
     PYTHONPATH=. .venv/bin/python scripts/bargein_offline.py [--split tuning|held-out|fresh|fresh2|...|fresh4|all] [-v]
+        [--turn-detector silence|smart_turn] [--two-part PAUSE_MS]
 
 Each clip of ``scripts/bargein_corpus.py`` is played (after 1 s of quiet, then 2 s of quiet) into
 the gateway's own VAD stage (Silero, the call's default turn settings) with a reply "playing", and
@@ -13,6 +14,14 @@ times per split (tuning / held-out / fresh, see ``scripts/bargein_corpus.py``) a
 compute time, with the machine's llama.cpp decode speed first (to read the times against).
 The call itself (WebRTC, the LLM answering, the events the client sees) is
 ``scripts/bench_bargein.py``'s.
+
+``--turn-detector``: how the VAD stage ends the held turn. ``silence`` (the default, as every earlier
+table here): after ``silence_duration_ms`` (500 ms), so a pause inside a clip never ends it.
+``smart_turn`` (a call's default): Smart Turn judges each pause at ~192 ms and may end the held turn
+there, inside the overlap ("Wait," | "stop."). ``--two-part PAUSE_MS``: instead of the split's clips,
+two of them said one after the other by the same voice with PAUSE_MS between their voiced parts
+(:func:`two_part_clips`: each backchannel twice, each with the next, and a backchannel then each
+interruption); a pair holding an interruption is one.
 """
 
 from __future__ import annotations
@@ -97,12 +106,37 @@ class Outcome:
     decided_ms: Optional[float]  # after the voice onset, input-stream time
     probes: list[str]
     probe_ms: list[float]  # compute time of each probe (Whisper's transcribe_words), ms
+    decided: list[str] = field(default_factory=list)  # each gateway.barge_in: "decision 'transcript'"
+    joined: int = 0  # parts that joined the held turn after the VAD ended it (VadStage.joined_parts)
 
 
-def run_clip(clip: Clip, vad_model, stt_model, settings: CallSettings) -> Outcome:
+def two_part_clips(chosen: list[Clip], pause_ms: int) -> list[Clip]:
+    """Per voice: each backchannel said twice ("Okay." | "Okay."), each with the next one ("Okay." |
+    "Mm-hmm."), and its first backchannel then each interruption ("Okay." | "Wait, stop."), with
+    ``pause_ms`` from the last loud sample (> -40 dBFS) of the first to the first loud one of the second."""
+    made: list[Clip] = []
+    for voice in dict.fromkeys(c.voice for c in chosen):
+        said = [c for c in chosen if c.voice == voice]
+        backs = [c for c in said if c.kind == BACKCHANNEL]
+        pairs = [(b, b) for b in backs] + list(zip(backs, backs[1:] + backs[:1], strict=True))
+        pairs += [(backs[0], c) for c in said if c.kind != BACKCHANNEL] if backs else []
+        for first, second in pairs:
+            loud_a = np.flatnonzero(np.abs(first.audio.astype(np.int32)) > 300)
+            loud_b = np.flatnonzero(np.abs(second.audio.astype(np.int32)) > 300)
+            if not loud_a.size or not loud_b.size:
+                continue
+            gap = np.zeros(int(pause_ms * 48000 / 1000), np.int16)
+            audio = np.concatenate([first.audio[: loud_a[-1] + 1], gap, second.audio[loud_b[0] :]])
+            kind = BACKCHANNEL if second.kind == first.kind == BACKCHANNEL else second.kind
+            text = f"{first.text} | {second.text}"
+            made.append(Clip(voice, text, kind, first.tuning_phrase and second.tuning_phrase, audio))
+    return made
+
+
+def run_clip(clip: Clip, vad_model, stt_model, settings: CallSettings, end_of_turn=None) -> Outcome:
     ctx = Context(settings=settings)
     stt_in = StageQueue()
-    vad = VadStage(ctx, StageQueue(), stt_in, vad_model, None)
+    vad = VadStage(ctx, StageQueue(), stt_in, vad_model, end_of_turn)
     stt = SttStage(ctx, stt_in, None, stt_model)
     speech = to_rate(clip.audio, 48000, RATE)
     lead = RATE  # 1 s of quiet first
@@ -134,7 +168,9 @@ def run_clip(clip: Clip, vad_model, stt_model, settings: CallSettings) -> Outcom
     started = [at for at, e in ctx.events if isinstance(e, SpeechStarted)]
     decision = "interrupted" if started else "kept"
     at = started[0] if started else (decided[0][0] if decided else None)
-    return Outcome(clip, decision, None if at is None else (at - onset) * 1000 / RATE, probes, probe_ms)
+    said = [f"{e.decision} {e.transcript!r}" for _, e in decided]
+    joined = getattr(vad, "joined_parts", 0)  # main before h40 has no such count
+    return Outcome(clip, decision, None if at is None else (at - onset) * 1000 / RATE, probes, probe_ms, said, joined)
 
 
 def _row(label: str, chosen: list[Outcome]) -> str:
@@ -214,6 +250,13 @@ def main() -> int:
         help="repetition penalty of a rejected probe's second decode (Whisper's default: 1.3; 1.0: no "
         "second decode, as before 28f6f94)",
     )
+    parser.add_argument(
+        "--turn-detector",
+        choices=("silence", "smart_turn"),
+        default="silence",
+        help="how the held turn ends: after 500 ms of silence (as before), or Smart Turn at ~192 ms (a call's)",
+    )
+    parser.add_argument("--two-part", type=int, default=None, metavar="PAUSE_MS", help="two clips, this pause between")
     args = parser.parse_args()
     for assignment in args.set:
         name, _, value = assignment.partition("=")
@@ -229,16 +272,28 @@ def main() -> int:
         stt.retry_repetition_penalty = args.probe_retry_penalty
     print(f"probe retry repetition penalty: {stt.retry_repetition_penalty:g} (1 = no retry)")
     settings = CallSettings.defaults(config)
+    end_of_turn = None
+    if args.turn_detector == "smart_turn":
+        from gateway.models.smart_turn import SmartTurnDetector
+
+        end_of_turn = SmartTurnDetector()
+    print(f"turn detector: {args.turn_detector}" + (f"; two parts, {args.two_part} ms apart" if args.two_part else ""))
+    chosen = list(clips(args.split, tuple(args.voice)))
+    if args.two_part is not None:
+        chosen = two_part_clips(chosen, args.two_part)
     outcomes = []
-    for clip in clips(args.split, tuple(args.voice)):
-        outcome = run_clip(clip, vad, stt, settings)
+    for clip in chosen:
+        outcome = run_clip(clip, vad, stt, settings, end_of_turn)
         outcomes.append(outcome)
         right = (outcome.decision == "kept") == (clip.kind == BACKCHANNEL)
         when = f"{outcome.decided_ms:5.0f}" if outcome.decided_ms is not None else "    -"
         line = (
             f"{'ok ' if right else 'BAD'} {clip.split:<8} {clip.kind:<12} {outcome.decision:<11} {when} ms  {clip.name}"
         )
-        print(line + (f"  {' | '.join(outcome.probes)}" if args.verbose else ""), flush=True)
+        if args.verbose:
+            line += f"  {' | '.join(outcome.probes)}  => {'; '.join(outcome.decided)}"
+            line += f" (joined {outcome.joined})" if outcome.joined else ""
+        print(line, flush=True)
     report(outcomes)
     probes = sum(len(outcome.probe_ms) for outcome in outcomes)
     print(f"probes decoded again (rejected first decode): {stt.retries} of {probes}")

@@ -31,7 +31,12 @@ known:
   the reply stays paused for it up to :data:`STARVED_TIMEOUTS` timeouts after the onset; then what
   is known decides: the words of an earlier answer judged as the whole speech, or voiced speech of
   :data:`LONG_SPEECH_MS` -> **interrupt**; else **resume**, and the turn stays held (ended or not)
-  until the answer comes: its words can still interrupt, late, rather than never.
+  until the answer comes: its words can still interrupt, late, rather than never;
+- the VAD ended the held turn at a pause ("Yeah..." then "yeah.", "Wait," then "stop.": the semantic
+  model may call the first part complete) and the caller speaks again before it was decided: the
+  second part joins it (:meth:`BargeInDecider.goes_on`), one overlap decided by the words of both;
+  the pause between the parts counts as no speech for the length rules and the timeout. Before, the
+  second part's start released the first as an interruption with no words known (h40).
 
 Interrupt: the held turn is reported as it happened (``speech_started`` with its true
 ``audio_start_ms``, then the usual cancel and truncation to what was heard). Resume: playback goes
@@ -120,6 +125,7 @@ class _Held:
     settled: bool = False  # the last answer, covering all the speech, was decided
     shaped: bool = False  # it was words of a backchannel's shape at a pause: the turn's end decides
     ended: bool = False  # the VAD ended the turn (its commit is held)
+    gap: int = 0  # samples of the pauses between its parts (a part that joined after the turn ended)
 
 
 class BargeInDecider:
@@ -187,6 +193,22 @@ class BargeInDecider:
     def _ms(self, samples: int) -> float:
         return samples * 1000 / self._rate
 
+    def _spoken_ms(self, held: _Held, position: int) -> float:
+        """ms from the held speech's onset to ``position``, the pauses between its parts left out."""
+        return self._ms(position - held.start - held.gap)
+
+    def goes_on(self, onset: int) -> Action:
+        """The caller spoke again from ``onset`` after the VAD ended the held turn, before it was
+        decided: this speech is more of the same overlap (the stage joins its audio to the held
+        turn's), decided whole; the pause between the parts is no speech."""
+        held = self._held
+        if held is None:
+            return Action.NONE
+        held.gap += max(0, onset - max(held.voiced_end, held.start))
+        held.ended = False
+        held.probed_this_pause = False
+        return Action.NONE
+
     def on_chunk(self, position: int, voiced: bool, silence: int) -> Action:
         """One chunk of the held turn ending at ``position``: ``voiced`` (speech), ``silence`` the
         samples of the pause it is in (0 while voiced)."""
@@ -213,7 +235,7 @@ class BargeInDecider:
         if held.probe and position > held.probe_cut:
             held.voiced_after_probe = True
             held.settled = False
-        if self._ms(position - held.start) >= held.rules.max_backchannel_ms:
+        if self._spoken_ms(held, position) >= held.rules.max_backchannel_ms:
             return Action.INTERRUPT
         if not held.paused and held.voiced_after_probe:
             held.paused = True  # more words after a resume: hold the reply again, decide again
@@ -239,9 +261,9 @@ class BargeInDecider:
         if held.shaped and not held.ended:
             return Action.NONE  # words of a backchannel's shape: the turn's end decides
         timeout = held.rules.false_interruption_timeout_ms * (STARVED_TIMEOUTS if held.in_flight else 1)
-        if self._ms(position - held.start) < timeout:
+        if self._spoken_ms(held, position) < timeout:
             return Action.NONE
-        if self._ms(held.voiced_end - held.start) >= LONG_SPEECH_MS:
+        if self._spoken_ms(held, held.voiced_end) >= LONG_SPEECH_MS:
             return Action.INTERRUPT  # no backchannel is that long, whatever was (not) heard
         if held.in_flight and held.words and self._judge(held, complete=True) is Verdict.TURN:
             return Action.INTERRUPT  # starved: an earlier answer's words, the speech now over, ask for the turn
@@ -315,7 +337,7 @@ class BargeInDecider:
             held.words,
             held.rules.language,
             complete=complete,
-            voiced_ms=self._ms(held.voiced_end - held.start),
+            voiced_ms=self._spoken_ms(held, held.voiced_end),
             question="?" in held.transcript,
         )
         if verdict is Verdict.TURN and len(words) < held.rules.min_interruption_words:

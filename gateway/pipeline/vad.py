@@ -39,6 +39,9 @@ _HYSTERESIS = 0.15
 _SPECULATION_VOID_ABOVE = 0.1
 # Caller audio the echo guard compares with the reply's, ms (the turn's first chunks and before).
 _ECHO_WINDOW_MS = 256
+# Audio kept after a held turn ended, for a second part that joins it (the pause and that part's
+# first chunks; a held turn is decided within a few timeouts of its onset), in 32 ms chunks: 6 s.
+_AFTER_HELD_END_CHUNKS = 188
 
 
 class VadStage(Stage):
@@ -64,7 +67,8 @@ class VadStage(Stage):
     :class:`BargeInDecider` says interrupt (the held events go out as they happened, the unit
     cancels the reply) or resume (the reply plays on and the turn is dropped). The echo guard
     (``turn.echo_guard``) keeps speech that is mostly the reply's own echo from starting a turn.
-    Counters: ``echo_rejections`` (turn starts refused as echo), ``backchannels`` (turns dropped).
+    Counters: ``echo_rejections`` (turn starts refused as echo), ``backchannels`` (turns dropped),
+    ``joined_parts`` (speech that joined a held turn the VAD had ended at a pause, before its decision).
     """
 
     name = "vad"
@@ -90,6 +94,7 @@ class VadStage(Stage):
         self.semantic_complete = 0
         self.echo_rejections = 0
         self.backchannels = 0
+        self.joined_parts = 0
         self._barge = BargeInDecider(self._rate)
         self.reset()
 
@@ -113,6 +118,7 @@ class VadStage(Stage):
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
+        self._after_held_end: deque[np.ndarray] = deque(maxlen=_AFTER_HELD_END_CHUNKS)  # chunks since it ended
         self._resume_reported = False
         self._echo_since = 0.0  # monotonic s from which the reply's words may echo in the held turn's probes
         self._probe_skip = 0  # samples of the held turn's echoed prefix its probes leave out
@@ -160,6 +166,8 @@ class VadStage(Stage):
                 self._cap_manual_buffer(turn)
                 continue
             probability = self._vad.speech_probability(chunk)
+            if self._held_end is not None:
+                self._after_held_end.append(chunk)  # a second part joins the held turn with its pause
             self._step(chunk, probability, message.received_at, turn)
             if self._barge.held:
                 voiced = self._in_speech and self._silence == 0
@@ -252,7 +260,9 @@ class VadStage(Stage):
 
     def _start_turn(self, turn: TurnDetection, received_at: float) -> None:
         if self._barge.held:
-            self._release_held()  # a second turn under the reply: the caller is taking the turn
+            if self._join_held():
+                return
+            self._release_held()
         self._in_speech = True
         self._silence = 0
         self._reset_pause()
@@ -284,6 +294,30 @@ class VadStage(Stage):
         self.ctx.on_speech_started(event)
 
     # --- barge-in under the reply's audio ---
+    def _join_held(self) -> bool:
+        """Speech again after the held turn ended at a pause, before it was decided ("Yeah..."
+        "yeah.", "Wait," "stop."): it joins that turn, pause and all (one overlap, one turn: its
+        held SpeechStopped and commit are dropped, the joined turn ends anew), and the decider
+        hears both parts. False when there is no ended turn to join."""
+        if self._held_end is None or self._held_start is None:
+            return False
+        audio = self._held_end[2].audio
+        log.debug(
+            "barge-in: speech again at %d ms before the held turn was decided: joined", self._ms(self._candidate_start)
+        )
+        self._held_end = None
+        self._in_speech = True
+        self._silence = 0
+        self._reset_pause()
+        self._speculation_stands = False
+        self._utterance = [audio, *self._after_held_end]  # the pause and the new part's first chunks
+        self._after_held_end.clear()
+        self.joined_parts += 1
+        self._prefix.clear()
+        self._candidate = []
+        self._act(self._barge.goes_on(self._candidate_start))
+        return True
+
     def _echoed_prefix(self, prefix: list[np.ndarray], turn: TurnDetection, received_at: float) -> int:
         """Samples of the held turn's prefix its probes leave out: all but ``PROBE_PREFIX_MS`` when
         the prefix is mostly the reply's own echo (``echo_guard_correlation`` or more: a leg without
@@ -369,6 +403,7 @@ class VadStage(Stage):
         taken = self._take_turn(manual=False)
         if taken is not None:
             self._held_end = (stopped, *taken)
+            self._after_held_end.clear()
         self._act(self._barge.turn_ended())
 
     def _release_held(self) -> None:

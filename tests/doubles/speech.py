@@ -25,6 +25,15 @@ class SlowSpeechToTextDouble:
         return self.real.transcribe(audio, language)
 
 
+class SlowProbesSpeechToTextDouble(SlowSpeechToTextDouble):
+    """The real speech-to-text, barge-in probes (``transcribe_words``) included, each call
+    ``delay_s`` slower: the answer to a probe of speech under the reply comes late, as on a busy box."""
+
+    def transcribe_words(self, audio: np.ndarray, language: str = "en") -> ScoredTranscript:
+        time.sleep(self.delay_s)
+        return self.real.transcribe_words(audio, language)  # type: ignore[attr-defined]
+
+
 class TextToSpeechDouble:
     """A TTS that records each call and returns 100 ms of silence at 24 kHz."""
 

@@ -8,11 +8,14 @@ pitch), never the assistant's own."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
+import numpy as np
 import pytest
 
 from gateway.client import RealtimeClient
+from tests.doubles import SlowProbesSpeechToTextDouble
 from tests.helpers import EchoingMicrophone, serve, wait_until
 
 LONG_ANSWER = "Tell me a long story about a brave little dragon."
@@ -114,4 +117,42 @@ async def test_own_echo_fires_no_barge_in_and_a_voice_over_it_still_does(
                 f"the gateway's barge-in log: {probes}; the answer echoed: {said!r}"
             )
         assert cleared["response_id"] == started["response_id"]
+        await client.hangup()
+
+
+def two_parts(first: np.ndarray, second: np.ndarray, pause_ms: int) -> np.ndarray:
+    """``first`` then ``second`` (int16 48 kHz), ``pause_ms`` of silence between their loud parts."""
+
+    def loud(audio: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(np.abs(audio.astype(np.int32)) > 300)
+
+    gap = np.zeros(int(pause_ms * 48), np.int16)
+    return np.concatenate([first[: loud(first)[-1] + 1], gap, second[loud(second)[0] :]])
+
+
+@pytest.mark.slow  # tens of seconds of model turns
+async def test_a_backchannel_in_two_parts_leaves_the_answer_playing(
+    models, speech, caller_speech, gateway_config, caplog
+):
+    # "Okay... okay." with 350 ms between the two under the answer: Smart Turn ends the held turn at
+    # the pause, and each probe's answer comes 0.6 s late (a busy box), so the second part starts before
+    # the first is decided. Before h40 that start released the first part as an interruption with no
+    # words known ("interrupted", transcript "": the answer cut); now it joins the held turn.
+    caplog.set_level(logging.DEBUG, logger="gateway.pipeline.vad")  # what the probes heard, for a failure
+    slow = dataclasses.replace(models, stt=SlowProbesSpeechToTextDouble(models.stt, 0.6))
+    async with serve(gateway_config(max_response_tokens=80), slow) as (url, _app):
+        client = RealtimeClient(url)
+        await client.connect()
+        answer = await long_answer_playing(client, speech)
+        mark = len(client.events)
+        client.say(two_parts(caller_speech("Okay."), caller_speech("Okay."), 350))
+        await client.wait_for("gateway.barge_in", timeout=20, after=mark)
+        await asyncio.sleep(4.0)  # both parts in and decided, a response to them begun
+        decided = [(e["decision"], e["transcript"]) for e in client.of_type("gateway.barge_in", after=mark)]
+        log = [r.getMessage() for r in caplog.records if r.name == "gateway.pipeline.vad" and "barge-in" in r.msg]
+        assert {decision for decision, _ in decided} == {"resumed"}, (decided, log)
+        after = client.events[mark:]
+        assert not [e for e in after if e["type"] in TURN_EVENTS], ([e["type"] for e in after], log)
+        done = [e for e in client.of_type("response.done") if e["response"]["id"] == answer]
+        assert not [e for e in done if e["response"]["status"] == "cancelled"]
         await client.hangup()
