@@ -78,24 +78,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--styles", default="plain,app", help=f"tuning instruction styles ({', '.join(TUNING_STYLES)})")
     parser.add_argument("--max-tokens", type=int, default=40, help="cut replies at this many tokens")
+    parser.add_argument("--every", type=int, default=1, help="every n-th tuning question only (a loaded box)")
     args = parser.parse_args()
+    questions = TUNING[:: args.every]
     llm: Any = load_engine()
     llm.decision_budget_share = 0.0  # every decision starves: "auto" answers in words
     decode_line(llm)
     table = []
     for style in args.styles.split(","):
-        outcomes = run_direct(llm, TUNING, TUNING_STYLES[style], args.max_tokens, decide_only=False)
-        print(f"\ntuning / {style}\n{'question':<50} {'verdict':<10} {'s':>5}  reply")
+        print(f"\ntuning / {style}\n{'question':<50} {'verdict':<10} {'s':>5}  reply", flush=True)
         counts: dict[str, int] = {}
-        for q, out in zip(TUNING, outcomes, strict=True):
+        outcomes = []
+        for q in questions:
+            out = run_direct(llm, [q], TUNING_STYLES[style], args.max_tokens, decide_only=False)[0]
+            outcomes.append(out)
             said = f"[called {out.called}] " if out.called else ""
             word = verdict(q, out.text) if not out.called else "called"
             counts[word] = counts.get(word, 0) + 1
-            print(f"{q.prompt[:49]:<50} {word:<10} {out.seconds:5.2f}  {said}{out.text!r}")
-        needs = sum(kind(q) == "need" for q in TUNING)
-        selfs = sum(kind(q) == "self" for q in TUNING)
-        knowledge = sum(kind(q) == "knowledge" for q in TUNING)
-        recited = sum(recites_tools(q, o.text) for q, o in zip(TUNING, outcomes, strict=True) if not o.called)
+            print(f"{q.prompt[:49]:<50} {word:<10} {out.seconds:5.2f}  {said}{out.text!r}", flush=True)
+        needs = sum(kind(q) == "need" for q in questions)
+        selfs = sum(kind(q) == "self" for q in questions)
+        knowledge = sum(kind(q) == "knowledge" for q in questions)
+        recited = sum(recites_tools(q, o.text) for q, o in zip(questions, outcomes, strict=True) if not o.called)
         seconds = statistics.median(o.seconds for o in outcomes)
         table.append(
             f"| {style} | {counts.get('CLAIMS', 0)}/{needs} | {counts.get('cannot', 0)}/{needs} "
