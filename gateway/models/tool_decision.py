@@ -60,6 +60,15 @@ MAX_CHAIN_CALLS = 4  # calls made for one request of the caller before "auto" an
 # answered in words under "auto", with the rest of the budget, and fails the request under
 # "required" (no call can be chosen): never an empty reply.
 DECISION_BUDGET_SHARE = 0.5
+# What a reply in words is told when its decision ran out of that share under "auto" (a starved
+# decision): the tools' purposes, as something it cannot do now. Without it the words prompt lists no
+# tools and the model claimed the action ("Sure, I'll add milk to your shopping list.") or invented
+# the data (h40, docs/BENCHMARKS.md). Purposes, not names: a name read out would be tool text.
+UNABLE = (
+    "For this message you cannot do any of these things now: {purposes}. If the message asks for one "
+    "of them, say briefly that you cannot do it right now, and do not say it is done; otherwise answer it."
+)
+_PURPOSE_CHARS = 160  # of each tool's description in :data:`UNABLE`
 # A call under "auto" whose every argument value holds a token the model gave less than this
 # log-probability (unconstrained, before the schema grammar) is invented: nothing in the message
 # fills it ("How long is a flight from London to New York?" -> check_flight("G678"): -1.88), so the
@@ -193,6 +202,13 @@ def decision_systems(messages: list[ChatMessage], tools: list[FunctionTool]) -> 
     listing = "\n".join(f"- {t.name}: {(t.description or t.name).strip()}" for t in tools)
     first = _ASK.format(listing=f"{listing}\n- {words}: {WORDS_LISTING}", words=words)
     return ChatMessage("system", first), ChatMessage("system", _ASK_CHAIN.format(listing=listing))
+
+
+def unable_note(tools: list[FunctionTool]) -> ChatMessage:
+    """The system turn a starved decision's reply in words follows the caller's message with
+    (:data:`UNABLE`): each tool's purpose (its description, cut; its name when it has none)."""
+    purposes = [(t.description or t.name).strip().rstrip(".")[:_PURPOSE_CHARS] for t in tools]
+    return ChatMessage("system", UNABLE.format(purposes="; ".join(purposes)))
 
 
 def decide(scores: dict[str, float], threshold: float = CALL_THRESHOLD, words: str = WORDS) -> Decision:

@@ -33,6 +33,7 @@ from gateway.models.tool_decision import (
     made_up,
     option_names,
     repeats,
+    unable_note,
     words_option,
 )
 
@@ -313,6 +314,49 @@ def test_a_required_call_whose_decision_ran_out_of_budget_is_an_error(
         models.llm.generate(
             messages, 12, lambda: False, lambda piece: None, GenerationOptions(tools=TOOLS, tool_choice="required")
         )
+
+
+SHOPPING = FunctionTool(
+    "add_to_shopping_list",
+    "Add an item to the shopping list.",
+    {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
+)
+CANNOT = ("can't", "cannot", "can not", "unable", "not able")
+DONE = ("added", "i'll add", "i will add", "i've put", "on your list now", "is on your")
+
+
+def test_a_starved_reply_is_told_the_tools_purposes_not_their_names() -> None:
+    """What a reply in words follows the caller's message with when its decision starved: each
+    tool's purpose as something it cannot do now (a name read out would be tool text)."""
+    note = unable_note([WEATHER, SHOPPING, FunctionTool("ping", "", {"type": "object"})])
+    assert note.role == "system"
+    assert "Get the current weather for a city; Add an item to the shopping list; ping" in note.content
+    assert "get_weather" not in note.content and "add_to_shopping_list" not in note.content
+    assert "cannot do it right now" in note.content
+
+
+@pytest.mark.slow  # two replies in words (~40 tokens each)
+def test_a_starved_decision_does_not_claim_an_action_it_did_not_take(
+    models: ModelSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before ("Sure, I'll add milk to your shopping list."): a decision out of its budget
+    share answered "auto" in words from a prompt listing no tools, so the reply claimed the action
+    that was never called. It now says it cannot; a knowledge question is still answered."""
+    monkeypatch.setattr(models.llm, "decision_budget_share", 0.0, raising=False)
+    options = GenerationOptions(tools=[WEATHER, SHOPPING], tool_choice="auto")
+
+    def reply(question: str) -> str:
+        messages = [PLAIN, ChatMessage("user", question)]
+        result = models.llm.generate(messages, 40, lambda: False, lambda piece: None, options)
+        assert not result.tool_calls and result.finish_reason in ("stop", "length"), result
+        return result.text.lower().replace("\u2019", "'")
+
+    need = reply("Add milk to my shopping list.")
+    assert any(mark in need for mark in CANNOT) and not any(mark in need for mark in DONE), need
+    knowledge = reply("Why is the sky blue?")
+    assert not any(mark in knowledge for mark in CANNOT), knowledge
+    assert any(word in knowledge for word in ("scatter", "light", "wavelength")), knowledge
+    assert not any(text in knowledge for text in TOOL_TEXT), knowledge
 
 
 FLIGHT = FunctionTool(

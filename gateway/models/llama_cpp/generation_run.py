@@ -39,6 +39,7 @@ from gateway.models.tool_decision import (
     invented,
     option_names,
     repeats,
+    unable_note,
     words_option,
 )
 
@@ -124,6 +125,7 @@ class GenerationRun:
         chain = chain_since_request(messages)
         if choice == "auto" and len(chain) >= MAX_CHAIN_CALLS:
             tools = []  # the chain is long enough: its outputs are answered in words
+        unable: list = []  # the tools a starved first decision could not weigh: the reply is told so
         if tools and choice in ("auto", "required"):
             decision = self.decide(messages, tools, choice)
             if decision is None and self.should_stop():
@@ -132,6 +134,7 @@ class GenerationRun:
                 raise LanguageModelError("the call decision ran out of its compute budget: no tool could be chosen")
             if decision is None:  # its share of the budget ran out: "auto" answers in words, with the rest
                 log.warning("tool decision ran out of its compute budget: answered in words")
+                unable = [] if chain else tools  # after a tool's output the words answer the outputs
             self.call_probability = decision.call_probability if decision else None
             tools = [t for t in tools if decision and t.name == decision.tool]
         may_call = len(chain) < MAX_CHAIN_CALLS
@@ -147,6 +150,8 @@ class GenerationRun:
             else:
                 return called
             may_call = False
+        if unable:  # nothing was called: the reply may not claim it was (:data:`~tool_decision.UNABLE`)
+            messages = [*messages, unable_note(unable)]
         return self.words(messages, on_text, may_call)
 
     def make_call(self, messages: list[ChatMessage], tools: list) -> Generation:
