@@ -12,6 +12,7 @@ from gateway.pipeline.bargein import Action, BargeInDecider, BargeInRules
 from gateway.pipeline.events import BargeInDecided, InputCommitted, SpeechStarted, SpeechStopped, TranscriptionCompleted
 from gateway.pipeline.turn import TurnDetection
 from tests.doubles import RATE, Chain, EndOfTurnDouble, ScriptedSttDouble
+from tests.pipeline.test_bargein_decision import chunks
 
 
 def tone(seconds: float) -> np.ndarray:
@@ -85,13 +86,3 @@ def test_the_pause_between_two_parts_is_not_speech_for_the_length_rule() -> None
     assert not decider.ended
     assert Action.INTERRUPT not in chunks(decider, onset, voiced)  # 1.6 s of speech, 2.2 s from the onset
     assert Action.INTERRUPT in chunks(decider, onset + 512 * 25, [True] * 4)  # past 1.7 s of speech
-
-
-def chunks(decider: BargeInDecider, start: int, voiced: list[bool]) -> list[Action]:
-    """Feed 32 ms chunks after ``start``; the silence count restarts at each voiced chunk."""
-    actions, silence, position = [], 0, start
-    for is_voiced in voiced:
-        position += 512
-        silence = 0 if is_voiced else silence + 512
-        actions.append(decider.on_chunk(position, is_voiced, silence))
-    return actions
