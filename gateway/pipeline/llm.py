@@ -103,7 +103,7 @@ class LlmStage(Stage):
         result = reply(options)
         if result is None:
             return
-        retried = self._ended_with_no_words(message, result, said, result.text)
+        retried = self._ended_with_no_words(message, result, said)
         if retried:
             log.warning(
                 "the LLM ended reply %d with no words (%d tokens, %r): asked again, its end barred for %d tokens",
@@ -116,7 +116,7 @@ class LlmStage(Stage):
             if again is None:
                 return
             result = _joined(result, again)
-        empty = retried and self._ended_with_no_words(message, result, said, result.text)
+        empty = retried and self._ended_with_no_words(message, result, said)
         text = " ".join(said) if message.audio else result.text.strip()
         self.emit(
             ResponseEnd(
@@ -135,10 +135,10 @@ class LlmStage(Stage):
         )
 
     @staticmethod
-    def _ended_with_no_words(message: ResponseRequest, result: Generation, said: list[str], text: str) -> bool:
+    def _ended_with_no_words(message: ResponseRequest, result: Generation, said: list[str]) -> bool:
         """The model ended the reply itself (not cut, cancelled or a call) and it holds nothing to
         hear (audio: no sentence went to TTS) or read (text: blank)."""
-        nothing = not said if message.audio else not _WORD.search(text)
+        nothing = not said if message.audio else not _WORD.search(result.text)
         return nothing and result.finish_reason == "stop" and not result.tool_calls
 
     def _send_chunk(self, request: ResponseRequest, sentence: str, said: list[str], pace: Optional[ReplyPace]) -> None:
