@@ -253,22 +253,21 @@ class WebRTCCall:
         channel = self.channel
         if channel is None or channel.readyState != "open" or self._too_slow:
             return
-        text = json.dumps(event)
-        size = len(text.encode("utf-8", "surrogatepass"))
+        text = json.dumps(event)  # ASCII (non-ASCII is escaped): its length is its size in bytes
         limit = self.max_message_bytes
-        if limit is not None and size > limit:
+        if limit is not None and len(text) > limit:
             log.warning(
                 "call %s: %s %s not sent: %d bytes, over the %d-byte max-message-size of the caller's SDP",
                 self.session.id,
                 event.get("type"),
                 event.get("event_id"),
-                size,
+                len(text),
                 limit,
             )
-            event, text = too_large_error(event, size, limit)
-            size = len(text.encode("utf-8"))
+            event = too_large_error(event, len(text), limit)
+            text = json.dumps(event)
         unsent = channel.bufferedAmount
-        if unsent + size > MAX_UNSENT_EVENT_BYTES:
+        if unsent + len(text) > MAX_UNSENT_EVENT_BYTES:
             self._too_slow = True
             log.warning(
                 "call %s: the caller reads no events (%d bytes unsent): ending the call", self.session.id, unsent
@@ -314,13 +313,12 @@ def max_message_bytes(offer: CheckedOffer) -> Optional[int]:
     return UNDECLARED_MAX_MESSAGE_BYTES
 
 
-def too_large_error(event: dict[str, Any], size: int, limit: int) -> tuple[dict[str, Any], str]:
+def too_large_error(event: dict[str, Any], size: int, limit: int) -> dict[str, Any]:
     """What the caller gets instead of a server ``event`` of ``size`` bytes, over the ``limit`` of
     its SDP: an ``error`` (``server_error``, code ``event_too_large``) naming the event's type and
-    ``event_id``, and its JSON text."""
+    ``event_id``."""
     message = (
         f"The server event {event.get('type')} ({event.get('event_id')}) was not delivered: it is {size} bytes, "
         f"over the data channel's max-message-size of {limit} bytes (a=max-message-size of your SDP offer)."
     )
-    error = error_event(message, code="event_too_large", error_type="server_error")
-    return error, json.dumps(error)
+    return error_event(message, code="event_too_large", error_type="server_error")
