@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Optional
 
@@ -38,17 +39,19 @@ class LlmStage(Stage):
     For an audio reply the text is made fit to be read aloud (``gateway.pipeline.spoken_text``:
     no markdown, list markers or emoji) before it is cut into sentences, and the reply's final
     text (``ResponseEnd.text``, the transcript) is exactly the sentences sent to TTS. A text-only
-    reply streams the model's text unchanged as ``ResponseTextDelta``. A preemptive reply (``hold``
+    reply streams the model's text unchanged as ``ResponseTextDelta``, from its first word on
+    (leading marks wait for it: :class:`_HeldText`). A preemptive reply (``hold``
     set, started at the caller's pause) is generated the same way, at no deadline while held; it
     stops (no ``ResponseEnd``) when it gives way to another caller's turn (``ReplyHold.gives_way``).
     ``ResponseEnd.status`` is "incomplete" when the token cap or the compute budget cut the reply
     (``finish_reason`` "length" or "budget"); ``tool_calls`` carries any function calls.
 
     A sentence with no letter or digit (a lone ".") is not spoken. A reply the model ended with no
-    words (nothing to say or show, no call: the caller would hear silence) is logged (WARNING) and
-    asked again once with its end barred for the first :data:`RETRY_MIN_TOKENS` tokens
-    (``GenerationOptions.min_tokens``), in the same generation; a reply with words costs nothing
-    more. Still none: ``status`` "failed", ``finish_reason`` "empty". An engine error
+    words (nothing to say or show, no call: the caller would hear silence) is asked again once with
+    its end barred for the first :data:`RETRY_MIN_TOKENS` tokens (``GenerationOptions.min_tokens``),
+    in the same generation; the reply is the retry's alone (its text; the tokens of both), and the
+    response tracker logs it (one WARNING, with the session and item). A reply with words costs
+    nothing more. Still none: ``status`` "failed", ``finish_reason`` "empty". An engine error
     (LanguageModelError, e.g. an LLM server that timed out) propagates to the stage loop, which
     reports it as StageFailed (an ``error`` event).
     """
@@ -81,12 +84,14 @@ class LlmStage(Stage):
             gave_way = message.hold is not None and message.hold.gives_way()
             return gave_way or not self.ctx.is_current(generation) or self.retired.is_set()
 
+        shown = _HeldText(lambda text: self.ctx.notify(ResponseTextDelta(call, generation=generation, delta=text)))
+
         def on_text(piece: str) -> None:
             if stale():
                 return
             latency.mark("llm_first_token", time.monotonic())
             if not message.audio:
-                self.ctx.notify(ResponseTextDelta(call, generation=generation, delta=piece))
+                shown.push(piece)
                 return
             for sentence in chunker.push(lines.push(piece)):
                 self._send_chunk(message, sentence, said, pace)
@@ -105,7 +110,8 @@ class LlmStage(Stage):
             return
         retried = self._ended_with_no_words(message, result, said)
         if retried:
-            log.warning(
+            shown.drop()  # the client sees the retry's text only (the response tracker warns, once)
+            log.info(
                 "the LLM ended reply %d with no words (%d tokens, %r): asked again, its end barred for %d tokens",
                 generation,
                 result.tokens,
@@ -116,6 +122,7 @@ class LlmStage(Stage):
             if again is None:
                 return
             result = _joined(result, again)
+        shown.flush()
         empty = retried and self._ended_with_no_words(message, result, said)
         text = " ".join(said) if message.audio else result.text.strip()
         self.emit(
@@ -161,11 +168,41 @@ class LlmStage(Stage):
         )
 
 
+class _HeldText:
+    """The text of a text-only reply on its way to the client (``show``: a ``ResponseTextDelta``),
+    held back until it holds a word (a letter or digit): an attempt the model ends with none (".")
+    is asked again (:class:`LlmStage`), and the client must read the retry's text alone, as the
+    response's final text has it. A reply with words is held for no more than its leading marks."""
+
+    def __init__(self, show: Callable[[str], None]) -> None:
+        self._show = show
+        self._held: list[str] = []
+        self._open = False  # a word was shown: the rest streams as it comes
+
+    def push(self, piece: str) -> None:
+        if self._open:
+            self._show(piece)
+            return
+        self._held.append(piece)
+        if _WORD.search(piece):
+            self._open = True
+            self.flush()
+
+    def flush(self) -> None:
+        """Show what is held (the end of the reply: its text, words or not, is the final text)."""
+        if self._held:
+            text, self._held = "".join(self._held), []
+            self._show(text)
+
+    def drop(self) -> None:
+        """Forget what is held (an attempt with no words, asked again)."""
+        self._held = []
+
+
 def _joined(first: Generation, retry: Generation) -> Generation:
-    """One reply of a first attempt and its retry: the text of both, the tokens of both."""
+    """One reply of a first attempt (no words) and its retry: the retry's text, the tokens of both."""
     return replace(
         retry,
-        text=first.text + retry.text,
         tokens=first.tokens + retry.tokens,
         prompt_tokens=first.prompt_tokens + retry.prompt_tokens,
         cached_tokens=first.cached_tokens + retry.cached_tokens,

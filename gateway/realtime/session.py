@@ -465,7 +465,9 @@ class RealtimeSession:
 
     # ------------------------------------------------------------------ idle timeout
     def _idle_wanted(self) -> bool:
-        """The caller's turn, with nothing said or said back: when ``idle_timeout_ms`` runs."""
+        """The caller's turn, with nothing said or said back: when ``idle_timeout_ms`` runs. Not
+        while a reply's audio is queued and not yet playing (``sounding``: done generating, its
+        first frame not out, e.g. a SIP call on hold): the caller has not heard it yet."""
         turn = self.settings.call.turn
         return (
             not self.closed
@@ -473,7 +475,7 @@ class RealtimeSession:
             and bool(turn.idle_timeout_ms)
             and not self._speaking
             and self.responses.active() is None
-            and self.responses.playing() is None
+            and self.responses.sounding() is None
         )
 
     def _keep_alive(self) -> None:

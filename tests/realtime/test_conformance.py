@@ -777,6 +777,31 @@ def test_idle_timeout_triggers_a_response_after_playback_ends() -> None:
     assert "silent" in h.pipeline.requests[-1][0][-1].content or "nothing" in h.pipeline.requests[-1][0][-1].content
 
 
+def test_idle_timeout_waits_for_a_reply_queued_but_not_yet_playing() -> None:
+    """Failed before: a reply done generating whose first frame was not out yet (its audio queued:
+    a short reply the TTS finished before the track's next read, or one waiting out a SIP hold)
+    let the idle timer arm at ``response.done``; 5 s later ``timeout_triggered`` answered the
+    silence and cut the reply the caller had not yet heard."""
+    h = Harness()
+    update = {
+        "type": "realtime",
+        "audio": {"input": {"turn_detection": {"type": "server_vad", "idle_timeout_ms": 5000}}},
+    }
+    h.run(client("session.update", session=update))
+    answer_queued_unplayed(h)
+    assert h.timers.armed == 0, "armed while the reply is queued"
+    h.timers.advance(8.0)
+    assert not [
+        e for e in h.sent if e["type"] in ("input_audio_buffer.timeout_triggered", "output_audio_buffer.cleared")
+    ]
+    h.run(playback_started())
+    h.timers.advance(2.0)
+    h.run(playback_stopped(2000))
+    assert h.timers.armed == 2, "the caller's turn once the reply was heard"
+    h.timers.advance(5.1)
+    assert [e for e in h.sent if e["type"] == "input_audio_buffer.timeout_triggered"]
+
+
 def test_idle_timeout_is_reset_by_speech_and_off_in_manual_mode() -> None:
     h = Harness()
     update = {

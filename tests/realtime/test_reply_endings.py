@@ -49,6 +49,30 @@ async def test_a_reply_that_ends_at_once_is_asked_again_with_its_end_barred(mode
     validate({"type": "response.done", "event_id": "event_1", "response": done})
 
 
+@pytest.mark.slow  # a real generation of several seconds
+async def test_a_retried_text_reply_reads_as_the_retry_alone(models: ModelSet, gateway_config, caplog):
+    """Failed before: the first attempt's "." had already gone out as a
+    ``response.output_text.delta`` and was part of the final text too: the client read ".Paris
+    is..."; and the empty first attempt logged two WARNINGs (the LLM stage's, the tracker's)."""
+    llm = EndsAtOnceLanguageModelDouble(models.llm)
+    async with serve(gateway_config(), dataclasses.replace(models, llm=llm)) as (url, _app):
+        with caplog.at_level(logging.WARNING):
+            async with EventClient(url) as client:
+                await client.wait_for("session.created", timeout=10)
+                mark = await client.ask(
+                    "What is the capital of France?", output_modalities=["text"], max_output_tokens=16
+                )
+                done = (await client.wait_for("response.done", timeout=90, after=mark))["response"]
+                deltas = "".join(e["delta"] for e in client.of_type("response.output_text.delta", after=mark))
+                final = client.of_type("response.output_text.done", after=mark)[-1]["text"]
+    text = done["output"][0]["content"][0]["text"]
+    assert len(llm.asked) == 2 and done["status"] in ("completed", "incomplete"), (done, llm.asked)
+    assert "paris" in text.lower() and not text.startswith("."), text
+    assert deltas.strip() == text == final, (deltas, text, final)
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING and "no words" in r.getMessage()]
+    assert len(warned) == 1, [r.getMessage() for r in warned]
+
+
 @pytest.mark.parametrize("modality", ["audio", "text"])
 async def test_a_reply_still_without_words_fails_honestly(models: ModelSet, gateway_config, caplog, modality):
     """Failed before: ``completed`` with an empty transcript. Now ``failed`` with the error code
@@ -57,14 +81,16 @@ async def test_a_reply_still_without_words_fails_honestly(models: ModelSet, gate
     async with serve(gateway_config(), dataclasses.replace(models, llm=llm)) as (url, _app):
         with caplog.at_level(logging.WARNING):
             async with EventClient(url) as client:
-                await client.wait_for("session.created", timeout=10)
+                created = await client.wait_for("session.created", timeout=10)
                 mark = await client.ask("What is the capital of France?", output_modalities=[modality])
                 done = (await client.wait_for("response.done", timeout=60, after=mark))["response"]
     assert done["status"] == "failed", done
     assert done["status_details"]["type"] == "failed"
     assert done["status_details"]["error"]["code"] == "empty_response", done["status_details"]
     assert llm.asked == [0, 4] or (len(llm.asked) == 2 and llm.asked[1] > 0), llm.asked
-    assert any("nothing again: failed" in r.getMessage() for r in caplog.records), "a WARNING names it"
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "no words" in r.getMessage()]
+    assert len(warned) == 1 and "nothing again: failed" in warned[0], "one WARNING names it (before: two)"
+    assert created["session"]["id"] in warned[0] and done["output"][0]["id"] in warned[0], warned
     validate({"type": "response.done", "event_id": "event_1", "response": done})
 
 

@@ -8,8 +8,8 @@ with ``sequences + prefixes`` KV sequences in a unified cache (``kv_unified``: a
 stage threads) each hold a :class:`SequenceLease` and call :meth:`SequenceLease.evaluate` with the
 whole token list their sequence should hold; the decoder keeps the longest prefix it already has (its
 own cells, another sequence's, a prefix warmed by :meth:`BatchDecoder.warm` or a saved state from
-:class:`~gateway.models.llama_cpp.state_cache.LlamaStateCache`), evaluates the rest and returns the
-logits of the last position. Sampling stays in the caller's thread.
+:class:`~gateway.models.llama_cpp.state_cache.LlamaStateCache`; ``gateway.models.llama_cpp.kv_sequences``),
+evaluates the rest and returns the logits of the last position. Sampling stays in the caller's thread.
 
 One step: the pending evaluations of one class by deadline (``gateway.models.llama_cpp.schedule``:
 due work, else replies ahead of their playout and session warms, else read-aheads; replies far
@@ -43,6 +43,7 @@ from gateway.models.base import LanguageModelError
 from gateway.models.compute.core_use import CORE_USE, LlamaThreads
 from gateway.models.compute.decode_capacity import StepTimes
 from gateway.models.llama_cpp.holds import Evaluation, SequenceLease, Warm
+from gateway.models.llama_cpp.kv_sequences import KvSequence, KvSequences
 from gateway.models.llama_cpp.schedule import StepPlan, plan_step
 from gateway.models.llama_cpp.state_cache import LlamaStateCache, common_prefix
 
@@ -52,17 +53,6 @@ log = logging.getLogger(__name__)
 # done); a prompt read ahead at a caller's pause is bounded by the context only, and gives way to
 # turns when the KV cache is full.
 MAX_WARM_TOKENS = 1024
-
-
-class _Sequence:
-    """What one KV sequence holds: its tokens (at positions 0..n-1) and when it was last used."""
-
-    def __init__(self, seq: int) -> None:
-        self.seq = seq
-        self.tokens: list[int] = []
-        self.leased = False
-        self.used = 0.0
-        self.waiting = False  # a lease that evaluates between its samples (gather it into the step)
 
 
 class BatchDecoder:
@@ -109,9 +99,9 @@ class BatchDecoder:
         if not self.ctx:
             raise LanguageModelError("llama.cpp could not create the batched context")
         self.n_ctx = int(llama_cpp.llama_n_ctx(self.ctx))
-        self._memory = llama_cpp.llama_get_memory(self.ctx)
+        self._kv = KvSequences(llama_cpp, self.ctx, sequences + prefixes, self.state_cache)
+        self._memory, self._seqs = self._kv.memory, self._kv.all
         self._batch = llama_cpp.llama_batch_init(self._capacity, 0, 1)
-        self._seqs = [_Sequence(i) for i in range(sequences + prefixes)]
         self._prefix_ids = list(range(sequences, sequences + prefixes))
         self._pending: list[Evaluation] = []
         self._controls: list[Callable[[], None]] = []
@@ -218,9 +208,9 @@ class BatchDecoder:
                 if evaluation.seq == seq:
                     evaluation.abandoned = True
             sequence.waiting = sequence.leased = False
-        self._control(lambda: self._save(sequence), wait=False)
+        self._control(lambda: self._kv.save(sequence), wait=False)
 
-    def _drop_a_read_ahead(self) -> list[_Sequence]:
+    def _drop_a_read_ahead(self) -> list[KvSequence]:
         """Let go of one pending speculative warm (its holder sees it done, unread) and return its
         prefix sequence, for a warm that is wanted for sure; [] when there is none."""
         for evaluation in self._pending:
@@ -268,7 +258,7 @@ class BatchDecoder:
 
     def forget(self) -> None:
         """Drop what idle sequences hold and every saved state (tests of the state cache)."""
-        self._control(self._forget_now)
+        self._control(lambda: self._kv.forget({e.seq for e in self._pending}))
 
     def close(self) -> None:
         """Stop the step thread and free the context."""
@@ -297,14 +287,6 @@ class BatchDecoder:
 
     # ----- on the step thread, under the condition -----
 
-    def _forget_now(self) -> None:
-        busy = {e.seq for e in self._pending}
-        for s in self._seqs:
-            if not s.leased and s.seq not in busy:
-                self._lib.llama_memory_seq_rm(self._memory, s.seq, -1, -1)
-                s.tokens = []
-        self.state_cache.clear()
-
     def _warming_for(self, evaluation: Evaluation) -> bool:
         """True while a warm being read will cover 8+ more tokens of this new turn than any sequence
         not being warmed holds: the turn waits rather than read them a second time beside it. A
@@ -323,42 +305,6 @@ class BatchDecoder:
                 warm.due = min(warm.due, evaluation.due)
         return bool(covering)
 
-    def _resolve(self, evaluation: Evaluation) -> None:
-        """Make the sequence hold the longest available prefix of ``wanted[:-1]``; queue the rest."""
-        target = self._seqs[evaluation.seq]
-        tokens = evaluation.wanted
-        want = np.asarray(tokens[:-1], dtype=np.intc)
-        kept = common_prefix(np.asarray(target.tokens, dtype=np.intc), want)
-        self._lib.llama_memory_seq_rm(self._memory, target.seq, kept, -1)
-        target.tokens = target.tokens[:kept]
-        if evaluation.reuse_others:
-            kept = self._copy_best(target, want, kept)
-        evaluation.tokens, evaluation.kept, evaluation.resolved = list(tokens[kept:]), kept, True
-
-    def _copy_best(self, target: _Sequence, want: np.ndarray, kept: int) -> int:
-        """Copy a longer prefix from another sequence's cells or a saved state; the tokens held."""
-        best, best_len = None, kept
-        for other in self._seqs:
-            if other is not target:
-                length = common_prefix(np.asarray(other.tokens, dtype=np.intc), want)
-                if length > best_len:
-                    best, best_len = other, length
-        if self.state_cache.best_prefix(want) > best_len + 8:
-            restored = self.state_cache.restore_into(self.ctx, target.seq, want)
-            if restored:
-                target.tokens = [int(t) for t in want[:restored]]
-                return restored
-        if best is None:
-            return kept
-        self._lib.llama_memory_seq_rm(self._memory, target.seq, -1, -1)
-        self._lib.llama_memory_seq_cp(self._memory, best.seq, target.seq, 0, best_len)
-        target.tokens = list(best.tokens[:best_len])
-        return best_len
-
-    def _save(self, seq: _Sequence) -> None:
-        if seq.tokens and not seq.leased:
-            self.state_cache.save_seq(self.ctx, seq.seq, seq.tokens)
-
     # ----- the step thread -----
 
     def _run(self) -> None:
@@ -373,7 +319,7 @@ class BatchDecoder:
                 self._gather()
                 for evaluation in self._live_pending():
                     if not evaluation.resolved and not self._warming_for(evaluation):
-                        self._resolve(evaluation)
+                        self._kv.resolve(evaluation)
                 plan = self._plan()
                 if not plan.items:  # reads held back while a turn samples, or replies paused
                     self._cond.wait(self._idle_wait(plan))
@@ -455,7 +401,7 @@ class BatchDecoder:
         if status == 0 and n == len(plan) and timed:  # a pure decode step (one token per sequence)
             self.step_times.record(n, took)
         with self._cond:
-            if status == 1 and self._free_idle():
+            if status == 1 and self._kv.free_idle({e.seq for e in self._pending}):
                 status = lib.llama_decode(self.ctx, batch)
             if status == 1 and self._drop_warms():
                 return  # the turns' tokens are planned again, without the background reads
@@ -495,16 +441,6 @@ class BatchDecoder:
         warms = [e for e in self._pending if e.warm]
         for evaluation in warms:
             evaluation.abandoned = True
-            self._lib.llama_memory_seq_rm(self._memory, evaluation.seq, -1, -1)
-            self._seqs[evaluation.seq].tokens = []
+            self._kv.clear(self._seqs[evaluation.seq])
             self._finish(evaluation)
         return bool(warms)
-
-    def _free_idle(self) -> bool:
-        """Drop the cells of idle sequences (least recently used first); True if any were dropped."""
-        busy = {e.seq for e in self._pending}
-        idle = [s for s in self._seqs if not s.leased and s.seq not in busy and s.tokens]
-        for s in idle:
-            self._lib.llama_memory_seq_rm(self._memory, s.seq, -1, -1)
-            s.tokens = []
-        return bool(idle)

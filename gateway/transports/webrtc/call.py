@@ -31,6 +31,7 @@ from gateway.media.inbound import InboundAudioReader
 from gateway.media.media_watch import CallerMedia, transport_packets_received
 from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import AudioInput
+from gateway.realtime.events import error_event
 from gateway.realtime.session_update import SessionUpdate
 from gateway.transports.door import Door
 from gateway.transports.live_session import LiveSession
@@ -53,6 +54,9 @@ EVENTS_CHANNEL = "oai-events"
 # limits). Dropping events past the bound instead, as before, kept the call and its unit for a
 # client that then missed events (a ``response.done``) without being told.
 MAX_UNSENT_EVENT_BYTES = 16 * 1024 * 1024
+# The largest message a peer that declares no ``a=max-message-size`` takes (RFC 8841 6: 64 KiB);
+# Chrome and aiortc declare 256 KiB, Firefox 1 GiB; 0 declares no limit.
+UNDECLARED_MAX_MESSAGE_BYTES = 65536
 
 
 async def open_call(
@@ -100,6 +104,7 @@ class WebRTCCall:
         self.reader: Optional[InboundAudioReader] = None
         self.media: Optional[CallerMedia] = None
         self._too_slow = False  # MAX_UNSENT_EVENT_BYTES passed: the call is ending, nothing more is sent
+        self.max_message_bytes: Optional[int] = UNDECLARED_MAX_MESSAGE_BYTES  # the peer's; None: no limit
         self._connected = asyncio.Event()
         self._output_track: Optional[MediaStreamTrack] = None  # reads the unit's playout buffer
 
@@ -123,6 +128,7 @@ class WebRTCCall:
         pc.on("track", self._on_track)
         pc.on("datachannel", self._on_datachannel)
         pc.on("connectionstatechange", self._on_connection_state)
+        self.max_message_bytes = max_message_bytes(offer)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
         if pc.sctp is not None:
             accept_invalid_text(pc.sctp)  # one non-UTF-8 text message must not end the call
@@ -241,11 +247,25 @@ class WebRTCCall:
         """Send a server event on ``oai-events`` as JSON text if the channel is open (events
         before it opens, or after it closed, are dropped). A caller that let
         ``MAX_UNSENT_EVENT_BYTES`` pile up unsent is hung up on (``client_too_slow``), and nothing
-        more is queued for it."""
+        more is queued for it. An event larger than the peer takes in one message
+        (``max_message_bytes``) cannot be sent: the caller gets a small ``error`` instead
+        (:func:`too_large_error`), and a WARNING says which event and why."""
         channel = self.channel
         if channel is None or channel.readyState != "open" or self._too_slow:
             return
-        text = json.dumps(event)
+        text = json.dumps(event)  # ASCII (non-ASCII is escaped): its length is its size in bytes
+        limit = self.max_message_bytes
+        if limit is not None and len(text) > limit:
+            log.warning(
+                "call %s: %s %s not sent: %d bytes, over the %d-byte max-message-size of the caller's SDP",
+                self.session.id,
+                event.get("type"),
+                event.get("event_id"),
+                len(text),
+                limit,
+            )
+            event = too_large_error(event, len(text), limit)
+            text = json.dumps(event)
         unsent = channel.bufferedAmount
         if unsent + len(text) > MAX_UNSENT_EVENT_BYTES:
             self._too_slow = True
@@ -258,6 +278,8 @@ class WebRTCCall:
             return
         try:
             channel.send(text)
+        except ValueError as exc:  # aiortc's own size check, should it read the limit otherwise
+            log.warning("call %s: %s %s not sent: %s", self.session.id, event.get("type"), event.get("event_id"), exc)
         except Exception:  # the transport went away mid-send: the call is ending
             log.debug("send on closed data channel dropped")
 
@@ -276,3 +298,27 @@ class WebRTCCall:
         if not reason.client_left and self.channel is not None and self.channel.readyState == "open":
             await asyncio.sleep(0.05)
         await self.pc.close()
+
+
+def max_message_bytes(offer: CheckedOffer) -> Optional[int]:
+    """The largest data channel message the offer's peer takes (``a=max-message-size`` of its
+    ``m=application`` section, RFC 8841 6; undeclared: 64 KiB), None for no limit (0). aiortc reads
+    the same attribute and refuses a larger message with a ValueError."""
+    for media in offer.description.media:
+        if media.kind == "application":
+            caps = media.sctpCapabilities
+            if caps is None:
+                return UNDECLARED_MAX_MESSAGE_BYTES
+            return caps.maxMessageSize or None
+    return UNDECLARED_MAX_MESSAGE_BYTES
+
+
+def too_large_error(event: dict[str, Any], size: int, limit: int) -> dict[str, Any]:
+    """What the caller gets instead of a server ``event`` of ``size`` bytes, over the ``limit`` of
+    its SDP: an ``error`` (``server_error``, code ``event_too_large``) naming the event's type and
+    ``event_id``."""
+    message = (
+        f"The server event {event.get('type')} ({event.get('event_id')}) was not delivered: it is {size} bytes, "
+        f"over the data channel's max-message-size of {limit} bytes (a=max-message-size of your SDP offer)."
+    )
+    return error_event(message, code="event_too_large", error_type="server_error")

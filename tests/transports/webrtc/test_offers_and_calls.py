@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 
 import aiohttp
@@ -362,3 +363,40 @@ async def test_outbound_track_stops_before_the_unit_is_released(models, gateway_
             del unit.begin_drain  # back to the class method
         assert seen == ["ended"], seen
         assert await wait_until(lambda: all_idle(app), 5)
+
+
+async def test_an_event_over_the_callers_max_message_size_is_reported_not_dropped(
+    models, gateway_config, monkeypatch, caplog
+):
+    """Failed before: a server event larger than the caller's SDP ``a=max-message-size`` (64 KiB
+    here, as a peer that declares the RFC default or none; Chrome and aiortc declare 256 KiB) was
+    refused by aiortc and dropped with a DEBUG line "send on closed data channel": a
+    ``session.updated`` echoing 58 KB of tools (under the default ``max_tools_bytes``) never
+    came, and the client was not told. Now the client gets a small ``error`` naming it, the
+    server a WARNING, and the call goes on."""
+    import aiortc.rtcsctptransport
+
+    monkeypatch.setattr(aiortc.rtcsctptransport, "LOCAL_MAX_MESSAGE_SIZE", 65536)  # both peers declare 64 KiB
+    tool = {"type": "function", "parameters": {"type": "object", "properties": {}}}
+    tools = [{**tool, "name": f"tool_{n}", "description": "d" * 29_000} for n in range(2)]
+    async with serve(gateway_config(), models) as (url, _app):
+        client = RealtimeClient(url)
+        assert await client.connect() == 201
+        assert "a=max-message-size:65536" in client.pc.localDescription.sdp
+        client.send({"type": "session.update", "session": {"type": "realtime", "instructions": "i" * 8000}})
+        await client.wait_for("session.updated", timeout=10)
+        mark = len(client.events)
+        with caplog.at_level(logging.WARNING):
+            client.send({"type": "session.update", "session": {"type": "realtime", "tools": tools}})
+            error = (await client.wait_for("error", timeout=10, after=mark))["error"]
+        assert error["type"] == "server_error" and error["code"] == "event_too_large", error
+        assert "session.updated" in error["message"] and "65536" in error["message"], error
+        assert not client.of_type("session.updated", after=mark)
+        warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any("session.updated" in m and "max-message-size" in m for m in warned), warned
+        assert re.search(r"\(event_[A-Za-z0-9]+\)", error["message"]), "the event's id is named"
+
+        client.send({"type": "session.update", "session": {"type": "realtime", "tools": []}})
+        updated = await client.wait_for("session.updated", timeout=10, after=mark)
+        assert updated["session"]["tools"] == [] and updated["session"]["instructions"] == "i" * 8000
+        await client.hangup()

@@ -55,6 +55,23 @@ async def test_session_created_first_model_mapped_and_realtime_subprotocol(model
         assert await wait_until(lambda: app_idle(app), 10)
 
 
+async def test_a_session_updated_of_64_kib_of_tools_reaches_a_websocket_client_whole(models, gateway_config):
+    """The WebSocket has no message size limit of the WebRTC data channel's kind (a peer's SDP
+    ``a=max-message-size``: tests/transports/webrtc/test_offers_and_calls.py): the echo of a
+    session with 58 KB of tools and 8,000 characters of instructions (67 KB) arrives whole."""
+    tool = {"type": "function", "parameters": {"type": "object", "properties": {}}}
+    tools = [{**tool, "name": f"tool_{n}", "description": "d" * 29_000} for n in range(2)]
+    async with serve(gateway_config(), models) as (url, _app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", timeout=10)
+            await client.send(
+                "session.update", session={"type": "realtime", "instructions": "i" * 8000, "tools": tools}
+            )
+            updated = await client.wait_for("session.updated", timeout=10)
+    assert [t["description"] for t in updated["session"]["tools"]] == ["d" * 29_000] * 2
+    assert not client.of_type("error")
+
+
 def models_llm(app) -> str:
     from gateway.server.app import CONFIG
 
