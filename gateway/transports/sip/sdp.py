@@ -156,9 +156,9 @@ def _bundle_groups(description: SdpDescription) -> tuple[tuple[str, ...], ...]:
     (the first: the offerer-tagged m-line, 7.2.1)."""
     groups = []
     for value in description.session.attributes("group"):
-        semantics, *tags = (value or "").split()
-        if semantics == "BUNDLE" and tags:
-            groups.append(tuple(tags))
+        fields = (value or "").split()
+        if len(fields) > 1 and fields[0] == "BUNDLE":
+            groups.append(tuple(fields[1:]))
     return tuple(groups)
 
 

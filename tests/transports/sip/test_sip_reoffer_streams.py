@@ -124,6 +124,12 @@ def test_every_answered_m_line_keeps_its_mid_and_a_rejected_one_is_not_in_the_bu
     odd = build_answer(parse_offer(BUNDLED.replace("a=mid:v1", 'a=mid:v 1"')), "203.0.113.5", 42000)
     assert mids(odd) == [["a0"], [], ["d2"]]
 
+    # An empty or bare a=group is no group (fuzzing found a ValueError, a 500, in e2060a1)
+    for bare in ("a=group:", "a=group", "a=group:BUNDLE"):
+        assert (
+            groups(build_answer(parse_offer(BUNDLED.replace("a=group:BUNDLE a0 v1 d2", bare)), "203.0.113.5", 1)) == []
+        )
+
     # Without grouping: no a=mid invented
     plain = parse_offer(BUNDLED.replace("a=group:BUNDLE a0 v1 d2\r\n", "").replace("a=mid:", "a=label:"))
     assert mids(build_answer(plain, "203.0.113.5", 42000)) == [[], [], []]
