@@ -282,8 +282,9 @@ class SipCall:
         """The answer to a re-INVITE (RFC 3264 8): a session refresh repeats the answer; an offer
         with a new media address or port moves the RTP there (:meth:`RtpStream.move`; not an
         unspecified address ``c=0.0.0.0``: the old way to hold); a new direction is mirrored and
-        followed (:meth:`_follow_direction`: hold and resume); new SRTP keys (RFC 4568 7.1.4)
-        re-key what comes in and are answered with the offer's tag and our key. An offer whose
+        followed (:meth:`_follow_direction`: hold and resume), and so is its ``telephone-event``;
+        new SRTP keys (RFC 4568 7.1.4) re-key what comes in and are answered with the offer's tag
+        and our key. An offer whose
         audio stream has port 0 removes it (RFC 3264 8.2, not a hold): answered with port 0, no
         media flows and the media timeout runs (:meth:`_remove_stream`); a later offer with a port
         brings a stream back, latched anew. The audio stream is read at the call's m-line position
@@ -329,8 +330,18 @@ class SipCall:
         elif self.rtp.removed:
             log.info("call %s: the audio stream is back (%s:%d)", self.id, offer.address, offer.port)
         self.rtp.removed = False
+        # telephone-event as offered now (its payload type may change, a new stream's often does):
+        # an answer lists only the offer's formats (RFC 3264 6.1)
+        self.rtp.telephone_event = offer.telephone_event
+        self.rtp.telephone_event_rate = offer.telephone_event_rate
         self.offer = replace(
-            self.offer, direction=offer.direction, lines=offer.lines, bundle=offer.bundle, slot=offer.slot
+            self.offer,
+            direction=offer.direction,
+            lines=offer.lines,
+            bundle=offer.bundle,
+            slot=offer.slot,
+            telephone_event=offer.telephone_event,
+            telephone_event_rate=offer.telephone_event_rate,
         )
         self._follow_direction(held_by_address=_unspecified_address(offer))
         if current is not None and offered is not None and self.rtp.srtp is not None:

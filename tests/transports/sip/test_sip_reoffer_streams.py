@@ -75,8 +75,8 @@ REPLACED = (
     "c=IN IP4 {rtp_host}\r\n"
     "t=0 0\r\n"
     "m=audio 0 RTP/AVP 0\r\n"
-    "m=audio {rtp_port} RTP/AVP 0 101\r\n"
-    "a=rtpmap:101 telephone-event/8000\r\n"
+    "m=audio {rtp_port} RTP/AVP 0 100\r\n"
+    "a=rtpmap:100 telephone-event/8000\r\n"
     "a=sendrecv\r\n"
 )
 REMOVED_SRTP = (
@@ -221,7 +221,8 @@ async def test_a_reoffer_replacing_the_audio_stream_is_followed_onto_the_new_one
     """A bridge replaces its leg: its re-INVITE sets the call's audio m-line to port 0 and adds a
     new audio stream at the end, on another port (RFC 3264 8.2, 8.3). The answer rejects the old
     m-line and answers the new one on the gateway's port; the new port's packets are heard
-    (latched anew), replies go there, and the call outlives the media timeout. A refresh of that
+    (latched anew), replies go there, its telephone-event payload type (100, was 101) is answered
+    and read, and the call outlives the media timeout. A refresh of that
     offer repeats the answer (the new m-line is the call's now). Failed before: both m-lines
     answered with port 0, nothing heard, and the media timeout ended the call. Also: an INVITE
     with a hostname in ``c=`` gets 488 with the reason phrase and ``Warning: 301``, and so does a
@@ -260,9 +261,10 @@ async def test_a_reoffer_replacing_the_audio_stream_is_followed_onto_the_new_one
             assert await wait_until(lambda: call.rtp.packets == 10 and call.rtp.latched, 10)
 
             replaced = (await offered(caller, port, tag, REPLACED, second_port, 39458)).body.decode()
-            assert m_lines(replaced) == ["audio 0 RTP/AVP 0", f"audio {gateway_port} RTP/AVP 0 101"], replaced
+            assert m_lines(replaced) == ["audio 0 RTP/AVP 0", f"audio {gateway_port} RTP/AVP 0 100"], replaced
             assert origin(replaced) == (origin(answer)[0], origin(answer)[1] + 1)
             assert call.offer.slot == 1 and call.rtp.remote == ("127.0.0.1", second_port)
+            assert call.rtp.telephone_event == 100  # the new stream's (the answer lists only the offer's formats)
             sent_before = len(second.datagrams)
             for _ in range(12):  # 2.4 s of the new stream: longer than the media timeout
                 send(second_socket, 22, 5)
