@@ -350,10 +350,8 @@ class SipCall:
             if changed or renewed:
                 local_key = current.local_key if offered.suite == current.suite else offered.local_key
                 keys = SdesKeys(offered.tag, offered.suite, offered.remote_key, local_key)
-                if renewed:  # a new stream: its sequence numbers may start again (srtp.restart)
-                    self.rtp.srtp.restart(keys)
-                else:
-                    self.rtp.srtp.rekey(keys)
+                # a new stream may start its sequence numbers again: a new inbound session
+                self.rtp.srtp.rekey(keys, new_stream=renewed)
                 self.offer = replace(self.offer, keys=keys)
             if changed:
                 log.info("call %s: the caller's re-INVITE changed its SRTP key (tag %s)", self.id, offered.tag)

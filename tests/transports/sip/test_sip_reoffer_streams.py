@@ -202,16 +202,16 @@ def _srtp_packet(sender: Session, sequence: int, ssrc: int = 7) -> bytes:
     return sender.protect(build_rtp(RtpPacket(0, False, sequence & 0xFFFF, 160 * sequence, ssrc, TONE)))
 
 
-def test_a_restarted_srtp_stream_under_the_same_key_passes_after_restart():
+def test_a_restarted_srtp_stream_under_the_same_key_passes_as_a_new_stream():
     """libsrtp's replay list takes a new stream's sequence numbers (started again, same key and
-    SSRC) for replays: every packet dropped. ``restart`` (a new stream) gives a new inbound session."""
+    SSRC) for replays: every packet dropped. A new stream gets a new inbound session."""
     key = base64.b64decode(OFFERED_KEY)
     context = SrtpContext(choose_crypto([f"1 AES_CM_128_HMAC_SHA1_80 inline:{OFFERED_KEY}"]))
     first = Session(Policy(key, Policy.SSRC_ANY_OUTBOUND))
     assert all(context.unprotect(_srtp_packet(first, 30000 + n)) is not None for n in range(20))
     again = Session(Policy(key, Policy.SSRC_ANY_OUTBOUND))
     assert context.unprotect(_srtp_packet(again, 1)) is None and context.replayed == 1  # as before the fix
-    context.restart(context.keys)
+    context.rekey(context.keys, new_stream=True)
     assert all(context.unprotect(_srtp_packet(again, n)) is not None for n in range(2, 22))
 
 
