@@ -243,7 +243,7 @@ class SipCall:
         REFER), a re-INVITE (:meth:`_reoffer`), OPTIONS; others: 405."""
         method = request.method
         status = 200
-        body = warning = retry_after = ""
+        body = warning = retry_after = reason = ""
         if method == "BYE":
             transaction.respond(make_response(request, 200, to_tag=self.dialog.local_tag))
             self.session.hangup_soon(EndReason.CALLER_BYE)
@@ -259,16 +259,16 @@ class SipCall:
             try:
                 body = self._reoffer(request)
             except SdpError as exc:
-                status, warning = 488, str(exc)
+                status, warning, reason = 488, exc.warning, exc.reason
         elif method not in ("OPTIONS", "UPDATE"):
             status = 405
-        response = make_response(request, status, to_tag=self.dialog.local_tag)
+        response = make_response(request, status, to_tag=self.dialog.local_tag, reason=reason)
         if status == 405:
             response.add("Allow", "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, NOTIFY")
         if status == 500:
             response.add("Retry-After", retry_after)
         if warning:
-            response.add("Warning", f'399 voice-gateway "{warning}"')
+            response.add("Warning", warning)
         if body:
             response.add("Contact", self.dialog.contact)
             response.add("Content-Type", "application/sdp")
@@ -282,48 +282,79 @@ class SipCall:
         """The answer to a re-INVITE (RFC 3264 8): a session refresh repeats the answer; an offer
         with a new media address or port moves the RTP there (:meth:`RtpStream.move`; not an
         unspecified address ``c=0.0.0.0``: the old way to hold); a new direction is mirrored and
-        followed (:meth:`_follow_direction`: hold and resume); new SRTP keys (RFC 4568 7.1.4)
-        re-key what comes in and are answered with the offer's tag and our key. An offer whose
+        followed (:meth:`_follow_direction`: hold and resume), and so is its ``telephone-event``;
+        new SRTP keys (RFC 4568 7.1.4) re-key what comes in and are answered with the offer's tag
+        and our key. An offer whose
         audio stream has port 0 removes it (RFC 3264 8.2, not a hold): answered with port 0, no
         media flows and the media timeout runs (:meth:`_remove_stream`); a later offer with a port
         brings a stream back, latched anew. The audio stream is read at the call's m-line position
         (``offer.slot``: RFC 3264 8, positions are fixed for the session; another media type
         there removes it too); every other m-line, those added at the end included, is answered
-        with port 0 (RFC 3264 6). An answer that changed takes the ``o=`` version one up. A
-        re-INVITE without SDP gets the current answer. Raises SdpError (-> 488, the call goes
-        on as it was) for an offer that cannot be answered, or that changes the codec or drops or
-        adds SRTP (not supported mid-call), or that has fewer m-lines than the session."""
+        with port 0 (RFC 3264 6). An offer that removes the call's stream and offers another
+        audio stream the gateway can answer (RFC 3264 8.2 and 8.3: a new stream, usually added at
+        the end; a bridge replacing its leg) moves the call to that one: its m-line becomes the
+        call's slot, the RTP moves there and latches anew, as for a stream brought back (under SRTP
+        with a new inbound session: its sequence numbers may start again). An answer that changed
+        takes the ``o=`` version one up. A re-INVITE without SDP gets the current answer. Raises
+        SdpError (-> 488, the call goes on as it was) for an offer that cannot be answered, or
+        that changes the codec or drops or adds SRTP (not supported mid-call; a new stream too),
+        or that has fewer m-lines than the session."""
         if request.content_type != "application/sdp" or not request.body:
             return self.answer_sdp
         sdp = request.body.decode("utf-8", "replace")
         lines = media_lines(sdp, at_least=len(self.offer.lines))
         if removed_stream(sdp, self.offer.slot):
-            self._remove_stream()
-            self.offer = replace(self.offer, lines=lines)
-            return self._answer()
-        offer = parse_offer(sdp, self.srtp_policy, slot=self.offer.slot)
+            try:  # another audio stream offered (the call's, with port 0, is not taken)
+                offer = parse_offer(sdp, self.srtp_policy)
+            except SdpError:
+                self._remove_stream()
+                self.offer = replace(self.offer, lines=lines)
+                return self._answer()
+        else:
+            offer = parse_offer(sdp, self.srtp_policy, slot=self.offer.slot)
         if (offer.payload_type, offer.codec) != (self.offer.payload_type, self.offer.codec):
             raise SdpError(f"a codec change mid-call ({self.offer.codec} -> {offer.codec}) is not supported")
         current, offered = self.offer.keys, offer.keys
         if (current is None) != (offered is None):
             raise SdpError("turning SRTP on or off mid-call is not supported")
         moved = (offer.address, offer.port) != (self.offer.address, self.offer.port)
-        if (moved or self.rtp.removed) and not _unspecified_address(offer):
-            # a stream brought back is a new one (RFC 3264 8.2), maybe with a new SSRC: latch again
+        new_stream = offer.slot != self.offer.slot
+        renewed = new_stream or self.rtp.removed  # a stream added or brought back (RFC 3264 8.2)
+        if (moved or renewed) and not _unspecified_address(offer):
+            # a stream brought back or added is a new one (RFC 3264 8.2), maybe with a new SSRC: latch again
             self.rtp.move((offer.address, offer.port), self._latch_trust(offer.address))
             self.offer = replace(self.offer, address=offer.address, port=offer.port)
-        if self.rtp.removed:
+        if new_stream:
+            at = (offer.slot + 1, offer.address, offer.port)
+            log.info("call %s: the audio stream moves to m-line %d (%s:%d)", self.id, *at)
+        elif self.rtp.removed:
             log.info("call %s: the audio stream is back (%s:%d)", self.id, offer.address, offer.port)
-            self.rtp.removed = False
-        self.offer = replace(self.offer, direction=offer.direction, lines=offer.lines)
+        self.rtp.removed = False
+        # telephone-event as offered now (its payload type may change, a new stream's often does):
+        # an answer lists only the offer's formats (RFC 3264 6.1)
+        self.rtp.telephone_event = offer.telephone_event
+        self.rtp.telephone_event_rate = offer.telephone_event_rate
+        self.offer = replace(
+            self.offer,
+            direction=offer.direction,
+            lines=offer.lines,
+            bundle=offer.bundle,
+            slot=offer.slot,
+            telephone_event=offer.telephone_event,
+            telephone_event_rate=offer.telephone_event_rate,
+        )
         self._follow_direction(held_by_address=_unspecified_address(offer))
         if current is not None and offered is not None and self.rtp.srtp is not None:
-            if (offered.tag, offered.suite, offered.remote_key) != (current.tag, current.suite, current.remote_key):
+            was = (current.tag, current.suite, current.remote_key)
+            changed = (offered.tag, offered.suite, offered.remote_key) != was
+            if changed or renewed:
                 local_key = current.local_key if offered.suite == current.suite else offered.local_key
                 keys = SdesKeys(offered.tag, offered.suite, offered.remote_key, local_key)
-                self.rtp.srtp.rekey(keys)
+                # a new stream may start its sequence numbers again: a new inbound session
+                self.rtp.srtp.rekey(keys, new_stream=renewed)
                 self.offer = replace(self.offer, keys=keys)
-                log.info("call %s: the caller's re-INVITE changed its SRTP key (tag %s)", self.id, keys.tag)
+            if changed:
+                log.info("call %s: the caller's re-INVITE changed its SRTP key (tag %s)", self.id, offered.tag)
         return self._answer()
 
     def _answer(self) -> str:

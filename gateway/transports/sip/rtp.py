@@ -297,8 +297,10 @@ class RtpStream:
         phone, a bridge after a transfer): replies go there, and the stream latches again on the
         first packet from one of ``trusted`` (as at the start: empty, ``remote``'s IP; None: any);
         the new address gets :data:`MAX_UNPROVEN_PACKETS` before it has sent back, within what is
-        left of the call's :data:`MAX_UNPROVEN_PACKETS_PER_CALL`."""
-        log.info("RTP moved by a re-INVITE: %s:%d -> %s:%d", *self.remote, *remote)
+        left of the call's :data:`MAX_UNPROVEN_PACKETS_PER_CALL`. Logged when the address changed
+        (a stream brought back to the same one latches anew all the same)."""
+        if remote != self.remote:  # a stream brought back or added at the same address has not moved
+            log.info("RTP moved by a re-INVITE: %s:%d -> %s:%d", *self.remote, *remote)
         self.remote = remote
         self.trusted = _latch_sources(remote, trusted)
         self.latched = False

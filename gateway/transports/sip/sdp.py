@@ -29,15 +29,25 @@ the gateway's own key.
   none of those codecs, SRTP without a usable key, or plain RTP where SRTP is required; of
   several audio streams the first the gateway can answer is taken, and when none can be, the
   first one's reason is given. The direction answered mirrors the offer's (its m-section's, else
-  the session's: RFC 8866 6.7).
+  the session's: RFC 8866 6.7). A connection address (``c=``) that is a hostname (RFC 8866 5.7
+  allows one; SIP user agents, PBXs and bridges put IP addresses there) is refused with the
+  reason phrase ``Not Acceptable Here (hostname in c=)`` and ``Warning: 301`` (RFC 3261 20.43:
+  incompatible network address formats), which a B2BUA can act on (re-offer with its relay's
+  IP): resolving it would let any offer make the gateway look up a name of the caller's choice
+  (its own resolver, the executor's threads tied up by slow names) for a case no SIP peer sends.
+- **Malformed m-lines**: an m-line without a format (RFC 8866 5.14 requires one) that is not the
+  audio stream taken is rejected like any other (port 0, a format of the answer's own); the offer
+  is refused only when no audio stream is usable (a re-offer: when the call's is the malformed one).
 - **Removed**: a re-offer whose m-line at the call's slot has port 0 or holds no audio stream
   (:func:`removed_stream`; RFC 3264 8.2, a re-INVITE's) is answered with port 0 there too
-  (``build_answer(..., removed=True)``).
+  (``build_answer(..., removed=True)``), unless it offers another audio stream the gateway can
+  answer: the call then follows that one (``gateway.transports.sip.call``, RFC 3264 8.2, 8.3).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
 import time
 from dataclasses import dataclass, replace
@@ -58,7 +68,20 @@ SRTP_SETTINGS = ("auto", *SRTP_POLICIES)
 
 
 class SdpError(ValueError):
-    """An offer the gateway cannot answer (see the module docstring)."""
+    """An offer the gateway cannot answer (see the module docstring): answered ``488`` with
+    ``reason`` as its reason phrase (empty: ``Not Acceptable Here``) and a ``Warning`` of
+    ``warning_code`` (RFC 3261 20.43: 399 miscellaneous; 301 incompatible network address
+    formats) holding the message."""
+
+    def __init__(self, message: str, *, warning_code: int = 399, reason: str = "") -> None:
+        super().__init__(message)
+        self.warning_code = warning_code
+        self.reason = reason
+
+    @property
+    def warning(self) -> str:
+        """The ``Warning`` header value of its 488 (RFC 3261 20.43)."""
+        return f'{self.warning_code} voice-gateway "{self}"'
 
 
 def srtp_setting(text: str) -> str:
@@ -80,23 +103,44 @@ def srtp_policy(setting: str, transport: str, request_uri: str = "") -> str:
     return setting
 
 
+# RFC 5888 4 / RFC 8866 9: an identification-tag is a token (no other text is echoed in an answer)
+_TOKEN = re.compile(r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]{1,64}")
+
+
 @dataclass(frozen=True)
 class MediaLine:
     """One offered m-line as a rejection repeats it (RFC 3264 6): ``m=<kind> 0 <proto> <format>``,
-    its media type, transport protocol and first format (any one of the offer's will do)."""
+    its media type, transport protocol and first format (any one of the offer's will do), and
+    its ``a=mid`` (RFC 5888 9.2: the answer keeps each m-line's identification tag, a rejected one's
+    too; None: none offered). An m-line the offer left without a format or a protocol (RFC 8866
+    5.14 requires both) is rejected with ones of its own (``0`` on an RTP profile, else ``*``),
+    so that the answer is well-formed."""
 
     kind: str
     proto: str
     format: str
+    mid: Optional[str] = None
+
+    @classmethod
+    def of(cls, media: SdpMedia) -> MediaLine:
+        proto = media.proto or "RTP/AVP"
+        fmt = media.formats[0] if media.formats else ("0" if proto.startswith("RTP/") else "*")
+        mids = [mid.strip() for mid in media.attributes("mid") if mid and _TOKEN.fullmatch(mid.strip())]
+        return cls(media.kind or "application", proto, fmt, mids[0] if mids else None)
 
     @property
     def rejected(self) -> str:
         return f"m={self.kind} 0 {self.proto} {self.format}"
 
+    @property
+    def mid_lines(self) -> list[str]:
+        """Its ``a=mid`` line, if offered one."""
+        return [f"a=mid:{self.mid}"] if self.mid is not None else []
+
 
 def media_lines(sdp: str, at_least: int = 0) -> tuple[MediaLine, ...]:
     """The m-lines of ``sdp`` in order. Raises SdpError for fewer than ``at_least`` (a re-offer:
-    RFC 3264 8, an m-line is never dropped, only set to port 0) or for one without a format."""
+    RFC 3264 8, an m-line is never dropped, only set to port 0)."""
     lines = _media_lines(read_sdp(sdp))
     if len(lines) < at_least:
         raise SdpError(f"the offer has {len(lines)} m-lines, the session {at_least} (RFC 3264 8: none may go)")
@@ -104,12 +148,18 @@ def media_lines(sdp: str, at_least: int = 0) -> tuple[MediaLine, ...]:
 
 
 def _media_lines(description: SdpDescription) -> tuple[MediaLine, ...]:
-    lines = []
-    for media in description.media:
-        if not media.formats:
-            raise SdpError(f"an m-line without a format: {'m=' + media.lines[0].value!r}")
-        lines.append(MediaLine(media.kind, media.proto, media.formats[0]))
-    return tuple(lines)
+    return tuple(MediaLine.of(media) for media in description.media)
+
+
+def _bundle_groups(description: SdpDescription) -> tuple[tuple[str, ...], ...]:
+    """The offer's ``a=group:BUNDLE`` groups (RFC 8843), each its identification tags in order
+    (the first: the offerer-tagged m-line, 7.2.1)."""
+    groups = []
+    for value in description.session.attributes("group"):
+        fields = (value or "").split()
+        if len(fields) > 1 and fields[0] == "BUNDLE":
+            groups.append(tuple(fields[1:]))
+    return tuple(groups)
 
 
 @dataclass(frozen=True)
@@ -121,7 +171,8 @@ class AudioOffer:
     ``direction`` offered (sendrecv, sendonly, recvonly, inactive), ``ptime`` (ms), the
     ``profile`` answered (RTP/AVP, RTP/SAVP, RTP/SAVPF) and the SRTP ``keys`` (None: plain RTP);
     ``slot`` its position among the offer's m-lines, ``lines`` all of them (the answer's others:
-    rejected; empty: the answer has the audio stream alone)."""
+    rejected; empty: the answer has the audio stream alone), ``bundle`` the offer's BUNDLE groups
+    (RFC 8843; see :func:`build_answer`)."""
 
     address: str
     port: int
@@ -135,6 +186,7 @@ class AudioOffer:
     keys: Optional[SdesKeys] = None
     slot: int = 0
     lines: tuple[MediaLine, ...] = ()
+    bundle: tuple[tuple[str, ...], ...] = ()
 
     @property
     def codec(self) -> str:
@@ -157,12 +209,15 @@ def parse_offer(sdp: str, srtp: str = "optional", slot: Optional[int] = None) ->
         if media.kind != "audio" or (slot is not None and index != slot):
             continue
         try:
+            if not media.formats:  # RFC 8866 5.14: at least one; another m-line without one is rejected
+                raise SdpError(f"an audio m-line without a format: {'m=' + media.lines[0].value!r}")
             profile, keys = _security(media, srtp)
             audio = _audio(description, media, session_address)
         except SdpError as exc:
             refusal = refusal or exc
             continue
-        return replace(audio, profile=profile, keys=keys, slot=index, lines=lines)
+        bundle = _bundle_groups(description)
+        return replace(audio, profile=profile, keys=keys, slot=index, lines=lines, bundle=bundle)
     raise refusal or SdpError("no audio stream in the offer")
 
 
@@ -212,10 +267,14 @@ def _connection_address(value: str) -> str:
     if len(fields) != 3 or fields[0] != "IN" or fields[1] not in ("IP4", "IP6"):
         raise SdpError(f"unusable connection line {'c=' + value!r}")
     address = fields[2].split("/")[0]
-    try:  # an IP literal only: a hostname would be resolved on the event loop at every packet sent
+    try:  # an IP literal only: see the module docstring (Refused)
         ipaddress.ip_address(address)
     except ValueError:
-        raise SdpError(f"connection address {address!r} is not an IP address") from None
+        raise SdpError(
+            f"connection address {address[:80]!r} is not an IP address: give the media's IP address in c=",
+            warning_code=301,
+            reason="Not Acceptable Here (hostname in c=)",
+        ) from None
     return address
 
 
@@ -278,7 +337,14 @@ def build_answer(
     re-INVITE's answer keeps the id, RFC 3264 8; default new). ``removed``: the offer removed the
     stream (:func:`removed_stream`): its m-line is answered with port 0 and the codec alone (RFC
     3264 6, 8.2: no key, no other attribute; no media flows), or rejected as offered when its
-    slot now holds another media type."""
+    slot now holds another media type.
+
+    Grouping (RFC 5888, RFC 8843): each m-line keeps the offer's ``a=mid``, a rejected one's too
+    (the offerer matches the answer's m-sections by it). The answer's ``a=group:BUNDLE`` holds the
+    audio stream alone, and only when the offer's BUNDLE group has it first (the offerer-tagged
+    m-line, 7.3.1: the answerer-tagged one must be it): a rejected m-line is never in a group
+    (7.3.3). Otherwise no group: the audio stream is moved out of the group on its own address
+    (7.3.2), which is how the gateway answers every m-line anyway (one RTP stream, its own port)."""
     session, version = origin or new_origin()
     family = "IP6" if ":" in address else "IP4"
     lines = [
@@ -289,22 +355,26 @@ def build_answer(
         "t=0 0",
     ]
     offered = offer.lines or (MediaLine("audio", offer.profile, str(offer.payload_type)),)
+    audio_mid = offered[offer.slot].mid if offer.slot < len(offered) else None
+    if not removed and audio_mid is not None and any(group[0] == audio_mid for group in offer.bundle):
+        lines.append(f"a=group:BUNDLE {audio_mid}")
     for index, line in enumerate(offered):
         if index != offer.slot:
-            lines.append(line.rejected)
+            lines += [line.rejected, *line.mid_lines]
         elif not removed:
-            lines += _audio_answer(offer, port)
+            lines += _audio_answer(offer, port, line.mid_lines)
         elif line.kind == "audio":
             lines += [
                 f"m=audio 0 {offer.profile} {offer.payload_type}",
                 f"a=rtpmap:{offer.payload_type} {offer.voice.rtpmap}",
+                *line.mid_lines,
             ]
         else:
-            lines.append(line.rejected)
+            lines += [line.rejected, *line.mid_lines]
     return "\r\n".join(lines) + "\r\n"
 
 
-def _audio_answer(offer: AudioOffer, port: int) -> list[str]:
+def _audio_answer(offer: AudioOffer, port: int, mid_lines: list[str]) -> list[str]:
     """The answer's m-section of the audio stream taken (see :func:`build_answer`)."""
     formats = [str(offer.payload_type)]
     attributes = [f"a=rtpmap:{offer.payload_type} {offer.voice.rtpmap}"]
@@ -318,6 +388,7 @@ def _audio_answer(offer: AudioOffer, port: int) -> list[str]:
         attributes.append(f"a=crypto:{offer.keys.answer}")
     return [
         f"m=audio {port} {offer.profile} {' '.join(formats)}",
+        *mid_lines,
         *attributes,
         "a=ptime:20",
         f"a={_ANSWER_DIRECTION[offer.direction]}",

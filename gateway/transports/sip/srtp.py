@@ -19,6 +19,11 @@ protected and checked with libsrtp (``pylibsrtp``, the binding aiortc uses for D
   checks what comes in from then on; packets still in flight under its previous key are accepted
   until the first one under the new key authenticates. The gateway keeps its own key (and its
   outbound stream) unless the suite changes.
+- **A new stream** (``SrtpContext.rekey(..., new_stream=True)``: one brought back after port 0 or added in place
+  of the call's, RFC 3264 8.2): a new inbound session, the same key or a new one. The caller's
+  new stream may start its sequence numbers again under the same key and SSRC (a bridge's new
+  leg, a phone that re-creates its stream); the old session's replay list would take those for
+  replays of packets already seen and drop them all (the call deaf).
 - **RTCP**: the gateway sends none (nor SRTCP); an SRTCP packet arriving on the RTP port counts for
   the caller's presence only once it authenticates (:meth:`SrtpContext.unprotect_rtcp`).
 
@@ -156,12 +161,17 @@ class SrtpContext:
         self.replayed = 0
         self.last_drop = ""
 
-    def rekey(self, keys: SdesKeys) -> None:
+    def rekey(self, keys: SdesKeys, *, new_stream: bool = False) -> None:
         """Use ``keys`` (a re-INVITE's, see the module docstring): the caller's new key for what
         comes in, the previous one still accepted until a packet under the new one authenticates;
-        a new outbound stream only when our key or the suite changed."""
+        a new outbound stream only when our key or the suite changed. ``new_stream``: the
+        caller's stream is a new one (added, or brought back after port 0): a new inbound session
+        whatever the key (no replay list, no previous key)."""
         profile = keys.suite.profile
-        if keys.remote_key != self.keys.remote_key or keys.suite != self.keys.suite:
+        if new_stream:
+            self._previous = None
+            self._inbound = Session(Policy(keys.remote_key, Policy.SSRC_ANY_INBOUND, srtp_profile=profile))
+        elif keys.remote_key != self.keys.remote_key or keys.suite != self.keys.suite:
             self._previous = self._inbound
             self._inbound = Session(Policy(keys.remote_key, Policy.SSRC_ANY_INBOUND, srtp_profile=profile))
         if keys.local_key != self.keys.local_key or keys.suite != self.keys.suite:

@@ -271,8 +271,8 @@ class SipUserAgent:
             policy = srtp_policy(self.srtp, transaction.peer.transport, invite.uri)
             offer = parse_offer(invite.body.decode("utf-8", "replace"), policy)  # port 0 too: SdpError
         except SdpError as exc:
-            response = make_response(invite, 488)
-            response.add("Warning", f'399 voice-gateway "{exc}"')
+            response = make_response(invite, 488, reason=exc.reason)
+            response.add("Warning", exc.warning)
             transaction.respond(response)
             return
         peer = transaction.peer

@@ -167,8 +167,8 @@ def test_an_offer_without_a_usable_audio_stream_is_refused_with_the_first_ones_r
         parse_offer(g722_and_srtp)
     with pytest.raises(SdpError, match="port 0"):  # the user agent's 488 Warning says so
         parse_offer(BARESIP_SDP.format(rtp_host="127.0.0.1", rtp_port=0))
-    with pytest.raises(SdpError, match="without a format"):
-        parse_offer("v=0\r\nc=IN IP4 192.0.2.1\r\nm=video 5004 RTP/AVP\r\nm=audio 5006 RTP/AVP 0\r\n")
+    with pytest.raises(SdpError, match="without a format"):  # the only audio stream is the malformed one
+        parse_offer("v=0\r\nc=IN IP4 192.0.2.1\r\nm=video 5004 RTP/AVP 96\r\nm=audio 5006 RTP/AVP\r\n")
 
 
 def test_a_webrtc_to_sip_bridges_offer_keeps_every_m_line():
