@@ -327,7 +327,7 @@ def judge(
     """Backchannel or turn, and the words that ask for the turn (lower case, in order).
 
     ``words`` as for :func:`interrupting_words`; ``complete`` False while the caller still speaks;
-    ``voiced_ms`` the voiced speech so far (its onset to its last voiced chunk, ms); ``question``
+    ``voiced_ms`` the speech so far (its voiced chunks and short dips, pauses left out, ms); ``question``
     the transcript has a "?". While the caller speaks: TURN on a cue word (:data:`CUE_SURE`, or
     unsure past :data:`UNSURE_CUE_MS`), or on sure words off the list that no backchannel has
     (:data:`SURE_WORDS` different ones, or any past :data:`SHAPE_MAX_MS`); else UNDECIDED (hear

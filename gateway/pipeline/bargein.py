@@ -23,8 +23,13 @@ known:
 - a probe whose decode Whisper does not trust (it looped, hit its token cap, or heard nothing in
   clearly voiced audio: ``ScoredTranscript.trusted``) decides nothing: the next probe, the length
   or the timeout does;
-- the speech goes on for ``max_backchannel_ms`` -> **interrupt** whatever its words (no
-  backchannel is that long: natural ones last 0.5-1 s);
+- the held speech reaches ``max_backchannel_ms`` -> **interrupt** whatever its words (no
+  backchannel is that long: natural ones last 0.5-1 s). Its length, for this rule, for
+  :data:`LONG_SPEECH_MS` and for the shape rule (``backchannels.judge``'s ``voiced_ms``), is its
+  *speech*: its voiced chunks and the dips shorter than :data:`PROBE_PAUSE_MS` between them, not the
+  wall time from its onset: a pause inside one held turn ("Okay." 350 ms "okay.", a pause the VAD
+  did not end the turn at) is no speech. Before, it counted, and such a pair reached the bound
+  at ~1.5 s from its onset with ~1 s said (h41);
 - no decision ``false_interruption_timeout_ms`` after the speech began, in a pause -> **resume**,
   but never over :data:`LONG_SPEECH_MS` of voiced speech (that **interrupts**);
 - a probe's answer still awaited then (the machine too busy to transcribe the overlap in time):
@@ -35,7 +40,7 @@ known:
 - the VAD ended the held turn at a pause ("Yeah..." then "yeah.", "Wait," then "stop.": the semantic
   model may call the first part complete) and the caller speaks again before it was decided: the
   second part joins it (:meth:`BargeInDecider.goes_on`), one overlap decided by the words of both;
-  the pause between the parts counts as no speech for the length rules and the timeout. Before, the
+  the pause between the parts counts as no speech for the length rules (as any pause) and the timeout. Before, the
   second part's start released the first as an interruption with no words known (h40).
 
 Interrupt: the held turn is reported as it happened (``speech_started`` with its true
@@ -70,9 +75,9 @@ PROBE_PAUSE_MS = 96
 # probe: the answer resumed). A prefix that is no echo is kept whole: cut to 100 ms, soft onsets
 # went ("Sorry to cut in." heard "Soak it in" and kept, on the corpus's fresh3 set).
 PROBE_PREFIX_MS = 100
-# Voiced speech (its onset to its last voiced chunk, ms) over which a timeout never resumes the reply,
-# whatever ``max_backchannel_ms`` says: no backchannel is that long (issue 29: "length alone may
-# cancel past ~1.5 s of speech").
+# Speech (the held turn's voiced chunks and the dips shorter than PROBE_PAUSE_MS between them, ms)
+# over which a timeout never resumes the reply, whatever ``max_backchannel_ms`` says: no backchannel
+# is that long (issue 29: "length alone may cancel past ~1.5 s of speech").
 LONG_SPEECH_MS = 1500
 # Timeouts (``false_interruption_timeout_ms`` each, from the onset) the reply waits paused for a probe's
 # answer in flight before what is known decides. Before, the answer's absence decided "resume" there
@@ -126,6 +131,8 @@ class _Held:
     shaped: bool = False  # it was words of a backchannel's shape at a pause: the turn's end decides
     ended: bool = False  # the VAD ended the turn (its commit is held)
     gap: int = 0  # samples of the pauses between its parts (a part that joined after the turn ended)
+    speech: int = 0  # samples of its speech: voiced chunks and the dips < PROBE_PAUSE_MS between them
+    onset: Optional[int] = None  # where a part began whose first voiced chunk is still to come
 
 
 class BargeInDecider:
@@ -188,14 +195,30 @@ class BargeInDecider:
 
     def begin(self, start: int, rules: BargeInRules) -> None:
         """A turn starting at ``start`` is held and the reply was paused."""
-        self._held = _Held(start=start, rules=rules)
+        self._held = _Held(start=start, rules=rules, onset=start)
 
     def _ms(self, samples: int) -> float:
         return samples * 1000 / self._rate
 
     def _spoken_ms(self, held: _Held, position: int) -> float:
-        """ms from the held speech's onset to ``position``, the pauses between its parts left out."""
+        """ms from the held speech's onset to ``position``, the pauses between its parts left out
+        (the timeout's clock)."""
         return self._ms(position - held.start - held.gap)
+
+    def _speech_ms(self, held: _Held) -> float:
+        """ms of the held speech so far (the length rules'): pauses inside it left out."""
+        return self._ms(held.speech)
+
+    def _count_speech(self, held: _Held, position: int, previous: int) -> None:
+        """A voiced chunk from ``previous`` to ``position``: a part's first (from its onset, the
+        chunks that made it speech included), or one after the last voiced chunk, with the dip
+        between them when shorter than :data:`PROBE_PAUSE_MS` (a pause that long is no speech)."""
+        if held.onset is not None:
+            held.speech += position - held.onset
+            held.onset = None
+            return
+        dip = max(0, previous - held.voiced_end)
+        held.speech += position - previous + (dip if self._ms(dip) < PROBE_PAUSE_MS else 0)
 
     def goes_on(self, onset: int) -> Action:
         """The caller spoke again from ``onset`` after the VAD ended the held turn, before it was
@@ -207,18 +230,20 @@ class BargeInDecider:
         held.gap += max(0, onset - max(held.voiced_end, held.start))
         held.ended = False
         held.probed_this_pause = False
+        held.onset = onset
         return Action.NONE
 
     def on_chunk(self, position: int, voiced: bool, silence: int) -> Action:
         """One chunk of the held turn ending at ``position``: ``voiced`` (speech), ``silence`` the
         samples of the pause it is in (0 while voiced)."""
-        self._position, self._silence = position, silence
+        previous, self._position, self._silence = self._position, position, silence
         held = self._held
         if held is None:
             return Action.NONE
         if held.ended:
             return self._timeout(position)
         if voiced:
+            self._count_speech(held, position, previous)
             return self._voiced(held, position)
         if self._ms(silence) < PROBE_PAUSE_MS:
             return self._timeout(position)
@@ -235,7 +260,7 @@ class BargeInDecider:
         if held.probe and position > held.probe_cut:
             held.voiced_after_probe = True
             held.settled = False
-        if self._spoken_ms(held, position) >= held.rules.max_backchannel_ms:
+        if self._speech_ms(held) >= held.rules.max_backchannel_ms:
             return Action.INTERRUPT
         if not held.paused and held.voiced_after_probe:
             held.paused = True  # more words after a resume: hold the reply again, decide again
@@ -263,7 +288,7 @@ class BargeInDecider:
         timeout = held.rules.false_interruption_timeout_ms * (STARVED_TIMEOUTS if held.in_flight else 1)
         if self._spoken_ms(held, position) < timeout:
             return Action.NONE
-        if self._spoken_ms(held, held.voiced_end) >= LONG_SPEECH_MS:
+        if self._speech_ms(held) >= LONG_SPEECH_MS:
             return Action.INTERRUPT  # no backchannel is that long, whatever was (not) heard
         if held.in_flight and held.words and self._judge(held, complete=True) is Verdict.TURN:
             return Action.INTERRUPT  # starved: an earlier answer's words, the speech now over, ask for the turn
@@ -337,7 +362,7 @@ class BargeInDecider:
             held.words,
             held.rules.language,
             complete=complete,
-            voiced_ms=self._spoken_ms(held, held.voiced_end),
+            voiced_ms=self._speech_ms(held),
             question="?" in held.transcript,
         )
         if verdict is Verdict.TURN and len(words) < held.rules.min_interruption_words:

@@ -263,15 +263,9 @@ class VadStage(Stage):
             if self._join_held():
                 return
             self._release_held()
-        self._in_speech = True
-        self._silence = 0
-        self._reset_pause()
-        self._speculation_stands = False
         self._speech_start = self._candidate_start
         prefix = list(self._prefix)
-        self._utterance = prefix + self._candidate
-        self._prefix.clear()
-        self._candidate = []
+        self._begin_speech(prefix + self._candidate)
         event = SpeechStarted(self._call, audio_start_ms=self._ms(self._speech_start))
         language = self.ctx.settings.language
         rules = BargeInRules(
@@ -293,6 +287,17 @@ class VadStage(Stage):
         # The unit cancels any reply first and then reports the event: barge-in is not delayed by it.
         self.ctx.on_speech_started(event)
 
+    def _begin_speech(self, utterance: list[np.ndarray]) -> None:
+        """The caller is speaking: a turn's ``utterance`` so far; the pause state, the speculation, the
+        prefix and the candidate chunks start anew (a new turn, or a part joining the held one)."""
+        self._in_speech = True
+        self._silence = 0
+        self._reset_pause()
+        self._speculation_stands = False
+        self._utterance = utterance
+        self._prefix.clear()
+        self._candidate = []
+
     # --- barge-in under the reply's audio ---
     def _join_held(self) -> bool:
         """Speech again after the held turn ended at a pause, before it was decided ("Yeah..."
@@ -306,15 +311,9 @@ class VadStage(Stage):
             "barge-in: speech again at %d ms before the held turn was decided: joined", self._ms(self._candidate_start)
         )
         self._held_end = None
-        self._in_speech = True
-        self._silence = 0
-        self._reset_pause()
-        self._speculation_stands = False
-        self._utterance = [audio, *self._after_held_end]  # the pause and the new part's first chunks
+        self._begin_speech([audio, *self._after_held_end])  # the pause and the new part's first chunks
         self._after_held_end.clear()
         self.joined_parts += 1
-        self._prefix.clear()
-        self._candidate = []
         self._act(self._barge.goes_on(self._candidate_start))
         return True
 

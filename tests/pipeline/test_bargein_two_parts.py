@@ -86,3 +86,46 @@ def test_the_pause_between_two_parts_is_not_speech_for_the_length_rule() -> None
     assert not decider.ended
     assert Action.INTERRUPT not in chunks(decider, onset, voiced)  # 1.6 s of speech, 2.2 s from the onset
     assert Action.INTERRUPT in chunks(decider, onset + 512 * 25, [True] * 4)  # past 1.7 s of speech
+
+
+def one_held_turn(text: str, first_s: float, pause_s: float, second_s: float) -> Chain:
+    """``text`` said under the reply as two parts with a pause between them that does NOT end the
+    turn (the semantic model says the first part is not complete: the turn waits past the pause)."""
+    chain = Chain(TurnDetection(), EndOfTurnDouble(0.1), stt=ScriptedSttDouble(text))
+    chain.ctx.playing = True
+    chain.play(quiet(0.3))
+    chain.play(tone(first_s))
+    chain.play(quiet(pause_s))
+    chain.play(tone(second_s))
+    chain.play(quiet(1.5))
+    return chain
+
+
+def test_a_pause_inside_one_held_turn_is_not_speech_for_the_length_rule() -> None:
+    # "Okay." 400 ms "okay.": 1.4 s of speech, 1.8 s from its onset, one held turn (no join). Before
+    # (h41), the length rule counted the pause: decided "interrupted" 1.5 s after the onset, the
+    # words ("Okay, okay.") a backchannel.
+    chain = one_held_turn("Okay, okay.", first_s=0.7, pause_s=0.4, second_s=0.7)
+    assert chain.vad.joined_parts == 0 and chain.vad.semantic_checks >= 1, "not one held turn: nothing tested"
+    assert not chain.ctx.of(SpeechStarted), [(d.decision, d.transcript) for d in chain.ctx.of(BargeInDecided)]
+    assert not chain.ctx.of(InputCommitted) and not chain.ctx.of(TranscriptionCompleted)
+    assert {d.decision for d in chain.ctx.of(BargeInDecided)} == {"resumed"}
+    assert not chain.ctx.paused and chain.vad.backchannels == 1
+
+
+def test_speech_past_the_length_bound_with_pauses_inside_still_interrupts() -> None:
+    # 0.9 s, a 400 ms pause, 0.9 s: 1.8 s of speech; the length rule cancels once 1.5 s of it was
+    # said (the pause later than 1.5 s from the onset), whatever its words.
+    chain = one_held_turn("Okay, okay.", first_s=0.9, pause_s=0.4, second_s=0.9)
+    [decided] = chain.ctx.of(BargeInDecided)[-1:]
+    assert decided.decision == "interrupted" and chain.ctx.of(SpeechStarted)
+    assert 1500 + 350 <= decided.decided_ms - decided.audio_start_ms < 1500 + 400 + 64
+
+
+def test_the_length_rule_counts_voiced_chunks_and_short_dips_not_pauses() -> None:
+    decider = BargeInDecider(RATE)
+    decider.begin(0, BargeInRules(max_backchannel_ms=1000))
+    # 320 ms, a 64 ms dip (speech), 320 ms, a 320 ms pause (no speech), 320 ms: 1024 ms of speech.
+    voiced = [True] * 10 + [False] * 2 + [True] * 10 + [False] * 10 + [True] * 10
+    actions = chunks(decider, 0, voiced)
+    assert Action.INTERRUPT not in actions[:-1] and actions[-1] is Action.INTERRUPT

@@ -156,3 +156,34 @@ async def test_a_backchannel_in_two_parts_leaves_the_answer_playing(
         done = [e for e in client.of_type("response.done") if e["response"]["id"] == answer]
         assert not [e for e in done if e["response"]["status"] == "cancelled"]
         await client.hangup()
+
+
+@pytest.mark.slow  # tens of seconds of model turns
+async def test_a_backchannel_with_pauses_inside_one_held_turn_leaves_the_answer_playing(
+    models, speech, caller_speech, gateway_config, caplog
+):
+    # "Okay." 400 ms "Okay." 400 ms "Okay." under the answer, the client's server_vad ending turns
+    # after 800 ms of silence: one held turn, ~1.3 s said, ~1.8 s from its onset. Before h41 the
+    # length rule (max_backchannel_ms, 1500) counted the pauses as speech and cut the answer in the
+    # third "Okay." whatever its words.
+    caplog.set_level(logging.DEBUG, logger="gateway.pipeline.vad")  # what the probes heard, for a failure
+    session = {"audio": {"input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 800}}}}
+    async with serve(gateway_config(max_response_tokens=80), models) as (url, _app):
+        client = RealtimeClient(url)
+        await client.connect(session=session)
+        await client.wait_for("session.updated", timeout=20)
+        answer = await long_answer_playing(client, speech)
+        mark = len(client.events)
+        okay = caller_speech("Okay.")
+        client.say(two_parts(two_parts(okay, okay, 400), okay, 400))
+        await client.wait_for("gateway.barge_in", timeout=20, after=mark)
+        await asyncio.sleep(4.0)  # all three in and decided, a response to them begun
+        decided = [(e["decision"], e["transcript"]) for e in client.of_type("gateway.barge_in", after=mark)]
+        log = [r.getMessage() for r in caplog.records if r.name == "gateway.pipeline.vad" and "barge-in" in r.msg]
+        assert not [m for m in log if "joined" in m], ("the turn ended at a pause: not one held turn", log)
+        assert {decision for decision, _ in decided} == {"resumed"}, (decided, log)
+        after = client.events[mark:]
+        assert not [e for e in after if e["type"] in TURN_EVENTS], ([e["type"] for e in after], log)
+        done = [e for e in client.of_type("response.done") if e["response"]["id"] == answer]
+        assert not [e for e in done if e["response"]["status"] == "cancelled"]
+        await client.hangup()
