@@ -98,6 +98,7 @@ def serve(config: GatewayConfig) -> int:
     from gateway.server.app import create_app
     from gateway.server.request_guard import is_loopback_name
     from gateway.server.serving import serve_until_signalled
+    from gateway.transports.sources import SourceLimits
 
     if not (config.api_key or config.allow_no_api_key or is_loopback_name(config.host)):
         print(
@@ -106,6 +107,11 @@ def serve(config: GatewayConfig) -> int:
             "--allow-no-api-key 1 (VG_ALLOW_NO_API_KEY=1) when something in front checks the callers.",
             file=sys.stderr,
         )
+        return 2
+    try:
+        SourceLimits.from_config(config)  # the network lists, before minutes of model loading
+    except ValueError as exc:
+        print(f"voice-gateway: {exc}", file=sys.stderr)
         return 2
     try:
         models = load_models(config)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.call_ids import INSTANCE_PATTERN
+from gateway.config_limits import RecordingSettings, SourceLimitSettings
 from gateway.config_sources import add_flags, values_from_env, values_from_flags
 
 _INSTANCE_RE = re.compile(INSTANCE_PATTERN)
@@ -34,8 +35,9 @@ def _default_cache_dir() -> str:
 
 
 @dataclass
-class GatewayConfig:
-    """Settings of one gateway process. Units are in the field names (``_s``, ``_ms``)."""
+class GatewayConfig(SourceLimitSettings, RecordingSettings):
+    """Settings of one gateway process. Units are in the field names (``_s``, ``_ms``). The
+    per-source limits and the recording settings are groups of their own (``gateway.config_limits``)."""
 
     # --- server ---
     host: str = field(default="127.0.0.1", metadata={"help": "address to listen on"})
@@ -320,33 +322,6 @@ class GatewayConfig:
         metadata={"help": "a DTMF key press becomes user text ('I pressed 5 on my keypad.') and is answered"},
     )
 
-    # --- recording (gateway.transports.call_record; off unless record_dir is set) ---
-    record_dir: str = field(
-        default="",
-        metadata={
-            "help": "directory for call recordings (<call id>.wav, stereo: caller left, assistant right) and "
-            "reports (<call id>.json); empty: no call is recorded and a session asking for it gets an error"
-        },
-    )
-    record_all_calls: bool = field(
-        default=False,
-        metadata={"help": "record every call (needs record_dir); off: only sessions that ask ('recording': true)"},
-    )
-    record_retention_days: float = field(
-        default=30.0,
-        metadata={"help": "recordings older than this are deleted (at start and whenever one is written); 0: kept"},
-    )
-    record_max_calls: int = field(
-        default=0, metadata={"help": "keep at most this many recorded calls, the oldest deleted first; 0: no limit"}
-    )
-    record_dtmf_digits: bool = field(
-        default=False,
-        metadata={
-            "help": "keep DTMF digits in the logs and call reports; off: each key press shows as '*' there (keys "
-            "may spell PINs and card numbers); the session, its client and the model get the digits either way"
-        },
-    )
-
     # --- SIP (gateway.transports.sip) ---
     sip_port: int = field(default=0, metadata={"help": "SIP port (UDP and TCP); 0: no SIP"})
     sip_host: str = field(default="", metadata={"help": "address SIP and RTP listen on; empty: the HTTP host"})
@@ -441,7 +416,8 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         """Raises ValueError for a ``log_format``, ``thinking_cue``, ``instance_id`` or ``talking_capacity``
-        that cannot be used, ``record_all_calls`` without a ``record_dir``, or SIP over TLS settings
+        that cannot be used, ``record_all_calls`` without a ``record_dir``, a per-source limit below 0
+        (``trusted_proxies`` and ``unlimited_sources`` are read by the door, at start), or SIP over TLS settings
         that cannot work (one of ``sip_tls_cert`` and ``sip_tls_key`` without the other, a file that
         is not there, no ``sip_port``, a TLS port out of range or equal to ``sip_port``)."""
         if self.record_all_calls and not self.record_dir:
@@ -450,6 +426,9 @@ class GatewayConfig:
             raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
         if self.thinking_cue not in ("off", "tone", "filler"):
             raise ValueError(f"thinking_cue {self.thinking_cue!r}: use 'off', 'tone' or 'filler'")
+        for name in ("max_sessions_per_source", "max_http_connections_per_source", "record_max_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} {getattr(self, name)}: use 0 (no limit) or a count")
         if self.talking_capacity < 0:
             raise ValueError(f"talking_capacity {self.talking_capacity}: use 0 (measured) or a count of callers")
         self._check_sip_tls()

@@ -67,6 +67,11 @@ class GatewayMetrics:
         self._lock = threading.Lock()
         self._usage = Usage()
         self.calls = Counter("vg_calls_total", "Offers by result", ["result"], registry=registry)
+        self.http_connections_refused = Counter(
+            "vg_http_connections_refused",
+            "HTTP connections refused (429) for their source's max_http_connections_per_source",
+            registry=registry,
+        )
         self.call_end = Counter("vg_call_end_total", "Ended calls by reason", ["reason"], registry=registry)
         self.calls_ended = Counter(
             "vg_calls_ended_total",

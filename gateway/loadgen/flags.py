@@ -19,7 +19,11 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         required=True,
         help="recordings the callers ask: WAV files, or folders with a transcripts.tsv",
     )
-    parser.add_argument("--url", help="a running gateway (default: start one here, on a free loopback port)")
+    parser.add_argument(
+        "--url",
+        help="a running gateway (default: start one here, on a free loopback port); on another host, list "
+        "this one in its --unlimited-sources (callers from one address: 429 too_many_sessions past 2)",
+    )
     parser.add_argument("--callers", default="6", help="callers at once, per phase: e.g. 6 or 2,4,6,8")
     parser.add_argument("--turns", type=int, default=3, help="questions per caller")
     parser.add_argument("--think-s", type=float, default=3.0, help="pause after each answer is heard, s")

@@ -45,9 +45,10 @@ PCM_24K = BETA_FORMATS["pcm16"]
 
 
 class _Open(BaseModel):
-    """Strict types; unknown keys accepted (and ignored)."""
+    """Strict types; unknown keys accepted (and ignored); a number must be finite (NaN and
+    Infinity are "a finite number" errors, not "should be <= 1")."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
 
 class BargeInKnobs(_Open):

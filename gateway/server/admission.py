@@ -24,7 +24,7 @@ from gateway.server.app_keys import CONFIG, KEYS, SESSIONS
 from gateway.server.auth import Grant, bearer, same_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import Offer, requested_extensions
-from gateway.transports.door import Refused
+from gateway.transports.door import TOO_MANY_SESSIONS, Refused
 from gateway.transports.live_session import LiveSession
 from gateway.transports.webrtc.call import open_call as open_webrtc_call
 from gateway.transports.webrtc.offer import OfferError
@@ -49,6 +49,7 @@ class Admission:
 
     key: Optional[str] = None
     grant: Optional[Grant] = None
+    source: Optional[str] = None  # the client's address (client_source), for the door's per-source limit
 
     def refund(self, request: web.Request) -> None:
         """Give the ephemeral key back (its call was not opened); nothing for an API key."""
@@ -61,13 +62,22 @@ class Admission:
         return self.grant.session_config if self.grant is not None else None
 
 
+def client_source(request: web.Request) -> Optional[str]:
+    """The request's source, for the per-source limits: the peer's address, or the client named in
+    ``X-Forwarded-For`` by a ``trusted_proxies`` peer (``gateway.transports.sources``)."""
+    limits = request.app[SESSIONS].source_limits
+    return limits.client(request.remote, request.headers.getall("X-Forwarded-For", []))
+
+
 def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     """Who may open a call: anyone when no API key is configured, else a bearer of the API key or
     of an unused, unexpired ephemeral key (taken now: single use); ``token`` None: the one of the
     ``Authorization: Bearer`` header (a WebSocket passes the one it found). An ephemeral key is honoured
     (its session config applies) even when no API key is configured. Raises ApiError: 503
     ``server_shutdown`` once the gateway is draining (the door's ``refuse_if_draining``, checked
-    first: no key is used up), then 401 ``invalid_api_key``, then 503 ``pool_full`` or
+    first: no key is used up), then 401 ``invalid_api_key``, then 429 ``too_many_sessions`` when
+    the client's source (:func:`client_source`) holds ``max_sessions_per_source`` live sessions,
+    then 503 ``pool_full`` or
     ``compute_busy`` when this process has no unit or cannot answer one more talking caller (the
     door's ``refuse_if_busy``, before the offer is read; after the key, so a caller without one
     learns nothing of the load and is not counted, and the key is given back)."""
@@ -77,7 +87,9 @@ def admit(request: web.Request, token: Optional[str] = None) -> Admission:
     except Refused as refused:
         raise refused_error(refused) from None
     admission = _authenticate(request, token)
+    admission.source = client_source(request)
     try:
+        door.refuse_if_source_full(admission.source)
         door.refuse_if_busy()
     except Refused as refused:
         admission.refund(request)
@@ -112,7 +124,8 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Live
 
     Raises ApiError: 401 (see :func:`admit`), 400 (the body; a session config that is invalid, also
     once merged; an unusable offer: code ``invalid_offer``), 503 ``server_shutdown``, ``pool_full``
-    or ``compute_busy`` with ``Retry-After`` (:func:`refused_error`). The ephemeral key is given
+    or ``compute_busy``, 429 ``too_many_sessions``, with ``Retry-After`` (:func:`refused_error`).
+    The ephemeral key is given
     back whenever no call came of it.
     """
     admission = admit(request)
@@ -120,7 +133,9 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Live
         extensions = requested_extensions(request)
         offer = await read_offer(request)
         update = merged_updates(admission.update, offer.update)  # each one was valid: together too?
-        call, answer = await open_webrtc_call(request.app[SESSIONS], offer.sdp, update, extensions=extensions)
+        call, answer = await open_webrtc_call(
+            request.app[SESSIONS], offer.sdp, update, extensions=extensions, source=admission.source
+        )
     except Refused as refused:
         admission.refund(request)
         raise refused_error(refused) from None
@@ -134,8 +149,10 @@ async def open_call(request: web.Request, read_offer: OfferReader) -> tuple[Live
 
 
 def refused_error(refused: Refused) -> ApiError:
-    """The answer to a call the door refused (draining, no unit, no compute): 503 with its code
-    (``server_shutdown``, ``pool_full``, ``compute_busy``; type ``server_busy``) and ``Retry-After``."""
-    return ApiError(
-        503, refused.message, refused.code, "server_busy", headers={"Retry-After": str(refused.retry_after_s)}
-    )
+    """The answer to a call the door refused, with its code and ``Retry-After``: draining, no
+    unit, no compute: 503 (``server_shutdown``, ``pool_full``, ``compute_busy``; type
+    ``server_busy``); the source's limit: 429 ``too_many_sessions`` (type ``rate_limit_error``)."""
+    headers = {"Retry-After": str(refused.retry_after_s)}
+    if refused.code == TOO_MANY_SESSIONS:
+        return ApiError(429, refused.message, refused.code, "rate_limit_error", headers=headers)
+    return ApiError(503, refused.message, refused.code, "server_busy", headers=headers)

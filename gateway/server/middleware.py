@@ -41,10 +41,14 @@ def render_error(error: ApiError) -> web.Response:
 
 def http_error(request: web.Request, exc: web.HTTPException) -> ApiError:
     """aiohttp's own error (404, 405, 413, ...; ``exc.status`` >= 400) as an ApiError, keeping its
-    headers (``Allow`` of a 405) but not its text body's content headers."""
+    headers (``Allow`` of a 405) but not its text body's content headers; a folder under
+    ``/static/`` (aiohttp's 403: no listing) is a 404 ``not_found``."""
     if exc.status == 413:
         limit = request.app[CONFIG].max_offer_bytes
         message = f"Request body too large (at most {limit} bytes, max_offer_bytes)."
+    elif exc.status == 403 and isinstance(request.match_info.route.resource, web.StaticResource):
+        # aiohttp refuses a folder of the demo page (no listing) with 403: there is no file there
+        return ApiError(404, f"Not found: {request.path} is no file of the demo page.", "not_found")
     else:
         message = exc.text or exc.reason
     headers = {

@@ -13,6 +13,7 @@ from gateway.config import GatewayConfig
 from gateway.models.base import ModelSet
 from gateway.pipeline.chain import StageFactory
 from gateway.server.app import create_app
+from gateway.server.connection_cap import CappedAppRunner
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -32,7 +33,7 @@ async def running_gateway(
 
     ``models`` and ``stage_factories`` as for :func:`gateway.server.app.create_app`."""
     app = create_app(config, models=models, stage_factories=stage_factories)
-    runner = web.AppRunner(app, keepalive_timeout=config.http_keepalive_timeout_s)
+    runner = CappedAppRunner(app, keepalive_timeout=config.http_keepalive_timeout_s)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)
     await site.start()

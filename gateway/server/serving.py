@@ -18,6 +18,7 @@ import sys
 from aiohttp import web
 
 from gateway.server.app_keys import CONFIG, POOL, SHUTDOWN
+from gateway.server.connection_cap import CappedAppRunner
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ async def serve_until_signalled(app: web.Application, host: str, port: int) -> i
     thread's event loop (signal handlers). Prints ``voice-gateway: serving on http://host:port``
     once the port is open, and logs the drain's outcome.
     """
-    runner = web.AppRunner(
+    runner = CappedAppRunner(
         app,
         handle_signals=False,
         shutdown_timeout=_HTTP_SHUTDOWN_TIMEOUT_S,

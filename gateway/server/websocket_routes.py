@@ -10,7 +10,8 @@ subprotocols ``realtime``, ``openai-insecure-api-key.<key>`` and optionally
 subprotocol) asks for the beta protocol. A refusal is an HTTP error before the upgrade, JSON like
 every error of the API: 400 (no WebSocket upgrade), 401, 403 (a browser page's origin or a Host the
 gateway does not serve: :mod:`gateway.server.request_guard`, before this handler), 404 (no such
-call), 503 ``pool_full`` or ``compute_busy`` with ``Retry-After`` (after the key; a unit is claimed
+call), 429 ``too_many_sessions`` (the client's address holds ``max_sessions_per_source`` sessions),
+503 ``pool_full`` or ``compute_busy`` with ``Retry-After`` (after the key; a unit is claimed
 before the upgrade), 503 ``server_shutdown`` while draining.
 """
 
@@ -79,7 +80,9 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
         url_update = SessionUpdate.parse({"model": model}, request.app[LIMITS]) if model else None
         update = merged_updates(admission.update, url_update)
         beta = wants_beta(request, offered)
-        session, leg = open_websocket_session(request.app[SESSIONS], update, beta=beta, extensions=extensions)
+        session, leg = open_websocket_session(
+            request.app[SESSIONS], update, beta=beta, extensions=extensions, source=admission.source
+        )
     except Refused as refused:
         admission.refund(request)
         raise refused_error(refused) from None

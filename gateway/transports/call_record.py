@@ -29,6 +29,13 @@ start) makes it, salvages this instance's work files left by a process that died
 WAV that could not be written) into ``<id>.wav`` and a report marked incomplete, and applies the
 retention; :func:`prune` (the retention: ``record_retention_days``, ``record_max_calls``) also runs
 after each call written.
+
+The disk a client may fill (:func:`disk_refusal`, checked as each recording starts, a new one
+refused, never one being made cut): a recording a session asks for does not start while the
+directory's recordings (its call files and work files) take ``record_max_bytes`` or more, and no
+recording starts while the directory's disk has less than ``record_min_free_bytes`` free
+(``record_all_calls``: the call goes on unrecorded, logged). At about 64 KB/s a recorded call,
+the recordings being made may pass the bound by what they record until they end.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 import wave
 from collections import defaultdict
@@ -66,18 +74,29 @@ _WORK_FILE = re.compile(
 @dataclass(frozen=True)
 class RecordPolicy:
     """The operator's recording settings: ``directory`` (None: nothing is recorded), ``all_calls``
-    (every call, not only those that ask), ``retention_days`` (0: kept), ``max_calls`` (0: no limit)."""
+    (every call, not only those that ask), ``retention_days`` (0: kept), ``max_calls`` (0: no limit),
+    ``max_bytes`` (the recordings a session may ask to add to; 0: no limit) and ``min_free_bytes``
+    (the disk's free space below which none starts; 0: no floor)."""
 
     directory: Optional[Path]
     all_calls: bool = False
     retention_days: float = 0.0
     max_calls: int = 0
+    max_bytes: int = 0
+    min_free_bytes: int = 0
 
     @classmethod
     def from_config(cls, config: GatewayConfig) -> RecordPolicy:
         """The policy of ``config``'s ``record_*`` settings."""
         directory = Path(config.record_dir).expanduser() if config.record_dir else None
-        return cls(directory, config.record_all_calls, config.record_retention_days, config.record_max_calls)
+        return cls(
+            directory,
+            config.record_all_calls,
+            config.record_retention_days,
+            config.record_max_calls,
+            config.record_max_bytes,
+            config.record_min_free_bytes,
+        )
 
 
 class CallRecord:
@@ -226,6 +245,41 @@ def _own_files(
         else:
             foreign.append(entry.name)
     return calls, work, foreign
+
+
+def recorded_bytes(directory: Path) -> int:
+    """The bytes of the gateway's files in ``directory``: call files and work files (not the
+    others). Blocking (one ``stat`` a file)."""
+    total = 0
+    for entry in _scan(directory) or []:
+        if _CALL_FILE.fullmatch(entry.name) or _WORK_FILE.fullmatch(entry.name):
+            try:
+                total += entry.stat().st_size
+            except OSError:
+                continue  # deleted meanwhile
+    return total
+
+
+def disk_refusal(policy: RecordPolicy) -> Optional[tuple[str, str]]:
+    """Why no new recording may start now, or None: (the setting reached, the measure for the log):
+    ``record_min_free_bytes`` when the directory's disk has less free, ``record_max_bytes`` (unless
+    every call is recorded) when its recordings take that or more. Blocking (a ``statvfs``, and a
+    scan of the directory when ``max_bytes`` is set)."""
+    directory = policy.directory
+    if directory is None:
+        return None
+    if policy.min_free_bytes > 0:
+        try:
+            free = shutil.disk_usage(directory).free
+        except OSError as exc:
+            return "record_dir", f"the record directory cannot be read: {_reason(exc)}"
+        if free < policy.min_free_bytes:
+            return "record_min_free_bytes", f"{free} bytes free, under {policy.min_free_bytes}"
+    if policy.max_bytes > 0 and not policy.all_calls:
+        used = recorded_bytes(directory)
+        if used >= policy.max_bytes:
+            return "record_max_bytes", f"the recordings take {used} bytes, at least {policy.max_bytes}"
+    return None
 
 
 def _scan(directory: Path) -> Optional[list[os.DirEntry[str]]]:

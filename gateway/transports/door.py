@@ -10,8 +10,11 @@ and so the same for every transport:
   of the server) or when no unit is idle or the compute admits no more talkers
   (:meth:`UnitPool.refusal <gateway.pool.pool.UnitPool.refusal>`): one :class:`Refused` (code
   ``server_shutdown``, ``pool_full``, ``compute_busy``), which each edge answers in its protocol
-  (HTTP 503 + ``Retry-After``, SIP 503 + ``Retry-After``). Every call admitted (``answered``) or
-  refused for want of room (``pool_full``, ``compute_busy``) is told to ``on_admission(result)``:
+  (HTTP 503 + ``Retry-After``, SIP 503 + ``Retry-After``); and a source (the client's address,
+  ``gateway.transports.sources``) that already holds ``max_sessions_per_source`` live sessions is
+  refused ``too_many_sessions`` (HTTP 429), unless it is one of ``unlimited_sources``. Every call
+  admitted (``answered``) or refused for want of room (``pool_full``, ``compute_busy``,
+  ``too_many_sessions``) is told to ``on_admission(result)``:
   the ``vg_calls_total{result}`` counter, for every transport. An edge that must check who calls
   first (HTTP: the key, so that a stranger learns nothing of the load) calls
   :meth:`Door.refuse_if_busy` after that check, before reading the offer;
@@ -49,18 +52,21 @@ from gateway.realtime.limits import SessionLimits
 from gateway.realtime.session import RealtimeSession
 from gateway.realtime.session_update import SessionUpdate
 from gateway.transports.live_session import LiveSession
+from gateway.transports.sources import SourceLimits, source_key
 from gateway.transports.transport import ServerEvent, Transport, TransportKind
 
 log = logging.getLogger(__name__)
 
 ANSWERED = "answered"  # the ``result`` of an admitted call (``on_admission``)
 SERVER_SHUTDOWN = "server_shutdown"
+TOO_MANY_SESSIONS = "too_many_sessions"  # the source holds max_sessions_per_source live sessions
 
 
 class Refused(Exception):
     """A call the door does not open now: ``code`` (``server_shutdown``: the gateway is draining;
     ``pool_full``: no unit is idle; ``compute_busy``: units are, but the compute admits no more
-    talkers), ``message`` (a sentence for the caller, the retry included) and ``retry_after_s``
+    talkers; ``too_many_sessions``: the caller's source holds as many live sessions as one may),
+    ``message`` (a sentence for the caller, the retry included) and ``retry_after_s``
     (when to try again; another instance may take the call meanwhile)."""
 
     def __init__(self, code: str, message: str, retry_after_s: int) -> None:
@@ -100,7 +106,9 @@ class Door:
         self.pool = pool
         self.config = config
         self.limits = SessionLimits.from_config(config)
+        self.source_limits = SourceLimits.from_config(config)  # raises ValueError for a bad network list
         self.sessions: dict[str, LiveSession] = {}
+        self._sources: dict[str, str] = {}  # session id -> its source's key, for the limited sources
         self._local_models = local_models
         self._draining = draining
         self.on_admission: Callable[[str], None] = lambda result: None
@@ -127,6 +135,25 @@ class Door:
         if refused is not None:
             raise self._refused(refused)
 
+    def refuse_if_source_full(self, source: Optional[str]) -> None:
+        """Raises Refused ``too_many_sessions`` (counted) when ``source`` (the client's address;
+        None: not limited, as a SIP trunk's) already holds ``max_sessions_per_source`` live sessions
+        and is none of ``unlimited_sources``. :meth:`open` checks the same again."""
+        limit = self.source_limits.max_sessions
+        if not limit or not self.source_limits.limited(source):
+            return
+        assert source is not None
+        key = source_key(source)
+        live = sum(1 for held in self._sources.values() if held == key)
+        if live >= limit:
+            self.on_admission(TOO_MANY_SESSIONS)
+            retry = self.config.retry_after_s
+            message = (
+                f"Too many sessions from one address: {key} holds {live} live sessions, the most one source may "
+                f"hold (max_sessions_per_source {limit}); retry in {retry} s, once one has ended."
+            )
+            raise Refused(TOO_MANY_SESSIONS, message, retry)
+
     def _refused(self, busy: PoolFullError) -> Refused:
         """The Refused of a claim refused by the pool (its ``code``: ``pool_full``,
         ``compute_busy``), counted."""
@@ -145,18 +172,22 @@ class Door:
         *,
         beta: bool = False,
         extensions: frozenset[str] = frozenset(),
+        source: Optional[str] = None,
     ) -> LiveSession:
         """Open a session: mint its id, claim a unit, build the transport with
         ``connect(session)`` (it may keep ``session``, but must not send yet), build the Realtime
         session (``beta``: the client asked for the beta protocol; ``extensions``: the gateway
         events it asked for), apply ``update`` (None: the configured defaults) and register it.
+        ``source``: the client's address, held to ``max_sessions_per_source`` (None: not limited).
 
         Synchronous: nothing runs between the claim and what the caller does next (a WebSocket
-        upgrade, an SDP answer). Raises Refused (:meth:`refuse_if_draining`, then the claim: see
-        :meth:`refuse_if_busy`), ClientError when ``update`` cannot apply, or whatever ``connect``
-        raises; no unit stays claimed then. An opened session is counted ``answered``.
+        upgrade, an SDP answer). Raises Refused (:meth:`refuse_if_draining`,
+        :meth:`refuse_if_source_full`, then the claim: see :meth:`refuse_if_busy`), ClientError when
+        ``update`` cannot apply, or whatever ``connect`` raises; no unit stays claimed then. An
+        opened session is counted ``answered``.
         """
         self.refuse_if_draining()
+        self.refuse_if_source_full(source)
         session_id = new_session_id(kind, self.config.instance)
         bind_call(session_id)  # log lines of this request and of the session's tasks carry it
         holder: list[LiveSession] = []
@@ -191,6 +222,9 @@ class Door:
         session.on_end = self._ended
         holder.append(session)
         self.sessions[session_id] = session
+        if self.source_limits.limited(source):
+            assert source is not None
+            self._sources[session_id] = source_key(source)
         self.on_admission(ANSWERED)
         self.on_start(session)
         return session
@@ -219,6 +253,7 @@ class Door:
 
     def _ended(self, session: LiveSession) -> None:
         self.sessions.pop(session.id, None)
+        self._sources.pop(session.id, None)
         self.on_end(session)
 
     def live(self, session_id: str) -> Optional[LiveSession]:

@@ -31,7 +31,7 @@ from gateway.pool.watchdog import watch_session
 from gateway.realtime.client_messages import RATE_LIMIT_CODE, RATE_LIMIT_TYPE, ClientEventRate, RateVerdict
 from gateway.realtime.items import ClientError
 from gateway.realtime.session import RealtimeSession
-from gateway.transports.call_record import CallRecord, RecordPolicy, prune
+from gateway.transports.call_record import CallRecord, RecordPolicy, disk_refusal, prune
 from gateway.transports.transport import ServerEvent, Transport, TransportKind
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,8 @@ class LiveSession:
         """Record the call (``on``), from the start of its timeline (``started_at``), or pause
         the recording (the pause becomes silence in the WAV). Raises ClientError (``param``
         ``session.recording``): ``recording_unavailable`` when the operator set no record
-        directory, ``recording_required`` to turn off a recording the operator makes of every
+        directory or its disk bound is reached (``call_record.disk_refusal``; a recording being made
+        goes on), ``recording_required`` to turn off a recording the operator makes of every
         call (``record_all_calls``), ``recording_failed`` when its files cannot be made."""
         policy = self.record_policy
         if policy.directory is None:
@@ -161,6 +162,12 @@ class LiveSession:
                 self.record.audio.paused = True
             return
         if self.record is None:
+            refusal = disk_refusal(policy)
+            if refusal is not None:
+                setting, measure = refusal
+                log.warning("%s: recording not started (%s): %s", self.id, setting, measure)
+                message = f"Recording is not available now: the gateway's recording storage is full (its {setting})."
+                raise ClientError(message, "recording_unavailable", "session.recording")
             try:
                 self.record = CallRecord(policy.directory, self.id, self.kind.value, self.started_at)
             except OSError as exc:

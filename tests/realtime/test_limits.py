@@ -95,6 +95,22 @@ def test_parse_update_reports_a_limit_with_its_code() -> None:
     assert raised.value.param == "session.tools[0].name"
 
 
+@pytest.mark.parametrize(
+    ("session", "param"),
+    [
+        ({"turn_detection": {"type": "server_vad", "threshold": float("nan")}}, "session.turn_detection.threshold"),
+        ({"type": "realtime", "audio": {"output": {"speed": float("inf")}}}, "session.audio.output.speed"),
+        ({"temperature": float("nan")}, "session.temperature"),  # was accepted: a NaN temperature for the LLM
+    ],
+)
+def test_a_number_that_is_not_finite_is_told_so(session: dict, param: str) -> None:
+    """NaN was answered "should be less than or equal to 1" (a NaN fails every bound), and a NaN
+    temperature passed; now each is "a finite number"."""
+    with pytest.raises(ClientError) as raised:
+        parse_update(session)
+    assert raised.value.param == param and "finite number" in str(raised.value), str(raised.value)
+
+
 # ---------------------------------------------------------------- tools
 def test_too_many_tools_are_refused() -> None:
     h = harness(SessionLimits(max_tools=3))

@@ -49,3 +49,13 @@ def test_serve_off_loopback_wants_an_api_key(monkeypatch, capsys):
     ):
         assert main(["serve", *flags, "--llm-model", "/no/such/model.gguf"]) == 1, flags
         assert "without an API key" not in capsys.readouterr().err
+
+
+def test_serve_refuses_a_source_list_that_is_no_network_before_loading(monkeypatch, capsys):
+    """A ``--trusted-proxies`` / ``--unlimited-sources`` entry that is no address or network stops
+    ``voice-gateway serve`` at once (exit 2, naming the setting), not with a traceback at start-up."""
+    from gateway.cli import main
+
+    for flag in ("--trusted-proxies", "--unlimited-sources"):
+        assert main(["serve", flag, "10.0.0.0/8, gateway.example", "--llm-model", "/no/such/model.gguf"]) == 2
+        assert f"{flag[2:].replace('-', '_')} 'gateway.example'" in capsys.readouterr().err

@@ -23,38 +23,24 @@ RTP latching (RFC 4961 symmetric RTP; ``sip_rtp_latch``):
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from typing import Optional
 
+from gateway.transports.sources import IpNetwork, in_networks, parse_networks
+
 LATCH_MODES = ("signalling", "sdp", "any")
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def trusted_networks(text: str) -> tuple[IpNetwork, ...]:
     """``"127.0.0.0/8, ::1, 192.0.2.10"`` -> the networks (an address alone is a /32 or /128);
     "" -> none. Raises ValueError naming an entry that is neither an address nor a network."""
-    networks = []
-    for entry in (part.strip() for part in text.split(",")):
-        if not entry:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(entry, strict=False))
-        except ValueError:
-            raise ValueError(f"sip_trusted {entry!r}: use IP addresses or CIDR networks, comma-separated") from None
-    return tuple(networks)
+    return parse_networks(text, "sip_trusted")
 
 
 def is_trusted(address: str, networks: Iterable[IpNetwork]) -> bool:
     """Whether the IP ``address`` (an IPv4-mapped IPv6 one is taken as IPv4) is in ``networks``;
     False for anything that is not an IP address."""
-    try:
-        ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip.version == network.version and ip in network for network in networks)
+    return in_networks(address, networks)
 
 
 def latch_mode(text: str) -> str:

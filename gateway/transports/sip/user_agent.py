@@ -3,7 +3,8 @@
 
 Incoming call (RFC 3261 13.3): ``100 Trying`` at once; an offer that cannot be answered gets
 ``488`` (no codec, no usable SRTP key, plain RTP where ``sip_srtp`` requires SRTP:
-``gateway.transports.sip.sdp``); a call the door refuses (a draining gateway, a full pool, busy compute:
+``gateway.transports.sip.sdp``); a call the door refuses (a draining gateway, a full pool, busy compute,
+a source that is no ``sip_trusted`` one holding ``max_sessions_per_source`` calls:
 ``gateway.transports.door.Refused``) ``503`` with ``Retry-After`` (a proxy or trunk tries another
 gateway) and the refusal's code in a ``Warning``; else a unit is claimed,
 ``180 Ringing`` sent and the backend told with a signed ``realtime.call.incoming`` webhook
@@ -314,8 +315,10 @@ class SipUserAgent:
             calls.append(call)
             return call
 
+        # a sip_trusted source is a trunk or proxy carrying many callers: no per-source limit
+        limited = None if is_trusted(source, self.trusted) else source
         try:
-            self._door.open(TransportKind.SIP, None, connect)
+            self._door.open(TransportKind.SIP, None, connect, source=limited)
         except Refused as refused:
             log.info("INVITE refused (%s): %s", refused.code, refused)
             transaction.respond(refused_response(invite, refused))

@@ -60,15 +60,20 @@ UNDECLARED_MAX_MESSAGE_BYTES = 65536
 
 
 async def open_call(
-    door: Door, offer_sdp: str, update: Optional[SessionUpdate], *, extensions: frozenset[str] = frozenset()
+    door: Door,
+    offer_sdp: str,
+    update: Optional[SessionUpdate],
+    *,
+    extensions: frozenset[str] = frozenset(),
+    source: Optional[str] = None,
 ) -> tuple[LiveSession, str]:
-    """Check the SDP offer, open a session through ``door`` on a new call, answer the offer.
-    Returns (session, SDP answer).
+    """Check the SDP offer, open a session through ``door`` on a new call (``source``: the
+    client's address, :meth:`Door.open`), answer the offer. Returns (session, SDP answer).
 
     Raises OfferError (no unit claimed for an unusable offer; a claimed one is released when aiortc
-    refuses the offer), Refused (draining, no unit, no compute) and what else :meth:`Door.open` raises;
-    any other exception of answering is re-raised after the call is hung up (the HTTP layer's 500,
-    logged).
+    refuses the offer), Refused (draining, too many sessions, no unit, no compute) and what else
+    :meth:`Door.open` raises; any other exception of answering is re-raised after the call is hung
+    up (the HTTP layer's 500, logged).
     """
     offer = check_offer(offer_sdp, door.config.max_offer_bytes)
     calls: list[WebRTCCall] = []
@@ -77,7 +82,7 @@ async def open_call(
         calls.append(WebRTCCall(session, door.config))
         return calls[0]
 
-    session = door.open(TransportKind.WEBRTC, update, connect, extensions=extensions)
+    session = door.open(TransportKind.WEBRTC, update, connect, extensions=extensions, source=source)
     try:
         answer = await calls[0].answer(offer)
     except Exception as exc:

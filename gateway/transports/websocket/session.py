@@ -44,18 +44,24 @@ _CLOSE_CODES = {EndReason.SERVER_SHUTDOWN: WSCloseCode.GOING_AWAY, EndReason.SER
 
 
 def open_websocket_session(
-    door: Door, update: Optional[SessionUpdate], *, beta: bool = False, extensions: frozenset[str] = frozenset()
+    door: Door,
+    update: Optional[SessionUpdate],
+    *,
+    beta: bool = False,
+    extensions: frozenset[str] = frozenset(),
+    source: Optional[str] = None,
 ) -> tuple[LiveSession, WebSocketTransport]:
     """Open a session through ``door`` on a new WebSocket leg (not connected yet: see
     :meth:`WebSocketTransport.serve`). Synchronous, so nothing runs between the claim and the
-    upgrade that follows. Raises what :meth:`Door.open` raises (Refused: draining, no unit, no compute)."""
+    upgrade that follows. ``source``: the client's address (:meth:`Door.open`). Raises what
+    :meth:`Door.open` raises (Refused: draining, too many sessions from ``source``, no unit, no compute)."""
     legs: list[WebSocketTransport] = []
 
     def connect(session: LiveSession) -> WebSocketTransport:
         legs.append(WebSocketTransport(session))
         return legs[0]
 
-    session = door.open(TransportKind.WEBSOCKET, update, connect, beta=beta, extensions=extensions)
+    session = door.open(TransportKind.WEBSOCKET, update, connect, beta=beta, extensions=extensions, source=source)
     return session, legs[0]
 
 
