@@ -38,6 +38,13 @@ API_KEY_PROTOCOL = "openai-insecure-api-key."  # + the key: the browser form of 
 BETA_PROTOCOL = "openai-beta.realtime-v1"
 
 
+def client_gone() -> web.Response:
+    """What a handler returns for a client that went away before its answer was written: aiohttp
+    fails to write it too and drops the connection without a log line (nginx's 499, "client closed
+    request", in the access log). Raising the write error instead logged it as a server fault."""
+    return web.Response(status=499, reason="Client Closed Request")
+
+
 def offered_protocols(request: web.Request) -> list[str]:
     """The subprotocols of ``Sec-WebSocket-Protocol``, in the client's order."""
     header = request.headers.get("Sec-WebSocket-Protocol", "")
@@ -91,7 +98,10 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
         raise
     try:
         await ws.prepare(request)
-    except BaseException:  # the client went away during the upgrade
+    except ConnectionError:  # the client went away during the upgrade: no fault, nothing to answer
+        await session.hangup(EndReason.WEBSOCKET_CLOSED)
+        return client_gone()
+    except BaseException:
         await session.hangup(EndReason.WEBSOCKET_CLOSED)
         raise
     await leg.serve(ws)
@@ -109,7 +119,10 @@ async def sideband(
     call = door.live(call_id)
     if call is None or call.kind is TransportKind.WEBSOCKET:  # a sideband steers a call with its media elsewhere
         raise ApiError(404, f"no call {call_id}", "call_not_found", param="call_id")
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionError:  # the client went away during the upgrade
+        return client_gone()
     await serve_sideband(door, call, ws)
     return ws
 

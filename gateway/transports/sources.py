@@ -46,9 +46,17 @@ def parse_networks(text: str, setting: str) -> tuple[IpNetwork, ...]:
 
 
 def _address(text: str) -> Optional[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    """The IP address ``text`` names (brackets and a zone dropped, IPv4-mapped as IPv4), else None."""
+    """The IP address ``text`` names (brackets, a port and a zone dropped, IPv4-mapped as IPv4),
+    else None. Some proxies write the client's port too (``203.0.113.7:51234``,
+    ``[2001:db8::7]:51234``: Azure Application Gateway, IIS ARR): a new one each connection, so
+    the port must not make a source of its own."""
+    host = text.strip()
+    if host.startswith("["):  # [IPv6] or [IPv6]:port
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:  # IPv4:port (an IPv6 address has two colons or more)
+        host = host.partition(":")[0]
     try:
-        ip = ipaddress.ip_address(text.strip().strip("[]").split("%")[0])
+        ip = ipaddress.ip_address(host.split("%")[0])
     except ValueError:
         return None
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
