@@ -148,13 +148,7 @@ async def test_a_backchannel_in_two_parts_leaves_the_answer_playing(
         client.say(two_parts(caller_speech("Okay."), caller_speech("Okay."), 350))
         await client.wait_for("gateway.barge_in", timeout=20, after=mark)
         await asyncio.sleep(4.0)  # both parts in and decided, a response to them begun
-        decided = [(e["decision"], e["transcript"]) for e in client.of_type("gateway.barge_in", after=mark)]
-        log = [r.getMessage() for r in caplog.records if r.name == "gateway.pipeline.vad" and "barge-in" in r.msg]
-        assert {decision for decision, _ in decided} == {"resumed"}, (decided, log)
-        after = client.events[mark:]
-        assert not [e for e in after if e["type"] in TURN_EVENTS], ([e["type"] for e in after], log)
-        done = [e for e in client.of_type("response.done") if e["response"]["id"] == answer]
-        assert not [e for e in done if e["response"]["status"] == "cancelled"]
+        assert_resumed(client, mark, answer, barge_in_log(caplog))
         await client.hangup()
 
 
@@ -178,12 +172,23 @@ async def test_a_backchannel_with_pauses_inside_one_held_turn_leaves_the_answer_
         client.say(two_parts(two_parts(okay, okay, 400), okay, 400))
         await client.wait_for("gateway.barge_in", timeout=20, after=mark)
         await asyncio.sleep(4.0)  # all three in and decided, a response to them begun
-        decided = [(e["decision"], e["transcript"]) for e in client.of_type("gateway.barge_in", after=mark)]
-        log = [r.getMessage() for r in caplog.records if r.name == "gateway.pipeline.vad" and "barge-in" in r.msg]
+        log = barge_in_log(caplog)
         assert not [m for m in log if "joined" in m], ("the turn ended at a pause: not one held turn", log)
-        assert {decision for decision, _ in decided} == {"resumed"}, (decided, log)
-        after = client.events[mark:]
-        assert not [e for e in after if e["type"] in TURN_EVENTS], ([e["type"] for e in after], log)
-        done = [e for e in client.of_type("response.done") if e["response"]["id"] == answer]
-        assert not [e for e in done if e["response"]["status"] == "cancelled"]
+        assert_resumed(client, mark, answer, log)
         await client.hangup()
+
+
+def barge_in_log(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The VAD stage's barge-in log lines (what the probes heard), shown when an assertion fails."""
+    return [r.getMessage() for r in caplog.records if r.name == "gateway.pipeline.vad" and "barge-in" in r.msg]
+
+
+def assert_resumed(client: RealtimeClient, mark: int, answer: str, log: list[str]) -> None:
+    """Every barge-in after event ``mark`` was decided "resumed": no turn events, and the answer
+    (response ``answer``) was not cancelled."""
+    decided = [(e["decision"], e["transcript"]) for e in client.of_type("gateway.barge_in", after=mark)]
+    assert {decision for decision, _ in decided} == {"resumed"}, (decided, log)
+    after = client.events[mark:]
+    assert not [e for e in after if e["type"] in TURN_EVENTS], ([e["type"] for e in after], log)
+    done = [e for e in client.of_type("response.done") if e["response"]["id"] == answer]
+    assert not [e for e in done if e["response"]["status"] == "cancelled"]
