@@ -65,6 +65,8 @@ SRTP_PROFILES = ("RTP/SAVP", "RTP/SAVPF")
 # is ``required`` for a call over TLS or to a ``sips:`` URI, ``optional`` otherwise.
 SRTP_POLICIES = ("required", "optional", "off")
 SRTP_SETTINGS = ("auto", *SRTP_POLICIES)
+# The most characters of a 488's Warning text: its message quotes the offer, which may be long.
+MAX_WARNING_TEXT = 200
 
 
 class SdpError(ValueError):
@@ -80,8 +82,11 @@ class SdpError(ValueError):
 
     @property
     def warning(self) -> str:
-        """The ``Warning`` header value of its 488 (RFC 3261 20.43)."""
-        return f'{self.warning_code} voice-gateway "{self}"'
+        """The ``Warning`` header value of its 488 (RFC 3261 20.43): the message, which may quote the
+        offer, as one quoted-string (its ``"`` and ``\\`` escaped, RFC 3261 25.1), cut to
+        :data:`MAX_WARNING_TEXT` characters."""
+        text = str(self)[:MAX_WARNING_TEXT].replace("\\", "\\\\").replace('"', '\\"')
+        return f'{self.warning_code} voice-gateway "{text}"'
 
 
 def srtp_setting(text: str) -> str:

@@ -184,6 +184,17 @@ def test_a_hostname_as_connection_address_gets_a_reason_phrase_and_warning_301()
     assert refused.value.warning.startswith('301 voice-gateway "connection address')
 
 
+def test_a_warning_quoting_the_offer_stays_one_quoted_string():
+    """The 488's Warning text quotes the offer: a ``"`` or ``\\`` in it is escaped (RFC 3261 25.1
+    quoted-pair) and a long line is cut, so a peer parses one warn-text. Failed before: the text
+    closed its quotes early (``... "c=IN IP4 a"b" ...``) and 2 KB of offer were echoed."""
+    with pytest.raises(SdpError) as refused:
+        parse_offer('v=0\r\nc=IN IP4 a"b\\' + "x" * 2000 + "\r\nm=audio 4000 RTP/AVP 0\r\n")
+    warning = refused.value.warning
+    assert re.fullmatch(r'\d{3} voice-gateway "(?:[^"\\]|\\.)*"', warning), warning
+    assert '\\"b\\\\' in warning and len(warning) < 260
+
+
 # ----- RtpStream.move -----
 def test_a_stream_moved_to_the_same_address_logs_no_move(caplog: pytest.LogCaptureFixture):
     """A stream brought back at the address it had latches anew but has not moved. Failed before:
