@@ -67,9 +67,14 @@ DECISION_BUDGET_SHARE = 0.5
 # decision): the tools' purposes, as something it cannot do now. Without it the words prompt lists no
 # tools and the model claimed the action ("Sure, I'll add milk to your shopping list.") or invented
 # the data (h40, docs/BENCHMARKS.md). Purposes, not names: a name read out would be tool text.
+# Restricted to messages that ask to *do* one of them (h41): the earlier wording ("If the message asks
+# for one of them... otherwise answer it") refused a thanks and let a price follow "I cannot".
 UNABLE = (
-    "For this message you cannot do any of these things now: {purposes}. If the message asks for one "
-    "of them, say briefly that you cannot do it right now, and do not say it is done; otherwise answer it."
+    "You cannot use these services right now: {purposes}. Only if the message asks you to do one of "
+    "these things for the user (the action itself, or its live data such as a price, a status or "
+    "today's news), say briefly that you cannot do it right now; never say it is done and never give "
+    "a value you could not know. Anything else (thanks, greetings, questions, a request you can answer "
+    "yourself) you answer as usual."
 )
 _PURPOSE_CHARS = 160  # of each tool's description in :data:`UNABLE`
 # A call under "auto" whose every argument value holds a token the model gave less than this
