@@ -4,6 +4,7 @@ in words under "auto" claim an action or state live data it could not have?
 
     .venv/bin/python scripts/bench_starved.py                   # TUNING questions, plain and app
     .venv/bin/python scripts/bench_starved.py --styles plain
+    .venv/bin/python scripts/bench_starved.py --every 3 --offset 1   # another third of TUNING
 
 Straight through the configured LanguageModel (``VG_*`` variables apply), on the TUNING questions of
 ``scripts/tool_questions.py`` only, with the engine's ``decision_budget_share`` set to 0 so every
@@ -79,8 +80,9 @@ def main() -> int:
     parser.add_argument("--styles", default="plain,app", help=f"tuning instruction styles ({', '.join(TUNING_STYLES)})")
     parser.add_argument("--max-tokens", type=int, default=40, help="cut replies at this many tokens")
     parser.add_argument("--every", type=int, default=1, help="every n-th tuning question only (a loaded box)")
+    parser.add_argument("--offset", type=int, default=0, help="with --every: start at this question (0-based)")
     args = parser.parse_args()
-    questions = TUNING[:: args.every]
+    questions = TUNING[args.offset :: args.every]
     llm: Any = load_engine()
     llm.decision_budget_share = 0.0  # every decision starves: "auto" answers in words
     decode_line(llm)

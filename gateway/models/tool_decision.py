@@ -17,6 +17,9 @@ value holds a token the model gave under :data:`INVENTED_LOGPROB` (:func:`invent
 held nothing to fill them and the model made them up (a knowledge question near a tool's subject:
 "How long is a flight from London to New York?" -> ``check_flight("G678")``), so the turn is
 answered in words.
+With :data:`HEARD_CHECK` so is a call with a string value whose words were said nowhere in the
+conversation, derived values aside (:mod:`gateway.models.heard_values`): the model can be sure of a
+value nobody gave ("How much does a taxi ride usually cost per mile?" -> ``order_taxi("New York")``).
 
 After a tool's output (``function_call_output``) the step decides again (with the earlier prompt:
 no examples, ``none``, :data:`CHAIN_CALL_THRESHOLD`), on the caller's
@@ -64,9 +67,14 @@ DECISION_BUDGET_SHARE = 0.5
 # decision): the tools' purposes, as something it cannot do now. Without it the words prompt lists no
 # tools and the model claimed the action ("Sure, I'll add milk to your shopping list.") or invented
 # the data (h40, docs/BENCHMARKS.md). Purposes, not names: a name read out would be tool text.
+# Restricted to messages that ask to *do* one of them (h41): the earlier wording ("If the message asks
+# for one of them... otherwise answer it") refused a thanks and let a price follow "I cannot".
 UNABLE = (
-    "For this message you cannot do any of these things now: {purposes}. If the message asks for one "
-    "of them, say briefly that you cannot do it right now, and do not say it is done; otherwise answer it."
+    "You cannot use these services right now: {purposes}. Only if the message asks you to do one of "
+    "these things for the user (the action itself, or its live data such as a price, a status or "
+    "today's news), say briefly that you cannot do it right now; never say it is done and never give "
+    "a value you could not know. Anything else (thanks, greetings, questions, a request you can answer "
+    "yourself) you answer as usual."
 )
 _PURPOSE_CHARS = 160  # of each tool's description in :data:`UNABLE`
 # A call under "auto" whose every argument value holds a token the model gave less than this
@@ -74,6 +82,12 @@ _PURPOSE_CHARS = 160  # of each tool's description in :data:`UNABLE`
 # fills it ("How long is a flight from London to New York?" -> check_flight("G678"): -1.88), so the
 # turn is answered in words (:func:`invented`; tuning: values taken from the message >= -0.72).
 INVENTED_LOGPROB = math.log(0.25)
+# A call under "auto" with a string value whose words were said nowhere in the conversation (but for
+# derived values: codes, numbers, times, translations; :mod:`gateway.models.heard_values`) is
+# answered in words too: "How much does a taxi ride usually cost per mile?" -> order_taxi("New
+# York"), a value the model was sure of (tuning at 0.7: 68 -> 69 of 73 under plain and app
+# instructions, no need lost; h41, docs/BENCHMARKS.md; ``bench_tools.py --calibrate``, last column).
+HEARD_CHECK = True
 _OUTPUT_CHARS = 600  # of each tool output shown to the decision (a long output is cut)
 
 # Worked examples with made-up functions that no app has (so none can be recited or called): a
@@ -131,6 +145,7 @@ class Decision:
     call: Optional[ToolCall] = None
     grounding: Optional[float] = None
     words: str = WORDS  # the name of the words option among ``scores``
+    unheard: Optional[list[str]] = None  # the call's values not heard (:func:`heard_values.unheard`)
 
 
 def words_option(tools: list[FunctionTool], chained: bool = False) -> str:
@@ -224,13 +239,18 @@ def decide(scores: dict[str, float], threshold: float = CALL_THRESHOLD, words: s
     return Decision(tool, share, scores, likeliest=likeliest, words=words)
 
 
-def auto_call(decision: Decision, threshold: float = CALL_THRESHOLD, floor: float = INVENTED_LOGPROB) -> Optional[str]:
+def auto_call(
+    decision: Decision, threshold: float = CALL_THRESHOLD, floor: float = INVENTED_LOGPROB, heard: bool = HEARD_CHECK
+) -> Optional[str]:
     """The tool a first decision under "auto" ends in a call of, at ``threshold`` and invented-value
     ``floor``: the tool :func:`decide` names from ``decision.scores``, unless its generated call
-    (``decision.call``, with its ``grounding``) was cut short (no call) or is invented (words, as
-    the engine does). For calibration: the product's outcome at other settings, from one run."""
+    (``decision.call``, with its ``grounding``) was cut short (no call), is invented or (``heard``)
+    holds a value not heard (``decision.unheard``): words, as the engine does. For calibration: the
+    product's outcome at other settings, from one run."""
     tool = decide(decision.scores, threshold, decision.words).tool if decision.scores else None
     if tool is None or decision.call is None or made_up(decision.grounding, floor):
+        return None
+    if heard and decision.unheard:
         return None
     return tool
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from gateway.models.base import ChatMessage, Generation, GenerationOptions, LanguageModelError, ToolCall
 from gateway.models.compute.engine_queue import Turn
+from gateway.models.heard_values import unheard
 from gateway.models.llama_cpp.chat_format import ChatFormat
 from gateway.models.llama_cpp.grammar_sampler import GrammarSampler, sample_token
 from gateway.models.llama_cpp.holds import SequenceLease
@@ -30,6 +31,7 @@ from gateway.models.llama_cpp.option_scores import score_options, token_logprob
 from gateway.models.tool_calls import allowed_tools, call_schema, classify_start, complete_json, new_call_id, parse_call
 from gateway.models.tool_decision import (
     CHAIN_CALL_THRESHOLD,
+    HEARD_CHECK,
     MAX_CHAIN_CALLS,
     Decision,
     chain_since_request,
@@ -147,6 +149,8 @@ class GenerationRun:
                 log.debug("tool call %s repeats the chain's: answered in words", called.tool_calls[0].name)
             elif self.judged and invented(self.call_pieces):
                 log.debug("tool call %s has only invented arguments: answered in words", called.tool_calls[0].name)
+            elif self.judged and HEARD_CHECK and unheard(called.tool_calls[0], tools[0], messages):
+                log.debug("tool call %s has a value nobody said: answered in words", called.tool_calls[0].name)
             else:
                 return called
             may_call = False
@@ -196,9 +200,12 @@ class GenerationRun:
         if decision is None or decision.likeliest is None or decision.call_probability < call_from:
             return decision
         self.judged = choice == "auto" and not chain_since_request(messages)
-        made = self.make_call(messages, [t for t in tools if t.name == decision.likeliest])
+        made_tool = [t for t in tools if t.name == decision.likeliest]
+        made = self.make_call(messages, made_tool)
         decision.call = made.tool_calls[0] if made.tool_calls else None
         decision.grounding = grounding(self.call_pieces) if self.judged else None
+        if self.judged and decision.call is not None:
+            decision.unheard = unheard(decision.call, made_tool[0], messages)
         return decision
 
     def _decide(self, messages: list[ChatMessage], tools: list, choice: str) -> Optional[Decision]:

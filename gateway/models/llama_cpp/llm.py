@@ -29,7 +29,8 @@ One generation, on its leased KV sequence (:class:`~gateway.models.llama_cpp.gen
    bounded, see ``tool_decision``). A call is generated as a bare call object after the prompt
    listing only that tool, under the grammar of its JSON schema (``LlamaGrammar.from_json_schema``,
    ``grammar_sampler``); call text is never streamed; under "auto" a call whose every argument value
-   the model made up (``tool_decision.invented``) is answered in words instead. A reply in words is
+   the model made up (``tool_decision.invented``), or (``tool_decision.HEARD_CHECK``) with a value
+   whose words nobody said (``heard_values.unheard``), is answered in words instead. A reply in words is
    read from a prompt that lists no tools, so it cannot recite them.
 
 Threads, per step (``threads``, :class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` (2) for a
