@@ -86,8 +86,10 @@ INVENTED_LOGPROB = math.log(0.25)
 # derived values: codes, numbers, times, translations; :mod:`gateway.models.heard_values`) is
 # answered in words too: "How much does a taxi ride usually cost per mile?" -> order_taxi("New
 # York"), a value the model was sure of (tuning at 0.7: 68 -> 69 of 73 under plain and app
-# instructions, no need lost; h41, docs/BENCHMARKS.md; ``bench_tools.py --calibrate``, last column).
-HEARD_CHECK = True
+# instructions, no need lost; ``bench_tools.py --calibrate``, last column). OFF: on held-out
+# material it cost needs (the issue's probe 12 -> 10 of 12, bookings at "nine"; FRESH 92.7 -> 85.4 %,
+# every create_reminder lost; docs/BENCHMARKS.md, h41): its derived-value rules know too few times.
+HEARD_CHECK = False
 _OUTPUT_CHARS = 600  # of each tool output shown to the decision (a long output is cut)
 
 # Worked examples with made-up functions that no app has (so none can be recited or called): a
