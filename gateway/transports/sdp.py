@@ -41,7 +41,11 @@ from gateway.media.codecs import STATIC_PAYLOAD_TYPES, Codec, find_codec
 _LINE = re.compile(r"^[a-z]=")
 _M_LINE = re.compile(r"^m=(\S+) (\S+) (\S+)((?: \S+)+)$")
 _CONNECTION = re.compile(r"^IN (IP4|IP6) ([^ ]+)$")
-_TOKEN_PROTO = re.compile(r"^[A-Z/]+$")
+# RFC 8866 5.14/9: proto = token *("/" token), here in capitals only, as aiortc parses it
+# (``[A-Z/]+``): RFC 8866's lowercase ``udp`` (and T.38's ``udptl``) are not read.
+_PROTO = re.compile(r"[A-Z]+(?:/[A-Z]+)*")
+# RFC 8866 9: token = 1*token-char (media, fmt, and each part of proto; RFC 5888's identification-tag)
+_TOKEN = re.compile(r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+")
 _SETUP_VALUES = ("active", "passive", "actpass")
 DIRECTIONS = ("sendrecv", "sendonly", "recvonly", "inactive")
 # The RTP payload type is 7 bits (RFC 3550 5.1); 72..76 collide with RTCP packet types (RFC 5761 4).
@@ -52,6 +56,23 @@ def is_digits(text: str) -> bool:
     """Whether ``text`` is one or more ASCII digits (``str.isdigit`` also takes '²', which ``int``
     refuses, and other scripts' digits)."""
     return text.isascii() and text.isdigit()
+
+
+def is_token(text: str) -> bool:
+    """Whether ``text`` is an RFC 8866 ``token`` (section 9: media, fmt, an identification-tag)."""
+    return _TOKEN.fullmatch(text) is not None
+
+
+def is_proto(text: str) -> bool:
+    """Whether ``text`` is a transport protocol of an ``m=`` line as this grammar reads it (RFC 8866
+    5.14 ``token *("/" token)``, in capitals as aiortc parses it: ``RTP/AVP``, ``UDP/TLS/RTP/SAVPF``)."""
+    return _PROTO.fullmatch(text) is not None
+
+
+def is_payload_type(text: str) -> bool:
+    """Whether ``text`` is an RTP payload type an ``m=audio``/``m=video`` line may list: 0..127
+    (RFC 3550 5.1: 7 bits), not 72..76 (they collide with RTCP packet types, RFC 5761 4)."""
+    return is_digits(text) and int(text) <= _MAX_PAYLOAD_TYPE and int(text) not in rtp.FORBIDDEN_PAYLOAD_TYPES
 
 
 # ----- the reader -----
@@ -162,8 +183,9 @@ class SdpMedia(SdpSection):
 
     @property
     def payload_types(self) -> list[int]:
-        """The formats that are RTP payload types (0..127), in the offer's order of preference."""
-        return [int(fmt) for fmt in self.formats if is_digits(fmt) and int(fmt) <= _MAX_PAYLOAD_TYPE]
+        """The formats that are RTP payload types (:func:`is_payload_type`: 0..127 but 72..76), in
+        the offer's order of preference."""
+        return [int(fmt) for fmt in self.formats if is_payload_type(fmt)]
 
     def rtpmaps(self) -> dict[int, RtpMap]:
         """{payload type: what it stands for}: its ``a=rtpmap`` lines (the last for a payload
@@ -353,7 +375,7 @@ def _media_line(line: str) -> tuple[Optional[str], Optional[str]]:
         return kind, "a port count ('<port>/<number of ports>', RFC 8866 5.14) is not supported here"
     if not _is_int(port, 0, 65535):
         return kind, f"the port must be a number 0..65535, not {port[:20]!r}"
-    if not _TOKEN_PROTO.match(proto):
+    if not is_proto(proto):
         return kind, f"unknown transport protocol {proto[:30]!r} (e.g. UDP/TLS/RTP/SAVPF, UDP/DTLS/SCTP)"
     if kind in ("audio", "video"):
         for fmt in formats:

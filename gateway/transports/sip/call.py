@@ -37,6 +37,7 @@ from gateway.transports.sip.rtp import RtpStream
 from gateway.transports.sip.sdp import (
     AudioOffer,
     SdpError,
+    added_stream,
     build_answer,
     media_lines,
     new_origin,
@@ -282,38 +283,42 @@ class SipCall:
         """The answer to a re-INVITE (RFC 3264 8): a session refresh repeats the answer; an offer
         with a new media address or port moves the RTP there (:meth:`RtpStream.move`; not an
         unspecified address ``c=0.0.0.0``: the old way to hold); a new direction is mirrored and
-        followed (:meth:`_follow_direction`: hold and resume), and so is its ``telephone-event``;
-        new SRTP keys (RFC 4568 7.1.4) re-key what comes in and are answered with the offer's tag
-        and our key. An offer whose
-        audio stream has port 0 removes it (RFC 3264 8.2, not a hold): answered with port 0, no
-        media flows and the media timeout runs (:meth:`_remove_stream`); a later offer with a port
-        brings a stream back, latched anew. The audio stream is read at the call's m-line position
-        (``offer.slot``: RFC 3264 8, positions are fixed for the session; another media type
-        there removes it too); every other m-line, those added at the end included, is answered
-        with port 0 (RFC 3264 6). An offer that removes the call's stream and offers another
-        audio stream the gateway can answer (RFC 3264 8.2 and 8.3: a new stream, usually added at
-        the end; a bridge replacing its leg) moves the call to that one: its m-line becomes the
-        call's slot, the RTP moves there and latches anew, as for a stream brought back (under SRTP
-        with a new inbound session: its sequence numbers may start again). An answer that changed
-        takes the ``o=`` version one up. A re-INVITE without SDP gets the current answer. Raises
-        SdpError (-> 488, the call goes on as it was) for an offer that cannot be answered, or
-        that changes the codec or drops or adds SRTP (not supported mid-call; a new stream too),
-        or that has fewer m-lines than the session."""
+        followed (:meth:`_follow_direction`: hold and resume), and so are its voice codec (at the
+        call's clock rate: PCMU and PCMA, or Opus under another payload type; the offer's order,
+        RFC 3264 8.3.2, answered and sent from the answer on, :meth:`RtpStream.use_codec`) and its
+        ``telephone-event``; new SRTP keys (RFC 4568 7.1.4) re-key what comes in and are answered
+        with the offer's tag and our key. The answer's ``a=ptime:20`` is what the gateway sends
+        whatever the offer's ``a=ptime`` (RFC 8866 6.4: a recommendation), as at the INVITE.
+        An offer whose audio stream has port 0 removes it (RFC 3264 8.2, not a hold): answered
+        with port 0, no media flows and the media timeout runs (:meth:`_remove_stream`); a later
+        offer with a port brings a stream back, latched anew. The audio stream is read at the
+        call's m-line position (``offer.slot``: RFC 3264 8, positions are fixed for the session;
+        another media type there removes it too); every other m-line, those added at the end
+        included, is answered with port 0 (RFC 3264 6). An offer that removes the call's stream
+        and adds another audio stream the gateway can answer (RFC 3264 8.1: below the previous
+        offer's m-lines or in a slot it disabled; a bridge replacing its leg; :func:`added_stream`:
+        a stream answered with port 0 before stays rejected) moves the call to that one: its m-line
+        becomes the call's slot, the RTP moves there and latches anew, as for a stream brought
+        back (under SRTP with a new inbound session: its sequence numbers may start again). An
+        answer that changed takes the ``o=`` version one up. A re-INVITE without SDP gets the
+        current answer. Raises SdpError (-> 488, the call goes on as it was) for an offer that
+        cannot be answered, or that offers no voice codec at the call's clock rate (Opus <->
+        G.711) or drops or adds SRTP (not supported mid-call; a new stream too), or that has fewer
+        m-lines than the session."""
         if request.content_type != "application/sdp" or not request.body:
             return self.answer_sdp
         sdp = request.body.decode("utf-8", "replace")
         lines = media_lines(sdp, at_least=len(self.offer.lines))
+        rate = self.offer.voice.clock_rate
         if removed_stream(sdp, self.offer.slot):
-            try:  # another audio stream offered (the call's, with port 0, is not taken)
-                offer = parse_offer(sdp, self.srtp_policy)
+            try:  # an audio stream the offer adds (the call's, with port 0, is not taken)
+                offer = added_stream(sdp, self.offer.lines, self.srtp_policy, rate)
             except SdpError:
                 self._remove_stream()
                 self.offer = replace(self.offer, lines=lines)
                 return self._answer()
         else:
-            offer = parse_offer(sdp, self.srtp_policy, slot=self.offer.slot)
-        if (offer.payload_type, offer.codec) != (self.offer.payload_type, self.offer.codec):
-            raise SdpError(f"a codec change mid-call ({self.offer.codec} -> {offer.codec}) is not supported")
+            offer = parse_offer(sdp, self.srtp_policy, slot=self.offer.slot, clock_rate=rate)
         current, offered = self.offer.keys, offer.keys
         if (current is None) != (offered is None):
             raise SdpError("turning SRTP on or off mid-call is not supported")
@@ -330,16 +335,19 @@ class SipCall:
         elif self.rtp.removed:
             log.info("call %s: the audio stream is back (%s:%d)", self.id, offer.address, offer.port)
         self.rtp.removed = False
-        # telephone-event as offered now (its payload type may change, a new stream's often does):
-        # an answer lists only the offer's formats (RFC 3264 6.1)
+        # the voice codec and telephone-event as offered now (a payload type may change, a new
+        # stream's often does): the answer lists only the offer's formats (RFC 3264 6.1) and the
+        # gateway sends in them from its answer on (8.3.2)
+        self.rtp.use_codec(offer.payload_type, offer.voice)
         self.rtp.telephone_event = offer.telephone_event
         self.rtp.telephone_event_rate = offer.telephone_event_rate
         self.offer = replace(
             self.offer,
             direction=offer.direction,
             lines=offer.lines,
-            bundle=offer.bundle,
             slot=offer.slot,
+            payload_type=offer.payload_type,
+            voice=offer.voice,
             telephone_event=offer.telephone_event,
             telephone_event_rate=offer.telephone_event_rate,
         )

@@ -46,7 +46,7 @@ import av
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from gateway.media.codecs import SIP, STATIC_PAYLOAD_TYPES, Codec
+from gateway.media.codecs import SIP, STATIC_PAYLOAD_TYPES, Codec, PayloadDecoder, PayloadEncoder
 from gateway.media.dtmf import KeyPress, KeyPressDetector
 from gateway.media.resample import Resampler
 from gateway.transports.sip.srtp import SrtpContext
@@ -160,11 +160,15 @@ class RtpStream:
             or codec.encoder is None
         ):
             raise ValueError(f"payload type {payload_type}: not a voice codec of RTP here (PCMU, PCMA, opus)")
-        self.payload_type = payload_type
         self.clock_rate = codec.clock_rate
         self.packet_samples = codec.clock_rate * PACKET_MS // 1000
-        self._max_payload = MAX_PAYLOAD_BYTES.get(codec.encoding, 480)
-        self._decode, self._encode = codec.decoder(), codec.encoder()
+        # {voice payload type: (its decoder, its longest payload)}: the codec's, and while a
+        # re-INVITE changes it, the one before (RFC 3264 8.3.2: packets in flight still come in it)
+        self._voices: dict[int, tuple[PayloadDecoder, int]] = {}
+        self.payload_type = payload_type
+        self.codec = codec
+        self._encode: PayloadEncoder = codec.encoder()
+        self._voices[payload_type] = (codec.decoder(), MAX_PAYLOAD_BYTES.get(codec.encoding, 480))
         self.telephone_event = telephone_event
         self.telephone_event_rate = telephone_event_rate
         self.srtp = srtp
@@ -223,7 +227,7 @@ class RtpStream:
             if self.latched and source == self.remote and self._authentic_rtcp(data, source):
                 self.packets += 1  # RTCP from the caller
             return
-        if packet.payload_type not in (self.payload_type, self.telephone_event):
+        if packet.payload_type != self.telephone_event and packet.payload_type not in self._voices:
             return
         if not self._admissible(packet, source):
             self.dropped += 1
@@ -234,14 +238,15 @@ class RtpStream:
             if packet is None:
                 self._srtp_dropped(source)
                 return
-        if len(packet.payload) > self._max_payload:
+        voice = self._voices.get(packet.payload_type) if packet.payload_type != self.telephone_event else None
+        if len(packet.payload) > (voice[1] if voice is not None else MAX_PAYLOAD_BYTES["PCMU"]):
             self.dropped += 1
             return
         self._latch(packet, source)
         self.packets += 1
-        if packet.payload_type == self.payload_type:
+        if voice is not None:
             if packet.payload:
-                samples = self._decode(packet.payload)
+                samples = voice[0](packet.payload)
                 audio = self._in.resample_array(samples, self.clock_rate) if samples.size else samples
                 if audio.size and self.listening:
                     self.on_audio(audio, time.monotonic())
@@ -291,6 +296,22 @@ class RtpStream:
         if reason == "authentication" and not self._srtp_logged:
             self._srtp_logged = True
             log.info("SRTP from %s:%d failed authentication: dropped (a wrong key, or not the caller's)", *source)
+
+    def use_codec(self, payload_type: int, codec: Codec) -> None:
+        """The caller's re-INVITE changed the voice codec (RFC 3264 8.3.2: the answerer sends in the
+        offer's format from then on): send ``codec`` as ``payload_type`` from the next packet on,
+        and decode it as it comes; the codec before is still decoded (packets in flight) until the
+        next change. Raises ValueError for a codec of another clock rate (the paced playout and the
+        packet size are the call's) or one this leg cannot make RTP of."""
+        if codec.clock_rate != self.clock_rate or codec.decoder is None or codec.encoder is None:
+            raise ValueError(f"{codec.encoding}/{codec.clock_rate}: not a codec of this call's {self.clock_rate} Hz")
+        if (payload_type, codec) == (self.payload_type, self.codec):
+            return
+        log.info("RTP codec: %s (%d) -> %s (%d)", self.codec.encoding, self.payload_type, codec.encoding, payload_type)
+        previous = self._voices[self.payload_type]
+        self._voices = {self.payload_type: previous}
+        self._voices[payload_type] = (codec.decoder(), MAX_PAYLOAD_BYTES.get(codec.encoding, 480))
+        self.payload_type, self.codec, self._encode = payload_type, codec, codec.encoder()
 
     def move(self, remote: tuple[str, int], trusted: Optional[Iterable[str]] = ()) -> None:
         """The caller's re-INVITE moved its media to ``remote`` (a PBX handing the media to the

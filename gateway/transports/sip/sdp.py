@@ -6,16 +6,18 @@ the gateway's own key.
 - **Streams** (RFC 3264 6): the answer holds one m-line per offered m-line, in the offer's order.
   The audio stream taken (its position, the call's *slot*: :attr:`AudioOffer.slot`) is answered
   as below; every other one (video, a second audio stream, ``m=application`` BFCP or T.140, an
-  audio stream the gateway cannot answer) is rejected: port 0, its media type, profile and first
-  format (:class:`MediaLine`). A re-offer is read at the same slot (RFC 3264 8: m-line positions
-  are fixed for the session); m-lines it adds at the end are rejected too.
+  audio stream the gateway cannot answer) is rejected: port 0, its media type, profile and a
+  format, each the offer's when grammatical (:class:`MediaLine`). A re-offer is read at the same
+  slot (RFC 3264 8: m-line positions are fixed for the session); m-lines it adds at the end are
+  rejected too.
 - **Codecs**: the rows of the codec table (``gateway.media.codecs``) answered on ``sip``: Opus
   (48 kHz, wideband) when offered, else the first of PCMU and PCMA the offer lists (8 kHz; a
   static payload type needs no ``a=rtpmap``): the offered voice codec of the highest clock rate,
   ties in the offer's order. A softphone that lists Opus gets it (the gateway's speech
   recognition hears 16 kHz: G.711's 8 kHz loses the upper half); a trunk that offers G.711 only
   gets G.711. RFC 4733 ``telephone-event`` is answered at the voice codec's clock rate when
-  offered, else at 8000 Hz (what SIP phones offer beside Opus).
+  offered, else at 8000 Hz (what SIP phones offer beside Opus). A re-offer takes the voice codecs
+  of the call's clock rate only (``parse_offer(..., clock_rate=)``).
 - **Profiles**: plain RTP (``RTP/AVP``, ``RTP/AVPF``: the gateway sends no feedback) and SDES-SRTP
   (``RTP/SAVP``, ``RTP/SAVPF`` with RFC 4568 ``a=crypto``: ``gateway.transports.sip.srtp``).
   The call's SRTP policy (:data:`SRTP_POLICIES`, from ``sip_srtp`` by :func:`srtp_policy`):
@@ -40,21 +42,21 @@ the gateway's own key.
   is refused only when no audio stream is usable (a re-offer: when the call's is the malformed one).
 - **Removed**: a re-offer whose m-line at the call's slot has port 0 or holds no audio stream
   (:func:`removed_stream`; RFC 3264 8.2, a re-INVITE's) is answered with port 0 there too
-  (``build_answer(..., removed=True)``), unless it offers another audio stream the gateway can
-  answer: the call then follows that one (``gateway.transports.sip.call``, RFC 3264 8.2, 8.3).
+  (``build_answer(..., removed=True)``), unless it adds another audio stream the gateway can
+  answer (:func:`added_stream`, RFC 3264 8.1): the call then follows that one
+  (``gateway.transports.sip.call``); one it rejected before stays rejected.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 import secrets
 import time
 from dataclasses import dataclass, replace
 from typing import Optional
 
 from gateway.media.codecs import DTMF_EVENTS, SIP, TELEPHONE_EVENT, Codec, CodecUse, answered
-from gateway.transports.sdp import SdpDescription, SdpMedia, is_digits, read_sdp
+from gateway.transports.sdp import SdpDescription, SdpMedia, is_digits, is_payload_type, is_proto, is_token, read_sdp
 from gateway.transports.sip.srtp import SdesError, SdesKeys, choose_crypto
 
 # The RTP profiles answered: plain (RFC 3551 RTP/AVP, RFC 4585 RTP/AVPF: the gateway sends no
@@ -108,30 +110,43 @@ def srtp_policy(setting: str, transport: str, request_uri: str = "") -> str:
     return setting
 
 
-# RFC 5888 4 / RFC 8866 9: an identification-tag is a token (no other text is echoed in an answer)
-_TOKEN = re.compile(r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]{1,64}")
-
-
 @dataclass(frozen=True)
 class MediaLine:
     """One offered m-line as a rejection repeats it (RFC 3264 6): ``m=<kind> 0 <proto> <format>``,
-    its media type, transport protocol and first format (any one of the offer's will do), and
-    its ``a=mid`` (RFC 5888 9.2: the answer keeps each m-line's identification tag, a rejected one's
-    too; None: none offered). An m-line the offer left without a format or a protocol (RFC 8866
-    5.14 requires both) is rejected with ones of its own (``0`` on an RTP profile, else ``*``),
-    so that the answer is well-formed."""
+    its media type, transport protocol and one format, and its ``a=mid`` (RFC 5888 9.2: the answer
+    keeps each m-line's identification tag, a rejected one's too; None: none offered, or one that
+    is no token of at most 64 characters); ``disabled``: the offer gave it port 0 (RFC 3264 8.1: a slot a new stream may
+    reuse).
+
+    A rejected m-line must still be a grammatical one (RFC 3264 6: port 0, "at least one [format]
+    MUST be present, as specified by SDP"; RFC 8866 5.14, 9: ``media`` and ``fmt`` are tokens,
+    ``proto`` is ``token *("/" token)``) as ``gateway.transports.sdp`` reads it (protocols in
+    capitals, as aiortc parses them). Each field is the offer's when it is one, else the answer's
+    own: the media type (which the offerer compares: RFC 3264 6.1) ``application``; the protocol
+    in capitals when only its case is off (T.38's ``udptl``, RFC 8866's ``udp``: pjmedia compares
+    protocols without case, and in some releases on a rejected line too), else ``RTP/AVP``, then
+    with format ``0`` (the offer's formats belong to another protocol); the format the first
+    offered one that fits (an RTP payload type 0..127 but 72..76 on ``m=audio``/``m=video``, a
+    token elsewhere), else ``0`` (``*`` on a protocol that is not RTP). The offerer ignores the
+    formats of a rejected line (RFC 3264 6)."""
 
     kind: str
     proto: str
     format: str
     mid: Optional[str] = None
+    disabled: bool = False
 
     @classmethod
     def of(cls, media: SdpMedia) -> MediaLine:
-        proto = media.proto or "RTP/AVP"
-        fmt = media.formats[0] if media.formats else ("0" if proto.startswith("RTP/") else "*")
-        mids = [mid.strip() for mid in media.attributes("mid") if mid and _TOKEN.fullmatch(mid.strip())]
-        return cls(media.kind or "application", proto, fmt, mids[0] if mids else None)
+        kind = media.kind if is_token(media.kind) else "application"
+        offered_proto = is_proto(media.proto.upper())
+        proto = media.proto.upper() if offered_proto else "RTP/AVP"
+        fits = is_payload_type if kind in ("audio", "video") else is_token
+        formats = [fmt for fmt in media.formats if fits(fmt)] if offered_proto else []
+        fmt = formats[0] if formats else ("0" if proto.startswith("RTP/") or kind in ("audio", "video") else "*")
+        mids = [mid.strip() for mid in media.attributes("mid") if mid and is_token(mid.strip()) and len(mid) <= 64]
+        disabled = is_digits(media.port) and int(media.port) == 0
+        return cls(kind, proto, fmt, mids[0] if mids else None, disabled)
 
     @property
     def rejected(self) -> str:
@@ -156,17 +171,6 @@ def _media_lines(description: SdpDescription) -> tuple[MediaLine, ...]:
     return tuple(MediaLine.of(media) for media in description.media)
 
 
-def _bundle_groups(description: SdpDescription) -> tuple[tuple[str, ...], ...]:
-    """The offer's ``a=group:BUNDLE`` groups (RFC 8843), each its identification tags in order
-    (the first: the offerer-tagged m-line, 7.2.1)."""
-    groups = []
-    for value in description.session.attributes("group"):
-        fields = (value or "").split()
-        if len(fields) > 1 and fields[0] == "BUNDLE":
-            groups.append(tuple(fields[1:]))
-    return tuple(groups)
-
-
 @dataclass(frozen=True)
 class AudioOffer:
     """The caller's audio stream the gateway answers: where its RTP comes from and goes to
@@ -176,8 +180,7 @@ class AudioOffer:
     ``direction`` offered (sendrecv, sendonly, recvonly, inactive), ``ptime`` (ms), the
     ``profile`` answered (RTP/AVP, RTP/SAVP, RTP/SAVPF) and the SRTP ``keys`` (None: plain RTP);
     ``slot`` its position among the offer's m-lines, ``lines`` all of them (the answer's others:
-    rejected; empty: the answer has the audio stream alone), ``bundle`` the offer's BUNDLE groups
-    (RFC 8843; see :func:`build_answer`)."""
+    rejected; empty: the answer has the audio stream alone)."""
 
     address: str
     port: int
@@ -191,17 +194,19 @@ class AudioOffer:
     keys: Optional[SdesKeys] = None
     slot: int = 0
     lines: tuple[MediaLine, ...] = ()
-    bundle: tuple[tuple[str, ...], ...] = ()
 
     @property
     def codec(self) -> str:
         return self.voice.encoding
 
 
-def parse_offer(sdp: str, srtp: str = "optional", slot: Optional[int] = None) -> AudioOffer:
+def parse_offer(
+    sdp: str, srtp: str = "optional", slot: Optional[int] = None, clock_rate: Optional[int] = None
+) -> AudioOffer:
     """Read an SDP offer under the SRTP policy ``srtp`` (one of :data:`SRTP_POLICIES`): its first
-    audio stream the gateway can answer, or (a re-offer) the one at m-line position ``slot``.
-    Raises SdpError when there is none (see the module docstring)."""
+    audio stream the gateway can answer, or (a re-offer) the one at m-line position ``slot``;
+    ``clock_rate`` (a re-offer: the call's, Hz) takes only voice codecs of that rate. Raises
+    SdpError when there is none (see the module docstring)."""
     description = read_sdp(sdp)
     lines = _media_lines(description)
     session_address = ""
@@ -217,13 +222,30 @@ def parse_offer(sdp: str, srtp: str = "optional", slot: Optional[int] = None) ->
             if not media.formats:  # RFC 8866 5.14: at least one; another m-line without one is rejected
                 raise SdpError(f"an audio m-line without a format: {'m=' + media.lines[0].value!r}")
             profile, keys = _security(media, srtp)
-            audio = _audio(description, media, session_address)
+            audio = _audio(description, media, session_address, clock_rate)
         except SdpError as exc:
             refusal = refusal or exc
             continue
-        bundle = _bundle_groups(description)
-        return replace(audio, profile=profile, keys=keys, slot=index, lines=lines, bundle=bundle)
+        return replace(audio, profile=profile, keys=keys, slot=index, lines=lines)
     raise refusal or SdpError("no audio stream in the offer")
+
+
+def added_stream(sdp: str, previous: tuple[MediaLine, ...], srtp: str, clock_rate: Optional[int] = None) -> AudioOffer:
+    """The audio stream a re-offer adds (RFC 3264 8.1: an m-line below the ``previous`` offer's,
+    or one in a slot that offer disabled with port 0), the first the gateway can answer
+    (:func:`parse_offer` at its slot, under ``srtp`` and ``clock_rate``): the stream a call whose
+    own was removed moves to. Any other m-line is the stream it was in the previous offer, which
+    the gateway answered with port 0: rejected (RFC 3264 6: no media flows for it), and so it
+    stays until the offerer disables it and brings it back, or adds another. Raises SdpError when
+    the offer adds none the gateway can answer."""
+    refusal: Optional[SdpError] = None
+    for index, media in enumerate(read_sdp(sdp).media):
+        if media.kind == "audio" and (index >= len(previous) or previous[index].disabled):
+            try:
+                return parse_offer(sdp, srtp, slot=index, clock_rate=clock_rate)
+            except SdpError as exc:
+                refusal = refusal or exc
+    raise refusal or SdpError("no audio stream added (RFC 3264 8.1), and the call's has port 0")
 
 
 def removed_stream(sdp: str, slot: int) -> bool:
@@ -283,7 +305,7 @@ def _connection_address(value: str) -> str:
     return address
 
 
-def _audio(description: SdpDescription, media: SdpMedia, session_address: str) -> AudioOffer:
+def _audio(description: SdpDescription, media: SdpMedia, session_address: str, clock_rate: Optional[int]) -> AudioOffer:
     if not is_digits(media.port) or not 0 <= int(media.port) < 65536:
         raise SdpError(f"bad audio port {media.port!r}")
     if int(media.port) == 0:  # RFC 3264 5.1: a stream offered disabled
@@ -304,9 +326,17 @@ def _audio(description: SdpDescription, media: SdpMedia, session_address: str) -
         return codec if codec is not None and codec.use is use and SIP in codec.answered_on else None
 
     voices = [(pt, row) for pt in media.payload_types if (row := answered_row(pt, CodecUse.VOICE)) is not None]
+    if clock_rate is not None:  # a re-offer: the call's playout and packets are at its clock rate
+        voices = [(pt, row) for pt, row in voices if row.clock_rate == clock_rate]
     if not voices:
-        names = ", ".join(codec.encoding for codec in answered(SIP, CodecUse.VOICE))
-        raise SdpError(f"none of {names} offered")
+        rows = [codec for codec in answered(SIP, CodecUse.VOICE) if clock_rate in (None, codec.clock_rate)]
+        names = ", ".join(codec.encoding for codec in rows)
+        at = (
+            f" at {clock_rate} Hz (the call's clock rate: a change of it mid-call is not supported)"
+            if clock_rate
+            else ""
+        )
+        raise SdpError(f"none of {names} offered{at}")
     # the highest clock rate (Opus: wideband), ties in the offer's order (sorted() keeps it)
     voice_type, voice = sorted(voices, key=lambda offered: -(offered[1].clock_rate or 0))[0]
     events = {maps[pt].clock_rate: pt for pt in reversed(media.payload_types) if answered_row(pt, CodecUse.KEY_PRESSES)}
@@ -345,11 +375,15 @@ def build_answer(
     slot now holds another media type.
 
     Grouping (RFC 5888, RFC 8843): each m-line keeps the offer's ``a=mid``, a rejected one's too
-    (the offerer matches the answer's m-sections by it). The answer's ``a=group:BUNDLE`` holds the
-    audio stream alone, and only when the offer's BUNDLE group has it first (the offerer-tagged
-    m-line, 7.3.1: the answerer-tagged one must be it): a rejected m-line is never in a group
-    (7.3.3). Otherwise no group: the audio stream is moved out of the group on its own address
-    (7.3.2), which is how the gateway answers every m-line anyway (one RTP stream, its own port)."""
+    (the offerer matches the answer's m-sections by it), and the answer has no ``a=group:BUNDLE``:
+    the audio stream is moved out of the offer's BUNDLE group on its own address and port (7.3.2,
+    which an answerer may do unless the m-section is ``bundle-only`` or in a group negotiated
+    before: the gateway never answers one, and a ``bundle-only`` audio line has port 0, which it
+    cannot take), every other m-line is rejected (7.3.3), so no offerer-tagged m-section is left to
+    select and "the answerer MUST NOT create the BUNDLE group" (7.3.1). A group with the audio would
+    bind the gateway to what it does not do: RTP/RTCP multiplexing with ``a=rtcp-mux`` in its answer
+    whenever the offer has it (9.3.1.2; without it the offerer takes the answer for a protocol error,
+    9.3.1.3) and the MID RTP header extension (9.1)."""
     session, version = origin or new_origin()
     family = "IP6" if ":" in address else "IP4"
     lines = [
@@ -360,9 +394,6 @@ def build_answer(
         "t=0 0",
     ]
     offered = offer.lines or (MediaLine("audio", offer.profile, str(offer.payload_type)),)
-    audio_mid = offered[offer.slot].mid if offer.slot < len(offered) else None
-    if not removed and audio_mid is not None and any(group[0] == audio_mid for group in offer.bundle):
-        lines.append(f"a=group:BUNDLE {audio_mid}")
     for index, line in enumerate(offered):
         if index != offer.slot:
             lines += [line.rejected, *line.mid_lines]

@@ -1,16 +1,20 @@
 """The caller's side of the re-INVITE tests, from raw sockets on loopback: an RTP port that keeps
-what the gateway sends, a re-INVITE sent and its final response (its 2xx acknowledged), and the
-``o=`` line of an answer."""
+what the gateway sends, the caller's RTP to the gateway (:class:`CallerRtp`), a call made and
+acknowledged (:func:`answered_call`), a re-INVITE sent and its final response (its 2xx
+acknowledged), and the ``o=`` line of an answer."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from typing import Optional
 
 import numpy as np
+from pylibsrtp import Session
 
 from gateway.media.g711 import encode_mulaw
-from gateway.transports.sip.message import SipResponse
+from gateway.transports.sip.message import SipResponse, parse_name_addr
+from gateway.transports.sip.rtp import RtpPacket, build_rtp
 from tests.transports.sip import sip_samples
 from tests.transports.sip.sip_socket import SipSocket
 
@@ -27,10 +31,51 @@ class MediaPort(asyncio.DatagramProtocol):
         self.datagrams.append(data)
 
 
+class CallerRtp:
+    """The caller's RTP to the gateway's RTP port on 127.0.0.1: :meth:`send` sends 20 ms packets
+    (PCMU :data:`TONE` by default), numbered on over the whole call (sequence and timestamp)
+    whichever socket, SSRC, payload type or SRTP session sends them: a test moves the media,
+    changes the key, the SSRC or the codec."""
+
+    def __init__(self, gateway_port: int) -> None:
+        self.gateway_port = gateway_port
+        self.sequence = 0
+
+    def send(
+        self,
+        socket: asyncio.DatagramTransport,
+        count: int,
+        *,
+        ssrc: int = 7,
+        payload_type: int = 0,
+        payload: bytes = TONE,
+        srtp: Optional[Session] = None,
+    ) -> None:
+        """``count`` packets from ``socket``, protected by ``srtp`` when given."""
+        for _ in range(count):
+            self.sequence += 1
+            packet = RtpPacket(payload_type, False, self.sequence & 0xFFFF, 160 * self.sequence, ssrc, payload)
+            data = build_rtp(packet)
+            socket.sendto(data if srtp is None else srtp.protect(data), ("127.0.0.1", self.gateway_port))
+
+
 async def media_port() -> tuple[asyncio.DatagramTransport, MediaPort, int]:
     """A :class:`MediaPort` on 127.0.0.1: its transport, itself and its port number."""
     transport, media = await asyncio.get_running_loop().create_datagram_endpoint(MediaPort, local_addr=("127.0.0.1", 0))
     return transport, media, transport.get_extra_info("sockname")[1]
+
+
+async def answered_call(
+    caller: SipSocket, port: int, rtp_port: int, sdp: str = sip_samples.BARESIP_SDP
+) -> tuple[SipResponse, str, int]:
+    """A call made with baresip's INVITE (offer ``sdp``, a template) and its 200 OK acknowledged:
+    the 200, its To tag, the gateway's RTP port."""
+    caller.send(sip_samples.invite(port, caller_port=caller.port, rtp_port=rtp_port, sdp=sdp))
+    ok = await caller.response(200, within=15)
+    gateway_port = int(re.search(r"m=audio (\d+) ", ok.body.decode()).group(1))  # type: ignore[union-attr]
+    tag = parse_name_addr(ok.get("To") or "").tag
+    caller.send(sip_samples.ack(port, tag, branch="z9hG4bKanswerack", caller_port=caller.port))
+    return ok, tag, gateway_port
 
 
 def reinvite(port: int, tag: str, caller_port: int, sdp: str, rtp_port: int, cseq: int) -> bytes:

@@ -18,13 +18,13 @@ import pytest
 from gateway.media.g711 import decode_mulaw, encode_mulaw
 from gateway.pool.end_reason import EndReason
 from gateway.server.app_keys import POOL, SIP
-from gateway.transports.sip.message import SipRequest, SipResponse, make_response, parse_name_addr
+from gateway.transports.sip.message import SipRequest, make_response
 from gateway.transports.sip.rtp import RtpPacket, build_rtp, parse_rtp
 from tests.helpers import app_idle, says, serve, wait_until
 from tests.transports.sip import sip_samples
 from tests.transports.sip.baresip_phone import transcribed
 from tests.transports.sip.conftest import sip_config
-from tests.transports.sip.reinvite_peer import MediaPort, media_port, offered, origin
+from tests.transports.sip.reinvite_peer import MediaPort, answered_call, media_port, offered, origin
 from tests.transports.sip.sip_socket import SipSocket
 from tests.transports.websocket.ws_client import EventClient
 
@@ -69,16 +69,6 @@ def _heard(media: MediaPort, start: int = 0) -> np.ndarray:
     return np.concatenate([decode_mulaw(payload) for payload in _payloads(media, start)] or [np.zeros(0, np.int16)])
 
 
-async def _answered(caller: SipSocket, port: int, rtp_port: int) -> tuple[SipResponse, str, int]:
-    """A call made and acknowledged: the 200, its To tag, the gateway's RTP port."""
-    caller.send(sip_samples.invite(port, caller_port=caller.port, rtp_port=rtp_port))
-    ok = await caller.response(200, within=15)
-    gateway_port = int(re.search(r"m=audio (\d+) RTP/AVP", ok.body.decode()).group(1))  # type: ignore[union-attr]
-    tag = parse_name_addr(ok.get("To") or "").tag
-    caller.send(sip_samples.ack(port, tag, branch="z9hG4bKholdack", caller_port=caller.port))
-    return ok, tag, gateway_port
-
-
 @pytest.mark.slow
 async def test_a_reply_waits_out_a_hold_and_goes_on_from_where_it_stopped(models, gateway_config):
     """A PBX holds the call while the assistant speaks. Before, the reply went on into the hold:
@@ -95,7 +85,7 @@ async def test_a_reply_waits_out_a_hold_and_goes_on_from_where_it_stopped(models
     try:
         async with serve(config, models) as (url, app), SipSocket(config.sip_port) as caller:
             port = config.sip_port
-            _ok, tag, gateway_port = await _answered(caller, port, rtp_port)
+            _ok, tag, gateway_port = await answered_call(caller, port, rtp_port)
             phone = _Phone(media_socket, gateway_port)
             call = next(iter(app[SIP].calls.values()))
             playout = app[POOL].units[0].playout
@@ -176,7 +166,7 @@ async def test_a_port_0_offer_removes_the_stream_and_the_call_ends_unless_one_co
                 refused = await disabled.response(488, within=15)
                 assert "port 0" in (refused.get("Warning") or ""), refused.encode()
 
-            ok, tag, gateway_port = await _answered(caller, port, rtp_port)
+            ok, tag, gateway_port = await answered_call(caller, port, rtp_port)
             answer = ok.body.decode()
             phone = _Phone(media_socket, gateway_port)
             call = next(iter(app[SIP].calls.values()))

@@ -1,7 +1,8 @@
 """Re-INVITEs of a SIP call against a real gateway (real pool and models, auto-accept unless a
 webhook rings) from raw sockets on loopback: a session refresh gets the same answer; new SDES keys
 re-key the call (RFC 4568 7.1.4); a new media address moves the RTP (a PBX handing the media to
-the phone); a codec change gets 488 and the call goes on as it was; hold and resume are mirrored
+the phone); a change of the codec's clock rate (G.711 -> Opus) gets 488 and the call goes on as it
+was (a change at the same rate is followed: test_sip_reoffer_codec.py); hold and resume are mirrored
 and followed; a re-INVITE's 2xx is retransmitted until its ACK; a re-INVITE while the call still
 rings gets 500 with Retry-After (RFC 3261 14.2)."""
 
@@ -17,11 +18,10 @@ from pylibsrtp import Policy, Session
 
 from gateway.server.app_keys import METRICS, SIP
 from gateway.transports.sip.message import SipResponse, parse_name_addr
-from gateway.transports.sip.rtp import RtpPacket, build_rtp
 from tests.helpers import app_idle, serve, wait_until
 from tests.transports.sip import sip_samples
 from tests.transports.sip.conftest import sip_config
-from tests.transports.sip.reinvite_peer import TONE, media_port, offered, origin
+from tests.transports.sip.reinvite_peer import CallerRtp, answered_call, media_port, offered, origin
 from tests.transports.sip.sip_socket import SipSocket
 
 OFFERED_KEY = sip_samples.OFFERED_KEY
@@ -37,21 +37,13 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
     each of the caller's packets failed authentication and the call went deaf. Now the new key
     checks what comes in (packets in flight under the old one still count until the new one is
     used), the answer keeps our key with the offer's tag and the next ``o=`` version; a refresh
-    repeats the answer; a codec change gets 488 and the call goes on as it was."""
+    repeats the answer; an Opus-only offer (a change of clock rate mid-call) gets 488 and the call
+    goes on as it was."""
     config = sip_config(gateway_config, media_timeout_s=30.0)
     media_socket, _media, rtp_port = await media_port()
     new_key = base64.b64encode(bytes(range(30))).decode()
     old_sender = Session(Policy(base64.b64decode(OFFERED_KEY), Policy.SSRC_ANY_OUTBOUND))
     new_sender = Session(Policy(base64.b64decode(new_key), Policy.SSRC_ANY_OUTBOUND))
-    sequence = 0
-
-    def send(session: Session, count: int) -> None:
-        nonlocal sequence
-        for _ in range(count):
-            sequence += 1
-            rtp = build_rtp(RtpPacket(0, False, sequence, 160 * sequence, 99, TONE))
-            media_socket.sendto(session.protect(rtp), ("127.0.0.1", gateway_port))
-
     try:
         async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
             port = config.sip_port
@@ -64,6 +56,11 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
             tag = parse_name_addr(ok.get("To") or "").tag
             caller.send(sip_samples.ack(port, tag, branch="z9hG4bKrekeyack", caller_port=caller.port))
             call = next(iter(app[SIP].calls.values()))
+            rtp = CallerRtp(gateway_port)
+
+            def send(session: Session, count: int) -> None:
+                rtp.send(media_socket, count, ssrc=99, srtp=session)
+
             send(old_sender, 10)
             assert await wait_until(lambda: call.rtp.packets == 10, 10)
 
@@ -85,10 +82,11 @@ async def test_a_reinvite_with_a_new_key_rekeys_the_call(models, gateway_config)
             send(old_sender, 3)  # the new key is in use: the old one is done
             assert await wait_until(lambda: _dropped(app, "authentication") == 3, 10)
 
-            pcma_only = srtp_sdp.replace("RTP/SAVP 0 8 101", "RTP/SAVP 8 101").replace(OFFERED_KEY, new_key)
-            refused = await offered(caller, port, tag, pcma_only.replace("crypto:1", "crypto:2"), rtp_port, 39460)
+            opus_only = srtp_sdp.replace("RTP/SAVP 0 8 101", "RTP/SAVP 96 101").replace(OFFERED_KEY, new_key)
+            opus_only = opus_only.replace("a=rtpmap:0 PCMU/8000\r\n", "a=rtpmap:96 opus/48000/2\r\n")
+            refused = await offered(caller, port, tag, opus_only.replace("crypto:1", "crypto:2"), rtp_port, 39460)
             assert refused.status == 488
-            assert "codec change" in (refused.get("Warning") or ""), refused.get("Warning")
+            assert "8000 Hz" in (refused.get("Warning") or ""), refused.get("Warning")
             send(new_sender, 5)  # the call goes on as it was
             assert await wait_until(lambda: call.rtp.packets == 27, 10)
             assert call.end_reason is None
@@ -109,15 +107,6 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
     config = sip_config(gateway_config, media_timeout_s=30.0)
     first_socket, first, first_port = await media_port()
     second_socket, second, second_port = await media_port()
-    sequence = 0
-
-    def send(socket: asyncio.DatagramTransport, ssrc: int, count: int) -> None:
-        nonlocal sequence
-        for _ in range(count):
-            sequence += 1
-            packet = build_rtp(RtpPacket(0, False, sequence, 160 * sequence, ssrc, TONE))
-            socket.sendto(packet, ("127.0.0.1", gateway_port))
-
     try:
         async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
             port = config.sip_port
@@ -128,6 +117,11 @@ async def test_a_reinvite_moving_the_media_moves_the_rtp(models, gateway_config)
             tag = parse_name_addr(ok.get("To") or "").tag
             caller.send(sip_samples.ack(port, tag, branch="z9hG4bKmoveack", caller_port=caller.port))
             call = next(iter(app[SIP].calls.values()))
+            rtp = CallerRtp(gateway_port)
+
+            def send(socket: asyncio.DatagramTransport, ssrc: int, count: int) -> None:
+                rtp.send(socket, count, ssrc=ssrc)
+
             send(first_socket, 11, 10)
             assert await wait_until(lambda: call.rtp.packets == 10 and call.rtp.latched, 10)
             assert await wait_until(lambda: len(first.datagrams) >= 5, 10)  # replies (silence) go there
@@ -168,25 +162,17 @@ async def test_hold_and_resume_are_followed_and_a_reinvites_2xx_is_retransmitted
     retransmitted until its ACK (13.3.1.4)."""
     config = sip_config(gateway_config, media_timeout_s=1.5)
     media_socket, media, rtp_port = await media_port()
-    sequence = 0
-
-    def send(count: int) -> None:
-        nonlocal sequence
-        for _ in range(count):
-            sequence += 1
-            packet = build_rtp(RtpPacket(0, False, sequence, 160 * sequence, 7, TONE))
-            media_socket.sendto(packet, ("127.0.0.1", gateway_port))
-
     try:
         async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
             port = config.sip_port
-            caller.send(sip_samples.invite(port, caller_port=caller.port, rtp_port=rtp_port))
-            ok = await caller.response(200, within=15)
+            ok, tag, gateway_port = await answered_call(caller, port, rtp_port)
             answer = ok.body.decode()
-            gateway_port = int(re.search(r"m=audio (\d+) RTP/AVP", answer).group(1))  # type: ignore[union-attr]
-            tag = parse_name_addr(ok.get("To") or "").tag
-            caller.send(sip_samples.ack(port, tag, branch="z9hG4bKholdack", caller_port=caller.port))
             call = next(iter(app[SIP].calls.values()))
+            rtp = CallerRtp(gateway_port)
+
+            def send(count: int) -> None:
+                rtp.send(media_socket, count)
+
             send(10)
             assert await wait_until(lambda: call.rtp.latched and len(media.datagrams) >= 5, 10)
             heard = []

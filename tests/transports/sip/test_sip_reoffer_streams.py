@@ -1,7 +1,7 @@
 """SDP offer/answer loose ends of a SIP call (RFC 3264, RFC 5888, RFC 8843): a re-offer that
 removes the call's audio and adds a new audio stream is followed onto the new one; ``a=mid`` is
-kept on every answered m-line, a rejected one's too, and a rejected m-line is never in the
-answer's BUNDLE group; an m-line without a format is rejected alone when the audio is usable; a
+kept on every answered m-line, a rejected one's too, and the answer has no BUNDLE group (the audio
+moved out of it, RFC 8843 7.3.2); an m-line without a format is rejected alone when the audio is usable; a
 hostname as connection address gets 488 with a reason phrase and ``Warning: 301``; a stream moved
 back to the same address logs no move; an SRTP stream re-added under the same key with its
 sequence numbers started again is heard (a new inbound SRTP session)."""
@@ -27,7 +27,7 @@ from gateway.transports.sip.srtp import SrtpContext, choose_crypto
 from tests.helpers import app_idle, serve, wait_until
 from tests.transports.sip import sip_samples
 from tests.transports.sip.conftest import sip_config
-from tests.transports.sip.reinvite_peer import TONE, media_port, offered, origin
+from tests.transports.sip.reinvite_peer import TONE, CallerRtp, media_port, offered, origin
 from tests.transports.sip.sip_socket import SipSocket
 
 SDP_FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "sdp"
@@ -99,11 +99,14 @@ def groups(sdp: str) -> list[str]:
 
 
 # ----- BUNDLE and a=mid (RFC 5888 9.2, RFC 8843 7.3) -----
-def test_every_answered_m_line_keeps_its_mid_and_a_rejected_one_is_not_in_the_bundle_group():
-    """A bridge's offer with BUNDLE (audio first, the offerer-tagged m-line), video and a data
-    channel: the answer keeps ``a=mid`` on all three (the rejected ones too) and its BUNDLE group
-    holds the audio alone. Failed before: no ``a=mid`` in the answer at all (the offerer cannot
-    match the answer's m-sections to its own) and no group."""
+def test_every_answered_m_line_keeps_its_mid_and_the_answer_has_no_bundle_group():
+    """A bridge's offer with BUNDLE (audio first, the suggested offerer-tagged m-line), video and a
+    data channel: the answer keeps ``a=mid`` on all three (the rejected ones too) and has no BUNDLE
+    group: the audio is moved out of it on its own port (RFC 8843 7.3.2), the others rejected
+    (7.3.3), so no group may be created (7.3.1). Failed before the h41 fix: no ``a=mid`` at all.
+    Failed after it (h42): ``a=group:BUNDLE a0`` was answered, which binds the answerer to RTP/RTCP
+    multiplexing (``a=rtcp-mux`` in its answer when offered: 9.3.1.2, a protocol error without,
+    9.3.1.3) and the MID header extension (9.1), neither of which the gateway does."""
     offer = parse_offer(BUNDLED)
     answer = build_answer(offer, "203.0.113.5", 42000)
     check_syntax(answer)
@@ -113,9 +116,11 @@ def test_every_answered_m_line_keeps_its_mid_and_a_rejected_one_is_not_in_the_bu
         "application 0 UDP/DTLS/SCTP webrtc-datachannel",
     ]
     assert mids(answer) == [["a0"], ["v1"], ["d2"]]
-    assert groups(answer) == ["BUNDLE a0"]
+    assert groups(answer) == []
+    muxed = build_answer(parse_offer(BUNDLED.replace("a=mid:a0\r\n", "a=mid:a0\r\na=rtcp-mux\r\n")), "203.0.113.5", 1)
+    assert groups(muxed) == [] and "a=rtcp-mux" not in muxed
 
-    # Video tagged first: the audio is moved out of the group (RFC 8843 7.3.2), no group answered
+    # Video tagged first: the same
     video_tagged = BUNDLED.replace("BUNDLE a0 v1 d2", "BUNDLE v1 a0 d2")
     answer = build_answer(parse_offer(video_tagged), "203.0.113.5", 42000)
     assert groups(answer) == [] and mids(answer) == [["a0"], ["v1"], ["d2"]]
@@ -134,7 +139,7 @@ def test_every_answered_m_line_keeps_its_mid_and_a_rejected_one_is_not_in_the_bu
     plain = parse_offer(BUNDLED.replace("a=group:BUNDLE a0 v1 d2\r\n", "").replace("a=mid:", "a=label:"))
     assert mids(build_answer(plain, "203.0.113.5", 42000)) == [[], [], []]
 
-    # The audio removed (port 0): answered port 0 with its mid, and in no group
+    # The audio removed (port 0): answered port 0 with its mid
     removal = BUNDLED.replace("m=audio 40000", "m=audio 0")
     assert removed_stream(removal, offer.slot)
     gone = build_answer(replace(offer, lines=media_lines(removal)), "203.0.113.5", 42000, removed=True)
@@ -142,8 +147,9 @@ def test_every_answered_m_line_keeps_its_mid_and_a_rejected_one_is_not_in_the_bu
 
 
 def test_a_real_chromium_offer_bridged_to_rtp_keeps_its_mids():
-    """Chromium 120's audio + video offer (../shared, mid 0 and 1, BUNDLE 0 1) as a bridge that
-    ends the DTLS hands it on: the answer carries ``a=mid:0`` and ``a=mid:1`` and ``BUNDLE 0``."""
+    """Chromium 120's audio + video offer (../shared, mid 0 and 1, BUNDLE 0 1, ``a=rtcp-mux``) as a
+    bridge that ends the DTLS hands it on: the answer carries ``a=mid:0`` and ``a=mid:1`` and no
+    BUNDLE group (before: ``BUNDLE 0`` without ``a=rtcp-mux``, RFC 8843 9.3.1.3's protocol error)."""
     path = SDP_FIXTURES / "exwebrtc_chromium_audio_video_offer.sdp"
     if not path.exists():
         pytest.skip("../shared/fixtures/sdp is not here")
@@ -151,7 +157,8 @@ def test_a_real_chromium_offer_bridged_to_rtp_keeps_its_mids():
     bridged = bridged.replace("m=audio 9 ", "m=audio 40000 ")
     answer = build_answer(parse_offer(bridged), "203.0.113.5", 42000)
     check_syntax(answer)
-    assert mids(answer) == [["0"], ["1"]] and groups(answer) == ["BUNDLE 0"]
+    assert "a=rtcp-mux" in bridged
+    assert mids(answer) == [["0"], ["1"]] and groups(answer) == []
     assert m_lines(answer) == ["audio 42000 RTP/AVP 111 110", "video 0 RTP/AVP 96"]
 
 
@@ -241,15 +248,6 @@ async def test_a_reoffer_replacing_the_audio_stream_is_followed_onto_the_new_one
     config = sip_config(gateway_config, media_timeout_s=1.5)
     first_socket, _first, first_port = await media_port()
     second_socket, second, second_port = await media_port()
-    sequence = 0
-
-    def send(socket: asyncio.DatagramTransport, ssrc: int, count: int) -> None:
-        nonlocal sequence
-        for _ in range(count):
-            sequence += 1
-            socket.sendto(
-                build_rtp(RtpPacket(0, False, sequence, 160 * sequence, ssrc, TONE)), ("127.0.0.1", gateway_port)
-            )
 
     try:
         async with serve(config, models) as (_url, app), SipSocket(config.sip_port) as caller:
@@ -268,6 +266,11 @@ async def test_a_reoffer_replacing_the_audio_stream_is_followed_onto_the_new_one
             tag = parse_name_addr(ok.get("To") or "").tag
             caller.send(sip_samples.ack(port, tag, branch="z9hG4bKreplaceack", caller_port=caller.port))
             call = next(iter(app[SIP].calls.values()))
+            rtp = CallerRtp(gateway_port)
+
+            def send(socket: asyncio.DatagramTransport, ssrc: int, count: int) -> None:
+                rtp.send(socket, count, ssrc=ssrc)
+
             send(first_socket, 11, 10)
             assert await wait_until(lambda: call.rtp.packets == 10 and call.rtp.latched, 10)
 
