@@ -115,8 +115,8 @@ class MediaLine:
     """One offered m-line as a rejection repeats it (RFC 3264 6): ``m=<kind> 0 <proto> <format>``,
     its media type, transport protocol and one format, and its ``a=mid`` (RFC 5888 9.2: the answer
     keeps each m-line's identification tag, a rejected one's too; None: none offered, or one that
-    is no token of at most 64 characters); ``disabled``: the offer gave it port 0 (RFC 3264 8.1: a slot a new stream may
-    reuse).
+    is no token of at most 64 characters); ``disabled``: the offer gave it port 0 (RFC 3264 8.1:
+    a slot a new stream may reuse).
 
     A rejected m-line must still be a grammatical one (RFC 3264 6: port 0, "at least one [format]
     MUST be present, as specified by SDP"; RFC 8866 5.14, 9: ``media`` and ``fmt`` are tokens,
