@@ -366,6 +366,21 @@ async def test_outbound_track_stops_before_the_unit_is_released(models, gateway_
         assert await wait_until(lambda: all_idle(app), 5)
 
 
+def declare_64_kib(monkeypatch) -> None:
+    """Both peers of the test's calls (aiortc's) declare ``a=max-message-size:65536``."""
+    import aiortc.rtcsctptransport
+
+    monkeypatch.setattr(aiortc.rtcsctptransport, "LOCAL_MAX_MESSAGE_SIZE", 65536)
+
+
+async def connected_64_kib(url: str) -> RealtimeClient:
+    """A caller connected to the gateway at ``url`` (:func:`declare_64_kib` set: a 64 KiB limit)."""
+    client = RealtimeClient(url)
+    assert await client.connect() == 201
+    assert "a=max-message-size:65536" in client.pc.localDescription.sdp
+    return client
+
+
 async def test_an_event_over_the_callers_max_message_size_is_reported_not_dropped(
     models, gateway_config, monkeypatch, caplog
 ):
@@ -375,15 +390,11 @@ async def test_an_event_over_the_callers_max_message_size_is_reported_not_droppe
     ``session.updated`` echoing 58 KB of tools (under the default ``max_tools_bytes``) never
     came, and the client was not told. Now the client gets a small ``error`` naming it, the
     server a WARNING, and the call goes on."""
-    import aiortc.rtcsctptransport
-
-    monkeypatch.setattr(aiortc.rtcsctptransport, "LOCAL_MAX_MESSAGE_SIZE", 65536)  # both peers declare 64 KiB
+    declare_64_kib(monkeypatch)
     tool = {"type": "function", "parameters": {"type": "object", "properties": {}}}
     tools = [{**tool, "name": f"tool_{n}", "description": "d" * 29_000} for n in range(2)]
     async with serve(gateway_config(), models) as (url, _app):
-        client = RealtimeClient(url)
-        assert await client.connect() == 201
-        assert "a=max-message-size:65536" in client.pc.localDescription.sdp
+        client = await connected_64_kib(url)
         client.send({"type": "session.update", "session": {"type": "realtime", "instructions": "i" * 8000}})
         await client.wait_for("session.updated", timeout=10)
         mark = len(client.events)
@@ -411,15 +422,11 @@ async def test_the_max_message_size_check_counts_utf8_bytes(models, gateway_conf
     characters: a ``session.updated`` of 16,400 emoji (17 k characters, 66 KB) is over the limit
     and the caller is told (``event_too_large``), not left with an event aiortc refuses in silence.
     (The client sends its events as UTF-8 too: escaped, they would be over the limit themselves.)"""
-    import aiortc.rtcsctptransport
-
-    monkeypatch.setattr(aiortc.rtcsctptransport, "LOCAL_MAX_MESSAGE_SIZE", 65536)  # both peers declare 64 KiB
+    declare_64_kib(monkeypatch)
     tool = {"type": "function", "parameters": {"type": "object", "properties": {}}}
     tools = [{**tool, "name": f"tool_{n}", "description": "😀" * 4_200} for n in range(2)]
     async with serve(gateway_config(), models) as (url, _app):
-        client = RealtimeClient(url)
-        assert await client.connect() == 201
-        assert "a=max-message-size:65536" in client.pc.localDescription.sdp
+        client = await connected_64_kib(url)
 
         def send(session: dict) -> int:
             mark = len(client.events)
