@@ -3,8 +3,11 @@ that is valid Unicode, and how many a second a client may send.
 
 Every problem raises :class:`ClientError` with the code the session's ``error`` event carries
 (``message_too_large``, ``invalid_json``, ``invalid_event``, ``missing_required_parameter``,
-``invalid_value``); the call goes on. A flood is cut to a rate by :class:`ClientEventRate`, with
-one ``rate_limit_exceeded`` error.
+``invalid_value``); the call goes on. A number that is not finite (``NaN``, ``Infinity``, ``1e999``)
+anywhere in an event is ``invalid_value`` with ``param`` its path, as the session config's
+validation says it ("Input should be a finite number"): nothing else of the event is read, and
+nothing can echo it back as the ``NaN`` that JSON has not (``JSON.parse`` fails on it). A flood
+is cut to a rate by :class:`ClientEventRate`, with one ``rate_limit_exceeded`` error.
 
 Unicode: JSON (RFC 8259 8.2) can spell a lone UTF-16 surrogate (``"\\ud800"``), which Python
 reads into a ``str`` that no UTF-8 encoder takes: one such item made every later response of the
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -24,6 +28,7 @@ from typing import Any, Optional
 
 from gateway.realtime.events import CLIENT_ALIASES, CLIENT_EVENTS
 from gateway.realtime.items import ClientError
+from gateway.realtime.wire import LONE_SURROGATE, replace_lone_surrogates, utf8_size
 
 # Larger messages get an error. Below the 256 KiB SCTP message size aiortc and browsers advertise,
 # so that a too-large message reaches us (and is refused with a reason) instead of failing in the
@@ -38,7 +43,7 @@ MAX_NESTING = 64
 def decode_client_message(raw: str | bytes, max_bytes: int = MAX_CLIENT_MESSAGE_BYTES) -> dict:
     """One data-channel message (text, or bytes of UTF-8 text) as a JSON object; ``max_bytes``:
     the largest message accepted (a WebSocket session, which carries audio, allows more)."""
-    size = message_bytes(raw)
+    size = utf8_size(raw)
     if size > max_bytes:
         raise ClientError(f"Message too large: {size} bytes (limit {max_bytes}).", "message_too_large", None)
     if isinstance(raw, bytes):
@@ -46,8 +51,9 @@ def decode_client_message(raw: str | bytes, max_bytes: int = MAX_CLIENT_MESSAGE_
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ClientError("Messages must be UTF-8 JSON text.", "invalid_json", None) from None
+    numbers = _Numbers()
     try:
-        event = json.loads(raw)
+        event = json.loads(raw, parse_float=numbers.parse_float, parse_constant=numbers.parse_constant)
     except json.JSONDecodeError as exc:
         raise ClientError(f"Invalid JSON: {exc.msg} at position {exc.pos}.", "invalid_json", None) from None
     except RecursionError:  # arrays/objects nested deeper than the parser's recursion limit
@@ -60,11 +66,52 @@ def decode_client_message(raw: str | bytes, max_bytes: int = MAX_CLIENT_MESSAGE_
         raise ClientError(
             f"Invalid JSON: arrays and objects nested more than {MAX_NESTING} deep.", "invalid_json", None
         )
-    if ("\\u" in raw and _SURROGATE_ESCAPE.search(raw)) or (not raw.isascii() and _SURROGATE.search(raw)):
-        repaired = repair_unicode(event)
-        assert isinstance(repaired, dict)
-        event = repaired
-    return event
+    if numbers.not_finite:
+        param = not_finite_path(event)
+        raise ClientError(
+            f"Invalid value for '{param}': Input should be a finite number",
+            "invalid_value",
+            param,
+            event_id=client_event_id(event),
+        )
+    repaired = repair_decoded(event, raw)
+    assert isinstance(repaired, dict)
+    return repaired
+
+
+class _Numbers:
+    """``json.loads`` hooks that note a number that is not finite (``not_finite``): the literals
+    ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, RFC 8259 6, but Python's parser reads them)
+    and a number too large for a double (``1e999``, read as infinity)."""
+
+    def __init__(self) -> None:
+        self.not_finite = False
+
+    def parse_constant(self, name: str) -> float:
+        self.not_finite = True
+        return float(name)
+
+    def parse_float(self, text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            self.not_finite = True
+        return value
+
+
+def not_finite_path(event: dict) -> str:
+    """The dotted path (``response.temperature``, ``session.tools[0].parameters.maximum``) of the
+    first number in ``event`` (decoded JSON, nested at most :data:`MAX_NESTING` deep) that is not
+    finite, as ``param`` names a field; ``""`` when there is none."""
+    stack: list[tuple[str, Any]] = [(str(key), value) for key, value in reversed(event.items())]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path
+        if isinstance(node, dict):
+            stack.extend((f"{path}.{key}", value) for key, value in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{index}]", value) for index, value in reversed(list(enumerate(node))))
+    return ""
 
 
 def nesting(value: Any) -> int:
@@ -86,24 +133,25 @@ def nesting(value: Any) -> int:
     return deepest
 
 
-def message_bytes(raw: str | bytes) -> int:
-    """The size of a message in bytes of UTF-8, without copying it when it is ASCII (as JSON with
-    base64 audio is): ``str.isascii`` is a flag of the string, not a scan."""
-    if isinstance(raw, bytes) or raw.isascii():
-        return len(raw)
-    return len(raw.encode("utf-8", "surrogatepass"))
-
-
-# A UTF-16 surrogate spelled as a JSON escape, or (in text that did not come from UTF-8) as itself.
+# A UTF-16 surrogate spelled as a JSON escape (in text that did not come from UTF-8, it may also be
+# there as itself: ``wire.LONE_SURROGATE``).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repair_decoded(value: Any, raw: str) -> Any:
+    """``value``, decoded from the JSON text ``raw``, with every lone surrogate in its strings
+    replaced by U+FFFD (:func:`repair_unicode`); ``value`` itself, unwalked, when ``raw`` can hold
+    none (no surrogate escape in it, nor a surrogate itself)."""
+    if ("\\u" in raw and _SURROGATE_ESCAPE.search(raw)) or (not raw.isascii() and LONE_SURROGATE.search(raw)):
+        return repair_unicode(value)
+    return value
 
 
 def repair_unicode(value: Any) -> Any:
     """``value`` (decoded JSON) with every lone surrogate in its strings, keys included, replaced
     by U+FFFD, so that all of it encodes as UTF-8."""
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return replace_lone_surrogates(value)
     if isinstance(value, list):
         return [repair_unicode(item) for item in value]
     if isinstance(value, dict):

@@ -12,12 +12,15 @@ _WORD = re.compile(r"\w")
 
 class ClientError(Exception):
     """A client event that cannot be honoured; the session turns it into an ``error`` event that
-    echoes the event's ``event_id``. ``param`` is the offending field, ``code`` OpenAI's error code."""
+    echoes the event's ``event_id``. ``param`` is the offending field, ``code`` OpenAI's error code;
+    ``event_id`` the client's, when the error is raised before the session knows the event (the
+    door's checks of a message, ``gateway.realtime.client_messages``)."""
 
-    def __init__(self, message: str, code: Optional[str], param: Optional[str]) -> None:
+    def __init__(self, message: str, code: Optional[str], param: Optional[str], event_id: Optional[str] = None) -> None:
         super().__init__(message)
         self.code = code
         self.param = param
+        self.event_id = event_id
 
 
 def is_int(value: Any) -> bool:

@@ -2,8 +2,11 @@
 
 Reference: the OpenAI Realtime API client event ``response.create`` (``output_modalities`` or beta
 ``modalities``, ``conversation``, ``instructions``, ``metadata``, ``input``, ``max_output_tokens`` or
-beta ``max_response_output_tokens``, ``tools``, ``tool_choice``). Problems raise :class:`ClientError`
-naming the field; sizes are checked against the conversation's ``SessionLimits``.
+beta ``max_response_output_tokens``, ``tools``, ``tool_choice``; beta ``temperature``, a number,
+accepted and not used, as the session's). Problems raise :class:`ClientError` naming the field;
+sizes are checked against the conversation's ``SessionLimits``. A number that is not finite
+(``NaN``, ``Infinity``, ``1e999``) never gets here: the door refuses it in any event, naming its
+path (``gateway.realtime.client_messages``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def parse_response_params(params: dict, settings: SessionSettings, conversation:
     metadata = params.get("metadata")
     if metadata is not None:
         check_metadata(metadata)
+    _check_temperature(params)
     tools, choice = _response_tools(params, settings, conversation)
     spec = PromptSpec(instructions, conversation.resolve_input(params.get("input")), mode == "auto")
     return ResponseParams(spec, audio, mode == "auto", metadata, _response_tokens(params, settings), tools, choice)
@@ -110,6 +114,15 @@ def _response_audio(params: dict, settings: SessionSettings) -> bool:
             f"'response.{key}' must be a list of 'audio' and/or 'text'.", "invalid_value", f"response.{key}"
         )
     return "audio" in modalities
+
+
+def _check_temperature(params: dict) -> None:
+    """ClientError unless ``temperature`` is absent, null or a number (not a bool, not a string),
+    said as the session config's validation says it for ``session.temperature``."""
+    temperature = params.get("temperature")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))):
+        param = "response.temperature"
+        raise ClientError(f"Invalid value for '{param}': Input should be a valid number", "invalid_value", param)
 
 
 def _response_tokens(params: dict, settings: SessionSettings) -> Optional[int]:

@@ -250,7 +250,7 @@ class RealtimeSession:
         try:
             event = decode_client_message(raw, self.max_message_bytes)
         except ClientError as exc:
-            self.send_error(str(exc), code=exc.code)
+            self.send_error(str(exc), code=exc.code, param=exc.param, event_id=exc.event_id)
             return
         event_id = client_event_id(event)
         try:

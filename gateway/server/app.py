@@ -136,6 +136,7 @@ async def _door(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(prepare_directory, RecordPolicy.from_config(config), config.instance)
     shutdown = app[SHUTDOWN]
     door = Door(app[POOL], config, local_model_names(app), draining=lambda: shutdown.draining)
+    await door.record_usage.measure()  # the disk bound's first measure, off the event loop
 
     def on_end(session: LiveSession) -> None:
         metrics.call_ended(session.kind.value, session.end_reason or "unknown")

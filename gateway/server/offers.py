@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from gateway.realtime.client_messages import MAX_NESTING, nesting
+from gateway.realtime.client_messages import MAX_NESTING, nesting, repair_decoded
 from gateway.realtime.events import GATEWAY_EVENTS
 from gateway.realtime.session_update import SessionUpdate
 from gateway.server.app_keys import LIMITS
@@ -65,14 +65,17 @@ def parse_json(text: str) -> Any:
     """``text`` as JSON; ValueError for anything the caller should answer 400 ``invalid_json``:
     not JSON, an integer of more digits than Python converts, or arrays and objects nested more
     than ``MAX_NESTING`` deep (past the parser's recursion limit ``json.loads`` raises
-    ``RecursionError``, which ended in a 500 and a traceback)."""
+    ``RecursionError``, which ended in a 500 and a traceback). Lone surrogates in its strings
+    become U+FFFD, as in a client event (``client_messages.repair_decoded``): one in the
+    ``instructions`` of a session config sent over HTTP reached the LLM, whose read-ahead of them
+    failed (its UTF-8 encoder raised)."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise ValueError("nested too deeply") from None
     if nesting(value) > MAX_NESTING:
         raise ValueError(f"nested more than {MAX_NESTING} deep")
-    return value
+    return repair_decoded(value, text)
 
 
 def session_update(request: web.Request, session_config: Any) -> Optional[SessionUpdate]:

@@ -51,7 +51,9 @@ from gateway.realtime.items import ClientError
 from gateway.realtime.limits import SessionLimits
 from gateway.realtime.session import RealtimeSession
 from gateway.realtime.session_update import SessionUpdate
+from gateway.transports.call_record import RecordPolicy
 from gateway.transports.live_session import LiveSession
+from gateway.transports.record_usage import RecordUsage
 from gateway.transports.sources import SourceLimits, source_key
 from gateway.transports.transport import ServerEvent, Transport, TransportKind
 
@@ -117,6 +119,8 @@ class Door:
         self.on_start: Callable[[LiveSession], None] = lambda session: None
         self.on_end: Callable[[LiveSession], None] = lambda session: None
         self._closing_sidebands: set[asyncio.Event] = set()
+        # What the recordings take (measured at start by the app, off the event loop): the disk bound's measure.
+        self.record_usage = RecordUsage(RecordPolicy.from_config(config))
 
     # ----- admission -----
     def refuse_if_draining(self) -> None:
@@ -201,7 +205,8 @@ class Door:
             lease = self.pool.claim(session_id, sink)
         except PoolFullError as busy:  # or ComputeBusyError: its code says which
             raise self._refused(busy) from None
-        session = LiveSession(kind, session_id, lease, self.config)
+        session = LiveSession(kind, session_id, lease, self.config, self.record_usage)
+        self.record_usage.measure_soon()  # fresh for a recording the session may ask for
         transport: Optional[Transport] = None
         try:
             transport = connect(session)
@@ -290,3 +295,4 @@ class Door:
         await asyncio.gather(
             *(session.hangup(EndReason.SERVER_SHUTDOWN, message) for session in sessions), return_exceptions=True
         )
+        await self.record_usage.close()

@@ -32,6 +32,7 @@ from gateway.realtime.client_messages import RATE_LIMIT_CODE, RATE_LIMIT_TYPE, C
 from gateway.realtime.items import ClientError
 from gateway.realtime.session import RealtimeSession
 from gateway.transports.call_record import CallRecord, RecordPolicy, disk_refusal, prune
+from gateway.transports.record_usage import RecordUsage
 from gateway.transports.transport import ServerEvent, Transport, TransportKind
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,14 @@ class LiveSession:
     every server event) and ``record`` (the call's recording; None: not recorded).
     """
 
-    def __init__(self, kind: TransportKind, session_id: str, lease: UnitLease, config: GatewayConfig) -> None:
+    def __init__(
+        self,
+        kind: TransportKind,
+        session_id: str,
+        lease: UnitLease,
+        config: GatewayConfig,
+        record_usage: Optional[RecordUsage] = None,
+    ) -> None:
         self.kind = kind
         self.id = session_id
         self.lease = lease
@@ -65,6 +73,8 @@ class LiveSession:
         self.event_listeners: list[Callable[[ServerEvent], None]] = []
         self.transport: Optional[Transport] = None
         self.record_policy = RecordPolicy.from_config(config)
+        # The recordings' size (the door's, shared by its sessions), measured off the event loop.
+        self.record_usage = record_usage if record_usage is not None else RecordUsage(self.record_policy)
         self.record: Optional[CallRecord] = None
         self.realtime: RealtimeSession  # set by Door.open, before anyone sees the session
         self.on_end: Callable[[LiveSession], None] = lambda session: None
@@ -141,9 +151,10 @@ class LiveSession:
         """Record the call (``on``), from the start of its timeline (``started_at``), or pause
         the recording (the pause becomes silence in the WAV). Raises ClientError (``param``
         ``session.recording``): ``recording_unavailable`` when the operator set no record
-        directory or its disk bound is reached (``call_record.disk_refusal``; a recording being made
-        goes on), ``recording_required`` to turn off a recording the operator makes of every
-        call (``record_all_calls``), ``recording_failed`` when its files cannot be made."""
+        directory or its disk bound is reached (``call_record.disk_refusal``, on the directory's
+        last measure: ``record_usage``; a recording being made goes on), ``recording_required``
+        to turn off a recording the operator makes of every call (``record_all_calls``),
+        ``recording_failed`` when its files cannot be made."""
         policy = self.record_policy
         if policy.directory is None:
             raise ClientError(
@@ -162,7 +173,7 @@ class LiveSession:
                 self.record.audio.paused = True
             return
         if self.record is None:
-            refusal = disk_refusal(policy)
+            refusal = disk_refusal(policy, self.record_usage.last)
             if refusal is not None:
                 setting, measure = refusal
                 log.warning("%s: recording not started (%s): %s", self.id, setting, measure)
@@ -193,6 +204,7 @@ class LiveSession:
         try:
             await asyncio.to_thread(record.write, ended_at, report)
             await asyncio.to_thread(prune, self.record_policy)
+            await self.record_usage.measure()  # the next recording is held to what this one added
         except Exception:
             log.exception("%s: the call's report could not be written", self.id)
 

@@ -8,7 +8,10 @@ has less than ``record_min_free_bytes`` free (1 GiB); a gateway recording every 
 
 from __future__ import annotations
 
+import threading
+
 from gateway.server.app_keys import SESSIONS
+from gateway.transports import call_record
 from tests.helpers import app_idle, serve, wait_until
 from tests.transports.websocket.ws_client import EventClient
 
@@ -71,3 +74,26 @@ async def test_recording_every_call_is_not_held_to_the_directory_bound(models, g
             assert session.record is not None
         assert await wait_until(lambda: len(list(tmp_path.glob("ws_*.wav"))) == 1, 10)
         assert await wait_until(lambda: app_idle(app), 10)
+
+
+async def test_the_directory_is_measured_off_the_event_loop(models, gateway_config, tmp_path, monkeypatch):
+    """Failed before: each recording a session asked for scanned the record directory and
+    ``stat``-ed its files on the event loop (~110 ms at 20,000 files, every call of the process
+    waiting). Now every scan runs in a worker thread (at start, when a session opens, after a
+    recorded call is written), and the bound still holds (the tests above)."""
+    scans: list[bool] = []  # per scan: on the event loop's thread?
+    scan = call_record._scan
+
+    def watched(directory):
+        scans.append(threading.current_thread() is threading.main_thread())
+        return scan(directory)
+
+    monkeypatch.setattr(call_record, "_scan", watched)
+    (tmp_path / f"{OLD_CALL}.wav").write_bytes(b"\0" * 3000)
+    async with serve(gateway_config(record_dir=str(tmp_path), record_max_bytes=5000), models) as (url, app):
+        assert await _ask_recording(url) == []
+        assert await wait_until(lambda: len(list(tmp_path.glob("*_*.wav"))) == 2 and app_idle(app), 10)
+        (error,) = await _ask_recording(url)
+        assert error["code"] == "recording_unavailable" and "record_max_bytes" in error["message"]
+        assert await wait_until(lambda: app_idle(app), 10)
+    assert scans and not any(scans), scans

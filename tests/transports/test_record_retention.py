@@ -20,7 +20,14 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.media import recording as recording_module
-from gateway.transports.call_record import CallRecord, RecordPolicy, prepare_directory, prune
+from gateway.transports.call_record import (
+    CallRecord,
+    RecordPolicy,
+    _own_files,
+    prepare_directory,
+    prune,
+    recorded_bytes,
+)
 from tests.doubles import DiskFullOnceFileDouble
 
 DAY = 86400
@@ -244,3 +251,23 @@ def test_report_items_are_as_a_client_sees_them_without_audio(tmp_path):
 def test_every_call_mode_needs_a_directory():
     with pytest.raises(ValueError, match="record_dir"):
         GatewayConfig(record_all_calls=True)
+
+
+def test_recorded_bytes_counts_what_the_one_classifier_calls_the_gateways(tmp_path):
+    """``recorded_bytes`` (the disk bound's measure) repeated ``_own_files``' classification of the
+    directory with its own copy of the patterns; now it sums the call and work files of
+    ``_own_files``, so the two cannot disagree on what is the gateway's."""
+    ours = {
+        f"{call_id(1)}.wav": 3000,
+        f"{call_id(1)}.json": 200,
+        f".partial-{call_id(2)}.caller.raw": 640,
+        f".partial-{call_id(2)}.assistant.raw": 320,
+        f".partial-{call_id(3, prefix='sip')}.json": 10,
+    }
+    foreign = {"notes.txt": 100_000, f"{call_id(4)}.mp3": 7, f"x{call_id(5)}.wav": 9, ".partial-nope.wav": 11}
+    for name, size in {**ours, **foreign}.items():
+        (tmp_path / name).write_bytes(b"\0" * size)
+    calls, work, others = _own_files(list(os.scandir(tmp_path)))
+    classified = sum(entry.stat().st_size for files in (*calls.values(), *work.values()) for entry in files)
+    assert recorded_bytes(tmp_path) == classified == sum(ours.values())
+    assert sorted(others) == sorted(foreign)

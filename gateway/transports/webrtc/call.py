@@ -15,7 +15,6 @@ connect within ``connect_timeout_s`` or the caller's media stops (``media_timeou
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 from typing import Any, Optional
@@ -33,6 +32,7 @@ from gateway.pool.end_reason import EndReason
 from gateway.realtime.audio_events import AudioInput
 from gateway.realtime.events import error_event
 from gateway.realtime.session_update import SessionUpdate
+from gateway.realtime.wire import encode_event, utf8_size
 from gateway.transports.door import Door
 from gateway.transports.live_session import LiveSession
 from gateway.transports.transport import TransportKind
@@ -249,30 +249,32 @@ class WebRTCCall:
 
     # ----- Transport -----
     def send_event(self, event: dict[str, Any]) -> None:
-        """Send a server event on ``oai-events`` as JSON text if the channel is open (events
-        before it opens, or after it closed, are dropped). A caller that let
-        ``MAX_UNSENT_EVENT_BYTES`` pile up unsent is hung up on (``client_too_slow``), and nothing
-        more is queued for it. An event larger than the peer takes in one message
-        (``max_message_bytes``) cannot be sent: the caller gets a small ``error`` instead
-        (:func:`too_large_error`), and a WARNING says which event and why."""
+        """Send a server event on ``oai-events`` as JSON text (:func:`~gateway.realtime.wire.encode_event`:
+        UTF-8 as it is) if the channel is open (events before it opens, or after it closed, are
+        dropped). A caller that let ``MAX_UNSENT_EVENT_BYTES`` pile up unsent is hung up on
+        (``client_too_slow``), and nothing more is queued for it. An event larger than the peer
+        takes in one message (``max_message_bytes``, in bytes of UTF-8) cannot be sent: the caller
+        gets a small ``error`` instead (:func:`too_large_error`), and a WARNING says which event and why."""
         channel = self.channel
         if channel is None or channel.readyState != "open" or self._too_slow:
             return
-        text = json.dumps(event)  # ASCII (non-ASCII is escaped): its length is its size in bytes
+        text = encode_event(event)
+        size = utf8_size(text)  # what aiortc sends and checks against the peer's limit
         limit = self.max_message_bytes
-        if limit is not None and len(text) > limit:
+        if limit is not None and size > limit:
             log.warning(
                 "call %s: %s %s not sent: %d bytes, over the %d-byte max-message-size of the caller's SDP",
                 self.session.id,
                 event.get("type"),
                 event.get("event_id"),
-                len(text),
+                size,
                 limit,
             )
-            event = too_large_error(event, len(text), limit)
-            text = json.dumps(event)
+            event = too_large_error(event, size, limit)
+            text = encode_event(event)
+            size = utf8_size(text)
         unsent = channel.bufferedAmount
-        if unsent + len(text) > MAX_UNSENT_EVENT_BYTES:
+        if unsent + size > MAX_UNSENT_EVENT_BYTES:
             self._too_slow = True
             log.warning(
                 "call %s: the caller reads no events (%d bytes unsent): ending the call", self.session.id, unsent

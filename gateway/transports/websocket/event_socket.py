@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any, Optional
 
 from aiohttp import WSCloseCode, WSMsgType, web
+
+from gateway.realtime.wire import encode_event
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,12 @@ class EventSocket:
         self._closer: Optional[asyncio.Future[Any]] = None  # held: not collected mid-run
 
     def send(self, event: dict[str, Any]) -> None:
-        """Queue a server event (JSON text); dropped once the socket is closing. A reader that let
+        """Queue a server event (JSON text, :func:`~gateway.realtime.wire.encode_event`: UTF-8 as
+        it is); dropped once the socket is closing. A reader that let
         ``MAX_QUEUED_EVENTS`` or ``MAX_QUEUED_BYTES`` pile up is disconnected (1008)."""
         if self._closing:
             return
-        text = json.dumps(event)
+        text = encode_event(event)
         if self._queue.qsize() >= MAX_QUEUED_EVENTS or self._queued_bytes + len(text) > MAX_QUEUED_BYTES:
             log.warning(
                 "websocket client reads no events (%d queued, %d bytes): closing",

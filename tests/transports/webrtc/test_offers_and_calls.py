@@ -12,6 +12,7 @@ import logging
 import re
 
 import aiohttp
+import pytest
 from aiortc import RTCPeerConnection
 from aiortc.mediastreams import VideoStreamTrack
 
@@ -365,6 +366,21 @@ async def test_outbound_track_stops_before_the_unit_is_released(models, gateway_
         assert await wait_until(lambda: all_idle(app), 5)
 
 
+def declare_64_kib(monkeypatch) -> None:
+    """Both peers of the test's calls (aiortc's) declare ``a=max-message-size:65536``."""
+    import aiortc.rtcsctptransport
+
+    monkeypatch.setattr(aiortc.rtcsctptransport, "LOCAL_MAX_MESSAGE_SIZE", 65536)
+
+
+async def connected_64_kib(url: str) -> RealtimeClient:
+    """A caller connected to the gateway at ``url`` (:func:`declare_64_kib` set: a 64 KiB limit)."""
+    client = RealtimeClient(url)
+    assert await client.connect() == 201
+    assert "a=max-message-size:65536" in client.pc.localDescription.sdp
+    return client
+
+
 async def test_an_event_over_the_callers_max_message_size_is_reported_not_dropped(
     models, gateway_config, monkeypatch, caplog
 ):
@@ -374,15 +390,11 @@ async def test_an_event_over_the_callers_max_message_size_is_reported_not_droppe
     ``session.updated`` echoing 58 KB of tools (under the default ``max_tools_bytes``) never
     came, and the client was not told. Now the client gets a small ``error`` naming it, the
     server a WARNING, and the call goes on."""
-    import aiortc.rtcsctptransport
-
-    monkeypatch.setattr(aiortc.rtcsctptransport, "LOCAL_MAX_MESSAGE_SIZE", 65536)  # both peers declare 64 KiB
+    declare_64_kib(monkeypatch)
     tool = {"type": "function", "parameters": {"type": "object", "properties": {}}}
     tools = [{**tool, "name": f"tool_{n}", "description": "d" * 29_000} for n in range(2)]
     async with serve(gateway_config(), models) as (url, _app):
-        client = RealtimeClient(url)
-        assert await client.connect() == 201
-        assert "a=max-message-size:65536" in client.pc.localDescription.sdp
+        client = await connected_64_kib(url)
         client.send({"type": "session.update", "session": {"type": "realtime", "instructions": "i" * 8000}})
         await client.wait_for("session.updated", timeout=10)
         mark = len(client.events)
@@ -399,4 +411,37 @@ async def test_an_event_over_the_callers_max_message_size_is_reported_not_droppe
         client.send({"type": "session.update", "session": {"type": "realtime", "tools": []}})
         updated = await client.wait_for("session.updated", timeout=10, after=mark)
         assert updated["session"]["tools"] == [] and updated["session"]["instructions"] == "i" * 8000
+        await client.hangup()
+
+
+@pytest.mark.slow  # a real call
+async def test_the_max_message_size_check_counts_utf8_bytes(models, gateway_config, monkeypatch):
+    """Failed before: events went out with non-ASCII escaped, so a ``session.updated`` with 16,000
+    characters of "€" was 96 KB (``\\u20ac`` each) and never reached a peer that takes 64 KiB; now
+    it is 48 KB of UTF-8 and arrives. Sent raw, an event's size is its UTF-8 bytes, not its
+    characters: a ``session.updated`` of 16,400 emoji (17 k characters, 66 KB) is over the limit
+    and the caller is told (``event_too_large``), not left with an event aiortc refuses in silence.
+    (The client sends its events as UTF-8 too: escaped, they would be over the limit themselves.)"""
+    declare_64_kib(monkeypatch)
+    tool = {"type": "function", "parameters": {"type": "object", "properties": {}}}
+    tools = [{**tool, "name": f"tool_{n}", "description": "😀" * 4_200} for n in range(2)]
+    async with serve(gateway_config(), models) as (url, _app):
+        client = await connected_64_kib(url)
+
+        def send(session: dict) -> int:
+            mark = len(client.events)
+            client.send_raw(json.dumps({"type": "session.update", "session": session}, ensure_ascii=False))
+            return mark
+
+        send({"type": "realtime", "instructions": "€" * 16_000})
+        updated = await client.wait_for("session.updated", timeout=10)
+        assert updated["session"]["instructions"] == "€" * 16_000
+        mark = send({"type": "realtime", "instructions": "😀" * 8_000})
+        assert (await client.wait_for("session.updated", timeout=10, after=mark))["session"]["instructions"][-1] == "😀"
+        mark = send({"type": "realtime", "tools": tools})
+        error = (await client.wait_for("error", timeout=10, after=mark))["error"]
+        assert error["code"] == "event_too_large" and "session.updated" in error["message"], error
+        size = int(re.search(r"it is (\d+) bytes", error["message"])[1])
+        assert 16_400 * 4 < size < 16_400 * 4 + 4096, error["message"]  # UTF-8 bytes (4 an emoji)
+        assert not client.of_type("session.updated", after=mark)
         await client.hangup()
