@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     loadtest = commands.add_parser(
         "loadtest",
-        help="call a gateway with N simulated callers (WebRTC, real recordings) and print turn latency per N",
+        help="call a gateway with N simulated callers (WebRTC or WebSocket, real recordings) and print turn "
+        "latency per N",
     )
     loadtest_flags(loadtest)
     return parser

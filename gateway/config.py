@@ -169,16 +169,16 @@ class GatewayConfig(SourceLimitSettings, RecordingSettings):
     admit_by_compute: bool = field(
         default=True,
         metadata={
-            "help": "refuse a new call at once (503 compute_busy) when the live calls reach the talking "
-            "capacity or the LLM has no free batch slot"
+            "help": "refuse a new call at once (503 compute_busy) when the measured load admits no more "
+            "conversations (busy cores, deadline misses, slow first clauses, the talking calls' expected cost "
+            "of the cores and of the LLM's thread: docs/DEPLOYMENT.md); off: only pool_size limits calls"
         },
     )
     talking_capacity: int = field(
         default=0,
         metadata={
-            "help": "live calls (potential talkers) admitted at once, beyond which a new one gets 503 "
-            "compute_busy; 0: measured from llama.cpp's decode steps (a turn among N talkers decodes "
-            "at most 2x slower than alone); other engines: no limit but a saturated queue"
+            "help": "live calls admitted at once by compute, beyond which a new one gets 503 compute_busy "
+            "(replaces the measured load); 0: admission by the measured load (admit_by_compute)"
         },
     )
     llm_sequences: int = field(
