@@ -417,15 +417,20 @@ class GatewayConfig(SourceLimitSettings, RecordingSettings):
 
     def __post_init__(self) -> None:
         """Raises ValueError for a ``log_level``, ``log_format``, ``thinking_cue``, ``instance_id``,
-        ``talking_capacity`` or port (``port``, ``sip_port``, ``sip_tls_port``: 0-65535) that cannot be
-        used, ``record_all_calls`` without a ``record_dir``, a per-source limit below 0
-        (``trusted_proxies`` and ``unlimited_sources`` are read by the door, at start), or SIP over TLS settings
-        that cannot work (one of ``sip_tls_cert`` and ``sip_tls_key`` without the other, a file that
-        is not there, no ``sip_port``, a TLS port out of range or equal to ``sip_port``)."""
+        ``talking_capacity``, ``pool_size`` (below 1), ``vad_threshold`` (outside 0..1) or port
+        (``port``, ``sip_port``, ``sip_tls_port``: 0-65535) that cannot be used, ``record_all_calls``
+        without a ``record_dir``, a per-source limit below 0 (``trusted_proxies`` and
+        ``unlimited_sources`` are read by the door, at start), or SIP over TLS settings that cannot work
+        (one of ``sip_tls_cert`` and ``sip_tls_key`` without the other, a file that is not there, no
+        ``sip_port``, a TLS port out of range or equal to ``sip_port``)."""
         if self.record_all_calls and not self.record_dir:
             raise ValueError("record_all_calls needs record_dir: where the recordings go")
         if self.log_level.upper() not in logging.getLevelNamesMapping():
             raise ValueError(f"log_level {self.log_level!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        if self.pool_size < 1:
+            raise ValueError(f"pool_size {self.pool_size}: use 1 or more (each unit takes one call)")
+        if not 0.0 <= self.vad_threshold <= 1.0:
+            raise ValueError(f"vad_threshold {self.vad_threshold}: use a speech probability, 0..1")
         for name in ("port", "sip_port", "sip_tls_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{name} {getattr(self, name)}: use a TCP/UDP port, 0-65535")

@@ -39,6 +39,15 @@ def test_a_port_out_of_range_is_a_bad_setting(capsys):
         assert f"{flag[2:].replace('-', '_')} 99999" in capsys.readouterr().err
 
 
+def test_a_pool_of_no_unit_or_a_threshold_no_speech_reaches_is_a_bad_setting(capsys):
+    """``--pool-size 0`` served, refusing every call (503 pool_full); ``--vad-threshold 5`` served
+    and never heard a caller (a probability is at most 1)."""
+    for flags, named in ((["--pool-size", "0"], "pool_size 0"), (["--vad-threshold", "5"], "vad_threshold 5.0")):
+        assert main(["serve", *flags, *NO_MODEL]) == 2, flags
+        assert named in capsys.readouterr().err
+    assert GatewayConfig(pool_size=1, vad_threshold=1.0).pool_size == 1
+
+
 def test_a_bool_flag_says_which_values_it_takes(capsys):
     """argparse named the parser's function: ``invalid _parse_bool value: 'maybe'``."""
     with pytest.raises(SystemExit) as exited:
