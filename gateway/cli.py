@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     loadtest = commands.add_parser(
         "loadtest",
-        help="call a gateway with N simulated callers (WebRTC, real recordings) and print turn latency per N",
+        help="call a gateway with N simulated callers (WebRTC or WebSocket, real recordings) and print turn "
+        "latency per N",
     )
     loadtest_flags(loadtest)
     return parser
@@ -35,9 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point (``argv`` defaults to ``sys.argv[1:]``); returns the exit status.
 
-    0 on success, 1 when model weights are missing, 2 for a setting that does not parse, a backend
-    name no stage has (the choices are named; ``gateway.models.backends``) or ``serve`` off loopback
-    without an API key (argparse itself exits with 2 on an unknown flag).
+    0 on success, 1 when model weights are missing or ``serve`` cannot listen on its port, 2 for a
+    setting that does not parse or cannot be used (the message names it), a backend name no stage
+    has (the choices are named; ``gateway.models.backends``) or ``serve`` off loopback without an
+    API key (argparse itself exits with 2 on an unknown flag or a flag value of the wrong type).
     """
     from gateway.models.backends import check_backends
 
@@ -81,6 +83,9 @@ def prepare(config: GatewayConfig) -> int:
     except ModelNotFoundError as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # a setting an engine refuses
+        print(f"voice-gateway: bad setting: {exc}", file=sys.stderr)
+        return 2
     print(f"voice-gateway: models ready (cache {config.model_cache_dir})")
     return 0
 
@@ -90,14 +95,16 @@ def serve(config: GatewayConfig) -> int:
     thread; see :mod:`gateway.server.serving`: a second signal exits at once).
 
     Models load before the port opens, so a listening gateway can take calls. Returns 2 without
-    loading anything for a host other than loopback with no API key (unless ``allow_no_api_key``),
-    1 without serving if weights are missing, else 0 after the drain.
+    loading anything for a host other than loopback with no API key (unless ``allow_no_api_key``)
+    or a setting refused before loading (``startup_settings``), 2 for one refused at start-up
+    (an engine's or SIP's), 1 without serving if weights are missing or a port cannot be listened
+    on, else 0 after the drain.
     """
     from gateway.models.base import ModelNotFoundError
     from gateway.models.loader import load_models
-    from gateway.server.app import create_app
+    from gateway.server.app import create_app, startup_settings
     from gateway.server.request_guard import is_loopback_name
-    from gateway.server.serving import serve_until_signalled
+    from gateway.server.serving import CannotServe, serve_until_signalled
     from gateway.transports.sources import SourceLimits
 
     if not (config.api_key or config.allow_no_api_key or is_loopback_name(config.host)):
@@ -108,8 +115,9 @@ def serve(config: GatewayConfig) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        SourceLimits.from_config(config)  # the network lists, before minutes of model loading
+    try:  # before minutes of model loading: the network lists, STUN/TURN, the warm session file
+        SourceLimits.from_config(config)
+        startup_settings(config)
     except ValueError as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 2
@@ -118,5 +126,12 @@ def serve(config: GatewayConfig) -> int:
     except ModelNotFoundError as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # a setting an engine refuses (tts_response_format...)
+        print(f"voice-gateway: bad setting: {exc}", file=sys.stderr)
+        return 2
     app = create_app(config, models=models)
-    return asyncio.run(serve_until_signalled(app, config.host, config.port))
+    try:
+        return asyncio.run(serve_until_signalled(app, config.host, config.port))
+    except CannotServe as exc:
+        print(f"voice-gateway: {exc}", file=sys.stderr)
+        return exc.status

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import re
 import socket
@@ -168,16 +169,16 @@ class GatewayConfig(SourceLimitSettings, RecordingSettings):
     admit_by_compute: bool = field(
         default=True,
         metadata={
-            "help": "refuse a new call at once (503 compute_busy) when the live calls reach the talking "
-            "capacity or the LLM has no free batch slot"
+            "help": "refuse a new call at once (503 compute_busy) when the measured load admits no more "
+            "conversations (busy cores, deadline misses, slow first clauses, the talking calls' expected cost "
+            "of the cores and of the LLM's thread: docs/DEPLOYMENT.md); off: only pool_size limits calls"
         },
     )
     talking_capacity: int = field(
         default=0,
         metadata={
-            "help": "live calls (potential talkers) admitted at once, beyond which a new one gets 503 "
-            "compute_busy; 0: measured from llama.cpp's decode steps (a turn among N talkers decodes "
-            "at most 2x slower than alone); other engines: no limit but a saturated queue"
+            "help": "live calls admitted at once by compute, beyond which a new one gets 503 compute_busy "
+            "(replaces the measured load); 0: admission by the measured load (admit_by_compute)"
         },
     )
     llm_sequences: int = field(
@@ -415,13 +416,24 @@ class GatewayConfig(SourceLimitSettings, RecordingSettings):
         return cls.from_env(environ, **values_from_flags(cls, args))
 
     def __post_init__(self) -> None:
-        """Raises ValueError for a ``log_format``, ``thinking_cue``, ``instance_id`` or ``talking_capacity``
-        that cannot be used, ``record_all_calls`` without a ``record_dir``, a per-source limit below 0
-        (``trusted_proxies`` and ``unlimited_sources`` are read by the door, at start), or SIP over TLS settings
-        that cannot work (one of ``sip_tls_cert`` and ``sip_tls_key`` without the other, a file that
-        is not there, no ``sip_port``, a TLS port out of range or equal to ``sip_port``)."""
+        """Raises ValueError for a ``log_level``, ``log_format``, ``thinking_cue``, ``instance_id``,
+        ``talking_capacity``, ``pool_size`` (below 1), ``vad_threshold`` (outside 0..1) or port
+        (``port``, ``sip_port``, ``sip_tls_port``: 0-65535) that cannot be used, ``record_all_calls``
+        without a ``record_dir``, a per-source limit below 0 (``trusted_proxies`` and
+        ``unlimited_sources`` are read by the door, at start), or SIP over TLS settings that cannot work
+        (one of ``sip_tls_cert`` and ``sip_tls_key`` without the other, a file that is not there, no
+        ``sip_port``, a TLS port out of range or equal to ``sip_port``)."""
         if self.record_all_calls and not self.record_dir:
             raise ValueError("record_all_calls needs record_dir: where the recordings go")
+        if self.log_level.upper() not in logging.getLevelNamesMapping():
+            raise ValueError(f"log_level {self.log_level!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        if self.pool_size < 1:
+            raise ValueError(f"pool_size {self.pool_size}: use 1 or more (each unit takes one call)")
+        if not 0.0 <= self.vad_threshold <= 1.0:
+            raise ValueError(f"vad_threshold {self.vad_threshold}: use a speech probability, 0..1")
+        for name in ("port", "sip_port", "sip_tls_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise ValueError(f"{name} {getattr(self, name)}: use a TCP/UDP port, 0-65535")
         if self.log_format not in ("text", "json"):
             raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
         if self.thinking_cue not in ("off", "tone", "filler"):

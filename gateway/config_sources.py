@@ -35,7 +35,7 @@ def add_flags(settings: type, parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(settings):
         flag = "--" + f.name.replace("_", "-")
         help_text = f"{f.metadata.get('help', '')} [env {env_name(f.name)}]"
-        parser.add_argument(flag, dest=f.name, default=None, type=_type_of(f), help=help_text)
+        parser.add_argument(flag, dest=f.name, default=None, type=_flag_type(f), help=help_text)
 
 
 def values_from_flags(settings: type, args: argparse.Namespace) -> dict[str, Any]:
@@ -54,13 +54,28 @@ def _type_of(f: dataclasses.Field) -> Any:
     return {"int": int, "float": float, "str": str, "bool": _parse_bool}.get(str(f.type), str)
 
 
+def _flag_type(f: dataclasses.Field) -> Any:
+    """The argparse ``type`` of a field's flag: a bool flag's refusal says which values it takes
+    (argparse would name the parser function: "invalid _parse_bool value")."""
+    if str(f.type) != "bool":
+        return _type_of(f)
+
+    def boolean(text: str) -> bool:
+        try:
+            return _parse_bool(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return boolean
+
+
 def _parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
     if lowered in ("0", "false", "no", "off", ""):
         return False
-    raise ValueError(f"not a boolean: {text!r}")
+    raise ValueError(f"not a boolean: {text!r} (use 1, true, yes, on or 0, false, no, off)")
 
 
 def _parse(f: dataclasses.Field, raw: str, key: str) -> Any:

@@ -160,8 +160,8 @@ class GatewayMetrics:
                 self._usage.audio_in_s += seconds
 
     def outbound_frame(self, audio: bool, late: bool) -> None:
-        """One 20 ms frame left an output track: ``audio`` reply audio (else silence), ``late``
-        more than a frame after it was due."""
+        """One 20 ms frame left an output track (or a WebSocket's reply audio, as audio never
+        late): ``audio`` reply audio (else silence), ``late`` more than a frame after it was due."""
         self.outbound_frames.labels(content="audio" if audio else "silence").inc()
         if late:
             self.outbound_late.inc()

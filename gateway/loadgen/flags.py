@@ -41,7 +41,12 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--api-key", default=os.environ.get("VG_API_KEY", ""), help="the gateway's API key")
     parser.add_argument("--json", type=Path, help="write every turn and sample to this file")
     parser.add_argument("--plot", type=Path, help="write turn latency vs callers to this SVG file")
-    parser.add_argument("--gateway-log", type=Path, default=Path("loadtest-gateway.log"))
+    parser.add_argument(
+        "--gateway-log",
+        type=Path,
+        default=Path("loadtest-gateway.log"),
+        help="where the output of the gateway it starts goes (without --url)",
+    )
     parser.add_argument(
         "--gateway-command",
         default=f"{shlex.quote(sys.executable)} -m gateway serve",

@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from gateway.config import GatewayConfig
-from gateway.media.audio_pacer import PlayoutPacer
+from gateway.media.audio_pacer import FRAME_SAMPLES, PlayoutPacer
 from gateway.media.echo_reference import EchoReference
 from gateway.media.outbound import FrameHook, OutputAudioTrack
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
@@ -262,11 +262,17 @@ class PipelineUnit(UnitLifecycle):
 
     def new_audio_pacer(self, on_audio: Callable[[int, np.ndarray], None]) -> PlayoutPacer:
         """A reader of this unit's playout buffer for an event transport (WebSocket): audio goes to
-        ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do.
-        One per call; its ``stop()`` must run before the unit drains."""
+        ``on_audio(generation, samples)`` ahead of real time, playback events as the track's do,
+        and each 20 ms frame of it to ``on_output_frame`` as a track's audio frame (never late:
+        the client paces it). One per call; its ``stop()`` must run before the unit drains."""
         return PlayoutPacer(
-            self.playout, on_audio, self._on_playout_events, on_played=self._record_reply, on_unheard=self._cut_reply
+            self.playout, on_audio, self._on_playout_events, on_played=self._sent_reply, on_unheard=self._cut_reply
         )
+
+    def _sent_reply(self, samples: np.ndarray, played_at: float) -> None:
+        for _ in range(samples.size // FRAME_SAMPLES):
+            self.on_output_frame(True, False)
+        self._record_reply(samples, played_at)
 
     def run_in_thread(self, work: Callable[[], None]) -> None:
         """Run ``work`` in the event loop's worker threads (a model call off the loop; on the loop)."""

@@ -52,17 +52,16 @@ def create_app(
     """Build the app. ``models`` None: load them at start-up (once per process, in a thread).
 
     ``stage_factories`` replaces stage classes (test doubles for failure tests only). Raises
-    ValueError for an unusable ``ice_servers`` or ``llm_warm_session`` setting.
+    ValueError for an unusable ``ice_servers`` or ``llm_warm_session`` setting (:func:`startup_settings`).
     """
-    ice_configuration(config)  # a bad STUN/TURN setting fails here, not at the first call
+    limits, prompt_to_read = startup_settings(config)
     app = web.Application(
         # CORS outermost: error answers get its headers too; the Origin/Host guard inside the error middleware.
         middlewares=[cors_middleware, error_middleware, request_guard],
         client_max_size=config.max_offer_bytes + _BODY_ALLOWANCE_BYTES,
     )
     app[CONFIG] = config
-    app[LIMITS] = SessionLimits.from_config(config)
-    prompt_to_read = startup_prompt(config, app[LIMITS])  # a bad file fails here, before models load
+    app[LIMITS] = limits
     app[METRICS] = GatewayMetrics()
     app[KEYS] = EphemeralKeys(prefix=key_prefix(config.instance))
     app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.drain_timeout_s)
@@ -72,6 +71,17 @@ def create_app(
     app.cleanup_ctx.append(sip_user_agent)  # after the door: SIP calls are its sessions
     routes.add_routes(app, static_root())
     return app
+
+
+def startup_settings(config: GatewayConfig) -> tuple[SessionLimits, Optional[CallSettings]]:
+    """The settings the app reads once, checked without loading a model: the session limits and
+    the warm session's settings (None without ``llm_warm_session``). ``voice-gateway serve`` calls
+    it before the minutes of model loading. Raises ValueError naming ``ice_servers`` (a bad
+    STUN/TURN setting fails here, not at the first call) or ``llm_warm_session`` (a file that is
+    missing or no session object)."""
+    ice_configuration(config)
+    limits = SessionLimits.from_config(config)
+    return limits, startup_prompt(config, limits)
 
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]

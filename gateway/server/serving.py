@@ -26,12 +26,23 @@ log = logging.getLogger(__name__)
 _HTTP_SHUTDOWN_TIMEOUT_S = 5.0
 
 
+class CannotServe(Exception):
+    """The app could not start: ``str()`` says why, naming the setting or the address; ``status``
+    is the exit status (2: a setting the start-up refused, 1: the address could not be listened on)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 async def serve_until_signalled(app: web.Application, host: str, port: int) -> int:
     """Start ``app`` on ``host:port``, serve until SIGTERM/SIGINT, drain, clean up; returns 0.
 
-    Start-up (``app.cleanup_ctx``: models, pool) runs before the port opens. Must run on the main
-    thread's event loop (signal handlers). Prints ``voice-gateway: serving on http://host:port``
-    once the port is open, and logs the drain's outcome.
+    Start-up (``app.cleanup_ctx``: models, pool, SIP) runs before the port opens. Must run on the
+    main thread's event loop (signal handlers). Prints ``voice-gateway: serving on http://host:port``
+    once the port is open, and logs the drain's outcome. Raises :class:`CannotServe` (after
+    cleaning up what had started) when a start-up setting is refused (ValueError, e.g.
+    ``sip_rtp_latch``) or a port cannot be listened on (OSError: taken, an address not of this host).
     """
     runner = CappedAppRunner(
         app,
@@ -39,10 +50,18 @@ async def serve_until_signalled(app: web.Application, host: str, port: int) -> i
         shutdown_timeout=_HTTP_SHUTDOWN_TIMEOUT_S,
         keepalive_timeout=app[CONFIG].http_keepalive_timeout_s,  # aiohttp's own: an hour
     )
-    await runner.setup()
     try:
+        try:
+            await runner.setup()
+        except ValueError as exc:
+            raise CannotServe(f"bad setting: {exc}", 2) from exc
+        except OSError as exc:  # the SIP port
+            raise CannotServe(f"cannot listen: {exc}", 1) from exc
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise CannotServe(f"cannot listen on http://{host}:{port} (--host, --port): {exc}", 1) from exc
         config = app[CONFIG]
         print(
             f"voice-gateway: serving on http://{host}:{port} (pool of {config.pool_size}, instance {config.instance})",

@@ -112,9 +112,12 @@ async def sideband(
     request: web.Request, ws: web.WebSocketResponse, call_id: str, token: Optional[str]
 ) -> web.StreamResponse:
     """``GET /v1/realtime?call_id=rtc_...``: attach ``ws`` to the live WebRTC call ``call_id``
-    (``gateway.transports.sideband``). Needs the API key when one is configured; without one, the
-    call id is the capability (as for hang-up). Raises ApiError 401, 404 ``call_not_found``."""
+    (``gateway.transports.sideband``; the gateway's own events only those its ``gateway_events``
+    asks for). Needs the API key when one is configured; without one, the call id is the
+    capability (as for hang-up). Raises ApiError 401, 404 ``call_not_found``, 400 for an unknown
+    ``gateway_events`` name."""
     require_api_key(request.app[CONFIG].api_key, token, "A sideband connection")
+    extensions = requested_extensions(request)
     door = request.app[SESSIONS]
     call = door.live(call_id)
     if call is None or call.kind is TransportKind.WEBSOCKET:  # a sideband steers a call with its media elsewhere
@@ -123,7 +126,7 @@ async def sideband(
         await ws.prepare(request)
     except ConnectionError:  # the client went away during the upgrade
         return client_gone()
-    await serve_sideband(door, call, ws)
+    await serve_sideband(door, call, ws, extensions)
     return ws
 
 

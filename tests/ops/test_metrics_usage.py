@@ -9,13 +9,16 @@ from typing import Optional
 
 import aiohttp
 import numpy as np
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.client import RealtimeClient
+from gateway.media.audio_format import PCM16_24K
 from gateway.media.outbound import PacedAudioTrack
 from gateway.metrics import GatewayMetrics
 from gateway.pipeline.events import BargeInDecided, Interruption, ResponseInterrupted, TurnLatencyMeasured
 from tests.helpers import serve
+from tests.transports.websocket.ws_client import EventClient
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -91,6 +94,27 @@ async def test_a_spoken_turn_shows_in_metrics_and_usage(models, speech, gateway_
             assert value(parsed, "vg_calls_ended_total", transport="webrtc", reason="client_hangup") == 1
             assert value(parsed, "vg_call_end_total", reason="client_hangup") == 1
             assert value(parsed, "vg_active_sessions", transport="webrtc") == 0
+
+
+@pytest.mark.slow  # a real model turn
+async def test_a_websocket_reply_counts_as_audio_sent(models, gateway_config):
+    """``audio_out_s`` ("reply audio sent") and ``vg_outbound_frames_total{content="audio"}``
+    counted only the frames of a media track: a WebSocket session's replies, sent in
+    ``response.output_audio.delta``, left both at 0."""
+    async with serve(gateway_config(max_response_tokens=16), models) as (url, _app):
+        async with EventClient(url) as client:
+            await client.wait_for("session.created", timeout=10)
+            mark = await client.ask("Say hello.")
+            done = await client.wait_for("response.done", after=mark, timeout=90)
+            assert done["response"]["status"] == "completed", done
+            sent_s = client.audio(PCM16_24K).size / 24000
+            assert sent_s > 0.3
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/v1/usage") as response:
+                usage = await response.json()
+            parsed = await scrape(http, url)
+    assert abs(usage["audio_out_s"] - sent_s) < 0.05, (usage["audio_out_s"], sent_s)
+    assert value(parsed, "vg_outbound_frames_total", content="audio") == round(sent_s / 0.02)
 
 
 def test_barge_ins_and_latency_from_pipeline_events():

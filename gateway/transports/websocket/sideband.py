@@ -6,7 +6,10 @@ Source: the OpenAI Realtime API "sideband" connection (``wss://.../v1/realtime?c
 socket receives every server event of the call, as the ``oai-events`` data channel does, and may
 send client events, which act on the call's one Realtime session (audio stays on the WebRTC track:
 ``input_audio_buffer.append`` is refused there as on the data channel). The sideband closing does
-not end the call; the call ending closes the sideband.
+not end the call; the call ending closes the sideband. The gateway's own events
+(``GATEWAY_EVENTS``: ``gateway.latency``...) reach a sideband only when its URL asks for them
+(``?gateway_events=``), as for any client, and the call makes them (its own client asked), so a
+stock SDK attached to a call of the demo page sees only OpenAI's events.
 """
 
 from __future__ import annotations
@@ -16,19 +19,28 @@ import contextlib
 
 from aiohttp import WSCloseCode, web
 
-from gateway.realtime.events import error_event
+from gateway.realtime.events import GATEWAY_EVENTS, error_event
 from gateway.transports.door import Door
 from gateway.transports.live_session import LiveSession
+from gateway.transports.transport import ServerEvent
 from gateway.transports.websocket.event_socket import EventSocket
 
 
-async def serve_sideband(door: Door, host: LiveSession, ws: web.WebSocketResponse) -> None:
+async def serve_sideband(
+    door: Door, host: LiveSession, ws: web.WebSocketResponse, extensions: frozenset[str] = frozenset()
+) -> None:
     """Attach the prepared ``ws`` to the live session ``host`` until either ends or the door
-    closes (shutdown): server events of the call out, client events in through the door's rate
-    (a flood gets one ``rate_limit_exceeded``, as on the data channel; a binary frame gets an
-    ``error``, on this socket only, and counts in that rate)."""
+    closes (shutdown): server events of the call out (of the gateway's own, those in
+    ``extensions``), client events in through the door's rate (a flood gets one
+    ``rate_limit_exceeded``, as on the data channel; a binary frame gets an ``error``, on this
+    socket only, and counts in that rate)."""
     socket = EventSocket(ws)
     stop = door.closing_signal()
+
+    def relay(event: ServerEvent) -> None:
+        if event.get("type") in GATEWAY_EVENTS and event.get("type") not in extensions:
+            return
+        socket.send(event)
 
     def on_binary(data: bytes) -> None:
         socket.send(
@@ -39,7 +51,7 @@ async def serve_sideband(door: Door, host: LiveSession, ws: web.WebSocketRespons
             )
         )
 
-    host.event_listeners.append(socket.send)
+    host.event_listeners.append(relay)
     inbox = host.inbox(refuse_bytes=on_binary)
     receiving = asyncio.ensure_future(socket.receive(inbox, inbox))
     ended = asyncio.ensure_future(host.ended.wait())
@@ -49,7 +61,7 @@ async def serve_sideband(door: Door, host: LiveSession, ws: web.WebSocketRespons
     finally:
         door.forget_signal(stop)
         with contextlib.suppress(ValueError):
-            host.event_listeners.remove(socket.send)
+            host.event_listeners.remove(relay)
         ended.cancel()
         stopped.cancel()
         if host.ended.is_set():

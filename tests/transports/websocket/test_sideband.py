@@ -66,3 +66,31 @@ def app_calls(app) -> dict:
     from gateway.server.app import SESSIONS
 
     return app[SESSIONS].sessions
+
+
+@pytest.mark.slow  # a real model turn
+async def test_a_sideband_gets_the_gateway_events_only_when_it_asks(models, gateway_config):
+    """The call's own client asked for ``gateway.latency`` (the demo page and ``gateway.client``
+    do): a stock SDK's sideband on that call, which did not ask, got it too, an event that is no
+    OpenAI event (README: a stock client sees only OpenAI's events)."""
+    async with serve(gateway_config(max_response_tokens=16), models) as (url, _app):
+        caller = RealtimeClient(url)  # asks ?gateway_events=gateway.latency,gateway.barge_in
+        assert await caller.connect() == 201
+        query = f"?call_id={caller.call_id}"
+        async with (
+            EventClient(url, query=query) as stock,
+            EventClient(url, query=query + "&gateway_events=gateway.latency") as asking,
+        ):
+            await asyncio.sleep(0.2)  # both attached
+            caller.ask("Say hello.")
+            await caller.wait_for("gateway.latency", timeout=90)
+            await asking.wait_for("gateway.latency", timeout=10)
+            await stock.wait_for("response.done", timeout=10)
+            await asyncio.sleep(0.3)
+            assert stock.events and not [e for e in stock.events if e["type"].startswith("gateway.")]
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            async with EventClient(url, query=query + "&gateway_events=gateway.nope"):
+                pass
+        assert refused.value.status == 400
+        await caller.hangup()
+        await caller.close()

@@ -1,0 +1,108 @@
+"""What an operator sees when ``voice-gateway serve`` cannot start: a one-line message naming the
+setting or the address, and an exit status (2: a setting, 1: missing weights or a port), never a
+traceback; settings that can be checked without the models are refused before minutes of loading."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from gateway.cli import build_parser, main
+from gateway.config import GatewayConfig
+from gateway.server.app import create_app
+from gateway.server.runner import free_port
+from gateway.server.serving import CannotServe, serve_until_signalled
+
+NO_MODEL = ["--llm-model", "/no/such/model.gguf"]  # past every check, loading stops at once (exit 1)
+
+
+@pytest.fixture(autouse=True)
+def _no_vg_environment(monkeypatch):
+    for name in ("VG_LOG_LEVEL", "VG_HOST", "VG_PORT", "VG_ICE_SERVERS", "VG_LLM_WARM_SESSION"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_an_unknown_log_level_is_a_bad_setting(capsys):
+    """``--log-level verbose`` was a traceback from ``logging`` ("Unknown level: 'VERBOSE'")."""
+    for command in ("serve", "models"):
+        assert main([command, "--log-level", "verbose", *NO_MODEL]) == 2, command
+        error = capsys.readouterr().err
+        assert "log_level 'verbose'" in error and "INFO" in error and "Traceback" not in error
+    assert GatewayConfig(log_level="debug").log_level == "debug"  # any case, as before
+
+
+def test_a_port_out_of_range_is_a_bad_setting(capsys):
+    """``--port 99999`` loaded every model, then failed in ``bind()`` with a traceback."""
+    for flag in ("--port", "--sip-port", "--sip-tls-port"):
+        assert main(["serve", flag, "99999", *NO_MODEL]) == 2, flag
+        assert f"{flag[2:].replace('-', '_')} 99999" in capsys.readouterr().err
+
+
+def test_a_pool_of_no_unit_or_a_threshold_no_speech_reaches_is_a_bad_setting(capsys):
+    """``--pool-size 0`` served, refusing every call (503 pool_full); ``--vad-threshold 5`` served
+    and never heard a caller (a probability is at most 1)."""
+    for flags, named in ((["--pool-size", "0"], "pool_size 0"), (["--vad-threshold", "5"], "vad_threshold 5.0")):
+        assert main(["serve", *flags, *NO_MODEL]) == 2, flags
+        assert named in capsys.readouterr().err
+    assert GatewayConfig(pool_size=1, vad_threshold=1.0).pool_size == 1
+
+
+def test_a_bool_flag_says_which_values_it_takes(capsys):
+    """argparse named the parser's function: ``invalid _parse_bool value: 'maybe'``."""
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--allow-no-api-key", "maybe"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "argument --allow-no-api-key: not a boolean: 'maybe'" in error and "_parse_bool" not in error
+    assert "true" in error and "off" in error
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--ice-servers", "stun:"], "ice_servers"),
+        (["--llm-warm-session", "/no/such/session.json"], "llm_warm_session"),
+    ],
+)
+def test_start_up_settings_are_refused_before_the_models_load(flags, named, capsys):
+    """A bad STUN/TURN setting or warm-session file was found by ``create_app``, after the models
+    had loaded, and ended ``serve`` with a traceback (exit 1); the missing model here shows that
+    nothing was loaded."""
+    assert main(["serve", *flags, *NO_MODEL]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"voice-gateway: {named}") and "Traceback" not in error, error
+
+
+@pytest.mark.slow  # loads the VAD twice: ~2 s
+def test_a_setting_an_engine_refuses_is_a_bad_setting(capsys):
+    """``--tts-response-format mp3`` raised ValueError out of the model loading: a traceback."""
+    http = ["--stt-backend", "openai_http", "--llm-backend", "openai_http", "--tts-backend", "openai_http"]
+    for command in ("serve", "prepare"):
+        assert main([command, *http, "--turn-detector", "silence", "--tts-response-format", "mp3"]) == 2
+        error = capsys.readouterr().err
+        assert "bad setting: response_format 'mp3'" in error and "wav" in error, error
+
+
+async def test_a_taken_port_is_named_not_a_traceback(models, gateway_config):
+    """The HTTP port taken by another process: aiohttp's OSError came out of ``serve`` as a
+    traceback; now :class:`CannotServe` (exit 1) names the address and the flags."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = gateway_config()
+        with pytest.raises(CannotServe) as refused:
+            await serve_until_signalled(create_app(config, models=models), "127.0.0.1", port)
+    assert refused.value.status == 1
+    message = str(refused.value)
+    assert f"http://127.0.0.1:{port}" in message and "--port" in message and "in use" in message
+
+
+async def test_a_sip_setting_refused_at_start_up_is_named(models, gateway_config):
+    """``--sip-rtp-latch bogus`` (read when the SIP user agent starts) was a traceback."""
+    config = gateway_config(sip_port=free_port(), sip_rtp_latch="bogus")
+    with pytest.raises(CannotServe) as refused:
+        await serve_until_signalled(create_app(config, models=models), "127.0.0.1", config.port)
+    assert refused.value.status == 2
+    assert str(refused.value) == "bad setting: sip_rtp_latch 'bogus': use signalling, sdp, any"
