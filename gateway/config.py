@@ -133,6 +133,9 @@ class GatewayConfig(SourceLimitSettings, RecordingSettings):
     )
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads for the LLM (0 = number of CPUs)"})
     stt_threads: int = field(default=0, metadata={"help": "CTranslate2 threads for Whisper (0 = number of CPUs)"})
+    tts_threads: int = field(
+        default=0, metadata={"help": "ONNX Runtime threads for Piper (0 = Piper's own: every core)"}
+    )
     stt_caller_voice: bool = field(
         default=True,
         metadata={

@@ -158,7 +158,7 @@ def _transformers(config: GatewayConfig) -> LanguageModel:
 def _piper(config: GatewayConfig) -> TextToSpeech:
     from gateway.models.piper_tts import PiperTextToSpeech
 
-    return PiperTextToSpeech(config.tts_voice)
+    return PiperTextToSpeech(config.tts_voice, threads=config.tts_threads)
 
 
 def _voice_not_piper(config: GatewayConfig) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -36,18 +36,28 @@ class PiperTextToSpeech:
     Runtime's random ops, seeded once per process from the clock, so by default every synthesis of
     a sentence differs, and differs with the syntheses made before it. Both 0.0: no noise, and the
     same text gives bit-identical audio on every call (on one machine and thread count), a little
-    flatter: what tests need.
+    flatter: what tests need. ``threads``: ONNX Runtime intra-op threads of its session, not
+    spinning (0: Piper's own session, every core; 1 on 2 cores leaves the LLM its core:
+    docs/BENCHMARKS.md, h42-six).
     """
 
     def __init__(
-        self, voice: str = BUNDLED, noise_scale: Optional[float] = None, noise_w_scale: Optional[float] = None
+        self,
+        voice: str = BUNDLED,
+        noise_scale: Optional[float] = None,
+        noise_w_scale: Optional[float] = None,
+        threads: int = 0,
     ) -> None:
         try:
             from piper import PiperVoice, SynthesisConfig
         except ImportError as exc:
             raise ModelNotFoundError(f"Piper is not installed: {_INSTALL_HINT}") from exc
         self._config_type = SynthesisConfig
-        self._voice = PiperVoice.load(_voice_path(voice))
+        path = _voice_path(voice)
+        self._voice = PiperVoice.load(path)
+        self.threads = threads
+        if threads > 0:
+            self._voice.session = _session(path, threads)
         self.sample_rate = int(self._voice.config.sample_rate)
         self.voice = voice
         self.noise_scale = noise_scale
@@ -68,3 +78,14 @@ class PiperTextToSpeech:
         )
         for chunk in self._voice.synthesize(text, syn_config=config):
             yield chunk.audio_float_array
+
+
+def _session(path: Path, threads: int) -> Any:
+    """An ONNX Runtime CPU session of the voice at ``path`` on ``threads`` intra-op threads, not
+    spinning between calls (Piper's own load takes every core: ONNX Runtime's default)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])

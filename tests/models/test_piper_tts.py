@@ -32,3 +32,12 @@ def test_the_default_keeps_the_voices_noise() -> None:
     assert tts.noise_scale is None and tts.noise_w_scale is None  # the voice's own (joe: 0.667, 0.8)
     first, second = synthesize(tts), synthesize(tts)
     assert first.size != second.size or not np.array_equal(first, second)
+
+
+def test_a_synthesis_can_leave_the_llm_its_core() -> None:
+    """ONNX Runtime's default session takes every core (intra-op threads 0); ``threads`` sets it."""
+    tts = load_tts()
+    assert tts._voice.session.get_session_options().intra_op_num_threads == 0
+    one = PiperTextToSpeech(GatewayConfig().tts_voice, noise_scale=0.0, noise_w_scale=0.0, threads=1)
+    assert one._voice.session.get_session_options().intra_op_num_threads == 1
+    assert synthesize(one).size > one.sample_rate
