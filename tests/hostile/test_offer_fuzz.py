@@ -80,6 +80,7 @@ def check_answer(name: str, offer: str, answer: str) -> None:
             assert got == want, (name, want, got)
 
 
+@pytest.mark.slow  # ~9-15 s: the default suite stays under its 10 minutes
 async def test_offers_and_mutations_get_an_answer_or_a_clear_400(models, gateway_config, caplog):
     caplog.set_level(logging.WARNING)
     rng = random.Random(12)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from gateway.client import RealtimeClient
 from tests.helpers import serve, wait_until, words
@@ -86,6 +87,7 @@ async def transcript(url: str, audio: np.ndarray, noise_reduction: dict | None) 
     return str(done["transcript"])
 
 
+@pytest.mark.slow  # ~9-15 s: the default suite stays under its 10 minutes
 async def test_near_field_suppression_hears_noisy_speech_better(models, gateway_config, speech, monkeypatch):
     audio = noisy(speech(QUESTION), [speech(text) for text in BABBLE], snr_db=0)
     # Whisper hears the whole turn, so that only suppression differs. With the caller-voice cut (the

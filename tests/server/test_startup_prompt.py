@@ -47,6 +47,7 @@ def held(llm: LlamaCppLanguageModel, tools: list[dict]) -> bool:
     return warm is None
 
 
+@pytest.mark.slow  # ~9-15 s: the default suite stays under its 10 minutes
 async def test_the_session_prompt_is_read_before_the_first_call(models, gateway_config, tmp_path: Path) -> None:
     assert isinstance(models.llm, LlamaCppLanguageModel)
     session = tmp_path / "session.json"
