@@ -60,7 +60,7 @@ class LiveSession:
         session_id: str,
         lease: UnitLease,
         config: GatewayConfig,
-        record_usage: Optional[RecordUsage] = None,
+        record_usage: RecordUsage,
     ) -> None:
         self.kind = kind
         self.id = session_id
@@ -74,7 +74,7 @@ class LiveSession:
         self.transport: Optional[Transport] = None
         self.record_policy = RecordPolicy.from_config(config)
         # The recordings' size (the door's, shared by its sessions), measured off the event loop.
-        self.record_usage = record_usage if record_usage is not None else RecordUsage(self.record_policy)
+        self.record_usage = record_usage
         self.record: Optional[CallRecord] = None
         self.realtime: RealtimeSession  # set by Door.open, before anyone sees the session
         self.on_end: Callable[[LiveSession], None] = lambda session: None
