@@ -38,7 +38,10 @@ async def test_a_session_cannot_record_past_the_directory_bound(models, gateway_
     (tmp_path / "notes.txt").write_bytes(b"\0" * 100_000)  # not the gateway's: not counted
     async with serve(gateway_config(record_dir=str(tmp_path), record_max_bytes=5000), models) as (url, app):
         assert await _ask_recording(url) == []  # 4000 bytes recorded: under the bound
-        assert await wait_until(lambda: len(list(tmp_path.glob("*_*.wav"))) == 2 and app_idle(app), 10)
+        # the first call ended (written, pruned, the directory measured again: a session that ends
+        # leaves the door last), not only its files there and its unit idle
+        ended = lambda: len(list(tmp_path.glob("*_*.wav"))) == 2 and app_idle(app) and not app[SESSIONS].sessions  # noqa: E731
+        assert await wait_until(ended, 10)
         (error,) = await _ask_recording(url)  # now past it
         assert error["code"] == "recording_unavailable" and error["param"] == "session.recording"
         assert "record_max_bytes" in error["message"]
