@@ -156,6 +156,35 @@ def test_sessions_taking_turns_keep_their_prompt_state(llm: LlamaCppLanguageMode
     assert cold.cached_tokens < warm.cached_tokens - 200
 
 
+def test_a_turn_given_back_is_saved_for_a_later_turn(llm: LlamaCppLanguageModel) -> None:
+    """The sequence a turn gives back is saved in the engine's state cache. Before: the decoder was
+    given ``state_cache or LlamaStateCache(0)``, and an empty cache (``len`` 0) is falsy, so every
+    decoder ran with a disabled one and nothing was ever saved."""
+    assert llm.decoder.state_cache is llm.state_cache
+    saves = llm.state_cache.saves
+    ask(llm, "Say yes.", max_tokens=1)
+    deadline = time.monotonic() + 10  # saved on the step thread, just after the turn ends
+    while llm.state_cache.saves == saves and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert llm.state_cache.saves > saves, "the given-back sequence was not saved"
+
+
+@pytest.mark.slow
+def test_a_conversation_whose_cells_were_taken_is_restored_not_read_again(llm: LlamaCppLanguageModel) -> None:
+    """More conversations than KV sequences take turns (each new turn leases the least recently used
+    sequence, dropping what it held): the first conversation's next turn restores its saved state
+    and reads only its new tokens."""
+    first = history_of("the Moon")[:2]
+    ask(llm, "Thanks.", history=first, max_tokens=2)
+    for i in range(llm.decoder.sequences + 1):  # every sequence is taken by another conversation
+        ask(llm, f"Is {i + 2} a prime number?", max_tokens=1)
+    restores = llm.state_cache.restores
+    follow_up = [*first, ChatMessage("user", "Thanks."), ChatMessage("assistant", "You're welcome.")]
+    result, _ = ask(llm, "How far away is it?", history=follow_up, max_tokens=2)
+    assert llm.state_cache.restores == restores + 1
+    assert result.cached_tokens >= result.prompt_tokens - 30, result
+
+
 @pytest.mark.slow
 def test_callers_queue_fairly_and_a_long_prompt_lets_a_short_turn_through(llm: LlamaCppLanguageModel) -> None:
     """One caller sends a ~800-token prompt; another asks a short question just after. The short

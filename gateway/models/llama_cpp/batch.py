@@ -84,7 +84,8 @@ class BatchDecoder:
         self.sequences = sequences
         self.threads = threads or LlamaThreads()
         self.chunk, self.shared_chunk = chunk, min(shared_chunk, chunk)
-        self.state_cache = state_cache or LlamaStateCache(0)
+        # (not ``or``: an empty cache has len 0, and would be swapped for a disabled one)
+        self.state_cache = state_cache if state_cache is not None else LlamaStateCache(0)
         self.poll_s, self._gather_s = poll_s, gather_s
         self._capacity = chunk + sequences + prefixes
         params = llama_cpp.llama_context_default_params()
