@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gateway.models.compute.deadline import HORIZON_S, NO_DEADLINE, PAUSE_AHEAD_S
 from gateway.models.llama_cpp.holds import Evaluation
-from gateway.models.llama_cpp.schedule import plan_step
+from gateway.models.llama_cpp.schedule import SPECULATIVE_CHUNK, plan_step
 
 NOW = 1000.0
 
@@ -18,8 +18,16 @@ def work(seq: int, tokens: int, due: float, warm: bool = False, speculative: boo
     return Evaluation(seq, left, resolved=True, tokens=left, warm=warm, speculative=speculative, due=due)
 
 
-def plan(*pending: Evaluation, between: bool = False, capacity: int = 40):
-    return plan_step(list(pending), NOW, capacity=capacity, chunk=32, shared_chunk=16, turns_between_samples=between)
+def plan(*pending: Evaluation, between: bool = False, capacity: int = 40, others_connected: bool = True):
+    return plan_step(
+        list(pending),
+        NOW,
+        capacity=capacity,
+        chunk=32,
+        shared_chunk=16,
+        turns_between_samples=between,
+        speculative_chunk=SPECULATIVE_CHUNK if others_connected else None,
+    )
 
 
 def test_a_first_clause_takes_the_step_from_a_reply_that_holds_seconds_of_audio() -> None:
@@ -58,7 +66,20 @@ def test_speculative_reads_run_only_when_no_turn_needs_the_step() -> None:
     paused = work(2, 1, due=NOW + 30.0)
     assert [e for e, _ in plan(read_ahead, paused).items] == [read_ahead], "a paused reply leaves it room"
     assert plan(read_ahead, between=True).items == [], "a turn between two samples holds it back"
-    assert plan(read_ahead).items == [(read_ahead, 32)], "alone, a whole chunk"
+    assert plan(read_ahead).items == [(read_ahead, SPECULATIVE_CHUNK)], "alone, a short step"
+
+
+def test_a_speculative_step_is_short_so_a_turn_asked_meanwhile_waits_little() -> None:
+    """A step in flight cannot be stopped: while other calls are connected, a read-ahead or a held
+    reply's prompt reads at most ``SPECULATIVE_CHUNK`` tokens a step (before: a whole 32-token
+    chunk, 2.6 s on one busy thread, that another caller's turn asked meanwhile waited for), while a
+    turn's own prompt alone still reads a whole chunk, and a lone call's read-ahead too."""
+    held_reply = work(3, 40, due=NO_DEADLINE)  # a reply begun at the caller's pause, not yet adopted
+    assert plan(held_reply).items == [(held_reply, SPECULATIVE_CHUNK)]
+    assert SPECULATIVE_CHUNK <= 8
+    turn = work(0, 40, due=NOW)
+    assert plan(turn, held_reply).items == [(turn, 32)], "a due prompt alone: a whole chunk"
+    assert plan(held_reply, others_connected=False).items == [(held_reply, 32)], "a lone call's"
 
 
 def test_a_warm_a_turn_waits_for_is_read_as_that_turn_is_due() -> None:

@@ -44,7 +44,7 @@ from gateway.models.compute.core_use import CORE_USE, LlamaThreads
 from gateway.models.compute.decode_capacity import StepTimes
 from gateway.models.llama_cpp.holds import Evaluation, SequenceLease, Warm
 from gateway.models.llama_cpp.kv_sequences import KvSequence, KvSequences
-from gateway.models.llama_cpp.schedule import StepPlan, plan_step
+from gateway.models.llama_cpp.schedule import SPECULATIVE_CHUNK, StepPlan, plan_step
 from gateway.models.llama_cpp.state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
@@ -352,6 +352,7 @@ class BatchDecoder:
             shared_chunk=self.shared_chunk,
             turns_between_samples=any(s.waiting for s in self._seqs),
             leased=lambda seq: self._seqs[seq].leased,
+            speculative_chunk=SPECULATIVE_CHUNK if CORE_USE.calls > 1 else None,
         )
 
     def _idle_wait(self, plan: StepPlan) -> float:

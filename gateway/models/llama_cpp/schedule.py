@@ -9,8 +9,10 @@ step takes one class only, the most urgent present:
    warm a due turn waits for; batched together, earliest deadline first for the prompt chunks;
 2. else **ahead** replies (deadline within ``PAUSE_AHEAD_S``) and the session warms (instructions
    and tools read at call start): a reply that holds seconds of audio never slows a first clause;
-3. else the **speculative** reads (a prompt read ahead at a caller's pause), and only while no turn
-   is between two samples (its next token would share the step).
+3. else the **speculative** reads (a prompt read ahead at a caller's pause, a reply begun at it and
+   held), and only while no turn is between two samples (its next token would share the step), at
+   most :data:`SPECULATIVE_CHUNK` prompt tokens a step: a step in flight cannot be stopped, and a
+   turn asked meanwhile waits for it.
 
 Replies further ahead are **paused**: left out of every step until their deadline comes within
 ``PAUSE_AHEAD_S`` (``StepPlan.wake_at``), so that compute is not spent seconds before it is needed.
@@ -28,6 +30,15 @@ from typing import Optional
 
 from gateway.models.compute.deadline import PAUSE_AHEAD_S, Urgency, urgency
 from gateway.models.llama_cpp.holds import Evaluation
+
+# Prompt tokens a speculative step reads at most while other calls are connected. Reading a
+# prompt is compute-bound on a CPU: ~20 ms a token on 2 idle threads of a slow 2-core box, ~80 ms
+# on one thread beside six callers' speech models, where a 32-token read-ahead step held a new
+# turn back 2.6 s (stop 42's trace); 8 tokens hold it back at most ~0.7 s, and cost little more
+# per token than longer steps. (A lone call's
+# read-ahead keeps whole chunks: its own turn is the only one to wait, and a prompt read in other
+# chunk sizes is the same up to float rounding, which can change a greedy answer's words.)
+SPECULATIVE_CHUNK = 8
 
 
 @dataclass
@@ -66,11 +77,13 @@ def plan_step(
     shared_chunk: int,
     turns_between_samples: bool = False,
     leased: Callable[[int], bool] = lambda seq: True,
+    speculative_chunk: Optional[int] = None,
 ) -> StepPlan:
     """The step for the resolved, live evaluations of ``pending`` at ``now`` (see the module
     docstring). ``capacity``: tokens a step may hold; ``turns_between_samples``: a leased sequence
     is about to send its next token (it holds speculative reads back); ``leased(seq)``: the
-    sequence is a turn's (its prompt is read before a warm's of the same deadline)."""
+    sequence is a turn's (its prompt is read before a warm's of the same deadline);
+    ``speculative_chunk``: prompt tokens a speculative step reads at most (None: as any other)."""
     live = [e for e in pending if e.resolved and not e.abandoned and e.tokens]
     classes = {id(e): step_class(e, now) for e in live}
     paused = [e.due - PAUSE_AHEAD_S for e in live if classes[id(e)] is Urgency.PAUSED]
@@ -90,6 +103,8 @@ def plan_step(
     plan.items = [(e, 1) for e in decoding[:capacity]]
     room = capacity - len(plan.items)
     share = chunk if not decoding else shared_chunk
+    if wanted is Urgency.SPECULATIVE and speculative_chunk is not None:
+        share = min(share, speculative_chunk)
     for e in reading:
         take = min(len(e.tokens), share, room)
         if take <= 0:
