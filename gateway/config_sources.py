@@ -31,11 +31,29 @@ def values_from_env(settings: type, environ: Mapping[str, str]) -> dict[str, Any
 
 
 def add_flags(settings: type, parser: argparse.ArgumentParser) -> None:
-    """Add one ``--flag`` per field of ``settings``; defaults stay None so the environment can fill them."""
+    """Add one ``--flag`` per field of ``settings``; defaults stay None so the environment can fill
+    them. Each flag's help ends with the field's default and its variable: ``[default 8080; env VG_PORT]``."""
     for f in dataclasses.fields(settings):
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata.get('help', '')} [env {env_name(f.name)}]"
+        shown = shown_default(f).replace("%", "%%")  # argparse %-formats help texts
+        help_text = f"{f.metadata.get('help', '')} [default {shown}; env {env_name(f.name)}]"
         parser.add_argument(flag, dest=f.name, default=None, type=_flag_type(f), help=help_text)
+
+
+def shown_default(f: dataclasses.Field) -> str:
+    """A field's default as ``--help`` shows it: a bool as on/off, an empty text or one with spaces
+    quoted (``''``, ``'You are...'``), a number or other text as written on the command line."""
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value == "" or (isinstance(value, str) and " " in value):
+        return repr(value)
+    return str(value)
 
 
 def values_from_flags(settings: type, args: argparse.Namespace) -> dict[str, Any]:

@@ -24,33 +24,44 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="a running gateway (default: start one here, on a free loopback port); on another host, list "
         "this one in its --unlimited-sources (callers from one address: 429 too_many_sessions past 2)",
     )
-    parser.add_argument("--callers", default="6", help="callers at once, per phase: e.g. 6 or 2,4,6,8")
-    parser.add_argument("--turns", type=int, default=3, help="questions per caller")
-    parser.add_argument("--think-s", type=float, default=3.0, help="pause after each answer is heard, s")
-    parser.add_argument("--stagger-s", type=float, default=1.3, help="ramp-up: between two callers' starts, s")
+    parser.add_argument(
+        "--callers", default="6", help="callers at once, per phase: e.g. 6 or 2,4,6,8 (default %(default)s)"
+    )
+    parser.add_argument("--turns", type=int, default=3, help="questions per caller (default %(default)s)")
+    parser.add_argument(
+        "--think-s", type=float, default=3.0, help="pause after each answer is heard, s (default %(default)s)"
+    )
+    parser.add_argument(
+        "--stagger-s", type=float, default=1.3, help="ramp-up: between two callers' starts, s (default %(default)s)"
+    )
     parser.add_argument(
         "--transport",
         choices=("webrtc", "websocket"),
         default="webrtc",
-        help="how callers call: a WebRTC call each, or the Realtime WebSocket (GET /v1/realtime)",
+        help="how callers call: a WebRTC call each, or the Realtime WebSocket (GET /v1/realtime) (default %(default)s)",
     )
     parser.add_argument("--no-baseline", action="store_true", help="skip the lone caller before the phases")
     parser.add_argument(
-        "--silent", type=int, default=0, help="a phase of this many callers who connect and say nothing (admitted?)"
+        "--silent",
+        type=int,
+        default=0,
+        help="a phase of this many callers who connect and say nothing (admitted?; default %(default)s: none)",
     )
-    parser.add_argument("--api-key", default=os.environ.get("VG_API_KEY", ""), help="the gateway's API key")
+    parser.add_argument(
+        "--api-key", default=os.environ.get("VG_API_KEY", ""), help="the gateway's API key (default $VG_API_KEY)"
+    )
     parser.add_argument("--json", type=Path, help="write every turn and sample to this file")
     parser.add_argument("--plot", type=Path, help="write turn latency vs callers to this SVG file")
     parser.add_argument(
         "--gateway-log",
         type=Path,
         default=Path("loadtest-gateway.log"),
-        help="where the output of the gateway it starts goes (without --url)",
+        help="where the output of the gateway it starts goes (without --url; default %(default)s)",
     )
     parser.add_argument(
         "--gateway-command",
         default=f"{shlex.quote(sys.executable)} -m gateway serve",
-        help="how to start the gateway when no --url is given (--host/--port are added)",
+        help="how to start the gateway when no --url is given (--host/--port are added; default %(default)s)",
     )
     parser.add_argument("gateway_args", nargs=argparse.REMAINDER, help="after --: flags for the started gateway")
     return parser

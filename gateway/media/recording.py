@@ -49,6 +49,7 @@ JITTER_S = 0.1  # a chunk this far past its channel's end comes after a gap: sil
 SETTLE_S = 1.0  # how long that silence stays tentative (the channel's newest audio held in memory)
 _CHUNK = RATE * 10  # samples per channel interleaved at a time when finishing (bounded memory)
 _SAMPLE_BYTES = 2
+_WAV_HEADER_BYTES = 44  # a PCM WAV's RIFF, fmt and data headers (the wave module writes no others)
 _PRIVATE = 0o600  # owner read/write: the mode of every file a recording makes
 
 
@@ -266,6 +267,12 @@ class StereoRecording:
         if not self.failed:
             log.error("recording %s stopped: %s", self._prefix.name, exc)
             self.failed, self.error = True, exc.strerror or str(exc)
+
+    def wav_bytes(self, ended_at: float) -> int:
+        """The size of the WAV :meth:`finish` will write for a call that ended at ``ended_at``
+        (monotonic s), in bytes: its header and 4 bytes a frame (a recording that did not fail)."""
+        frames = max(self._position(ended_at), self._caller.samples, self._assistant.samples)
+        return _WAV_HEADER_BYTES + 2 * _SAMPLE_BYTES * frames
 
     def finish(self, path: Path, ended_at: float) -> float:
         """Write the stereo WAV to ``path`` (16-bit PCM, :data:`RATE` Hz, caller left, assistant

@@ -19,7 +19,8 @@ called, and "installed" means its Python modules (and, for a bundled model, its 
 are found by ``importlib.util.find_spec``, so nothing is imported or loaded to tell. A backend whose
 weights are never packaged (``kokoro``: pass ``--tts-model``) says so in its description.
 
-A new engine is one row here (stage, name, description, modules, install hint, loader) and its
+A new engine is one row here (stage, name, description, modules, install hint, loader, and
+optionally a check of its model setting run before anything loads: :func:`check_model_settings`) and its
 engine module (or folder, for a family) implementing the stage's interface from ``base``.
 """
 
@@ -51,7 +52,8 @@ class Backend:
     """One engine of one stage. ``modules``: what must be importable for it to run (Python modules
     and model packages); ``install``: how to get them ('' when nothing is needed); ``load``: makes
     the engine from the configuration, raising ModelNotFoundError (naming what to install or pass)
-    when its library or weights are missing."""
+    when its library or weights are missing; ``check``: refuses (ValueError naming the setting) a
+    model setting of its own that can be told wrong without loading (None: nothing to tell)."""
 
     stage: str
     name: str
@@ -59,6 +61,7 @@ class Backend:
     modules: tuple[str, ...]
     install: str
     load: Callable[[GatewayConfig], Any]
+    check: Optional[Callable[[GatewayConfig], None]] = None
 
 
 # ----- loaders: each imports its engine only when called -----
@@ -141,6 +144,12 @@ def _openai_http_llm(config: GatewayConfig) -> LanguageModel:
         top_p=config.llm_top_p,
         budget_s=config.llm_turn_budget_s,
     )
+
+
+def _llama_cpp_model(config: GatewayConfig) -> None:
+    from gateway.models.llama_cpp.gguf_bundles import check_gguf_setting
+
+    check_gguf_setting(config.llm_model)
 
 
 def _transformers(config: GatewayConfig) -> LanguageModel:
@@ -228,6 +237,7 @@ BACKENDS: tuple[Backend, ...] = (
         ("llama_cpp",),
         "scripts/setup.sh builds llama-cpp-python",
         _llama_cpp,
+        _llama_cpp_model,
     ),
     Backend(
         "llm",
@@ -313,6 +323,16 @@ def check_backends(config: GatewayConfig) -> None:
     start-up check, before anything loads."""
     for stage in STAGES:
         selected(config, stage)
+
+
+def check_model_settings(config: GatewayConfig) -> None:
+    """Raises ValueError naming the setting when a selected backend can tell, without loading
+    anything, that its model setting cannot be loaded (``llm_model`` for ``llama_cpp``: no bundle
+    and no ``.gguf`` file there). ``voice-gateway serve`` calls it before the models load."""
+    for stage in STAGES:
+        row = selected(config, stage)
+        if row.check is not None:
+            row.check(config)
 
 
 def load_backend(stage: str, config: GatewayConfig) -> Any:

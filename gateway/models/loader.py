@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from gateway.config import GatewayConfig
-from gateway.models.backends import check_backends, load_backend
+from gateway.models.backends import check_backends, check_model_settings, load_backend
 from gateway.models.base import ModelSet
 
 log = logging.getLogger(__name__)
@@ -24,6 +24,7 @@ def prepare_models(config: GatewayConfig) -> ModelSet:
     ``model_cache_dir``, convert checkpoints), then load everything once to prove it loads.
     Raises as :func:`load_models` does."""
     check_backends(config)
+    check_model_settings(config)
     if config.llm_backend == "llama_cpp":
         from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 
@@ -34,13 +35,15 @@ def prepare_models(config: GatewayConfig) -> ModelSet:
 
 def load_models(config: GatewayConfig) -> ModelSet:
     """Load VAD, end of turn, STT, LLM and TTS as the config names them. Raises ValueError (naming
-    the choices) for a backend name no stage has, before anything loads; ModelNotFoundError (with
+    the choices) for a backend name no stage has, or naming a model setting the selected backend
+    can tell is wrong (``check_model_settings``: ``llm_model``), before anything loads; ModelNotFoundError (with
     what to install) when weights are missing; never downloads unless a hub is configured."""
     # No hub configured: fail fast with our own message instead of hanging on a connect timeout.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from gateway.models.warm_up import warm_up_models
 
     check_backends(config)
+    check_model_settings(config)
     Path(config.model_cache_dir).mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     vad = load_backend("vad", config)

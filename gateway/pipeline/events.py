@@ -26,9 +26,12 @@ class PipelineEvent:
 @dataclass
 class SpeechStarted(PipelineEvent):
     """Server VAD heard ``min_speech_ms`` of speech, which began ``audio_start_ms`` into the
-    call's input stream. Becomes ``input_audio_buffer.speech_started``."""
+    call's input stream. Becomes ``input_audio_buffer.speech_started``. ``replies_seen``: the unit's
+    newest response generation when it cut the reply for this start (None: not told); one asked
+    after it was not cut. (Not ``generation``: that names the reply an event belongs to.)"""
 
     audio_start_ms: int = 0  # position in the caller's input stream
+    replies_seen: Optional[int] = None
 
 
 @dataclass

@@ -156,6 +156,7 @@ class PipelineUnit(UnitLifecycle):
         drop its unplayed audio) if one is going, then report ``event`` and the interruption."""
         self.call_state.turned()
         self.cue.stop()
+        event.replies_seen = self.scope.current  # one asked after this is not cut here: the session cuts it
         interruption = self.interrupt() if self.settings.turn.interrupt_response else None
         self.notify(event)
         if interruption is not None:

@@ -31,6 +31,7 @@ from gateway.pipeline.latency import TurnLatency
 from gateway.realtime.control import PipelineControl
 from gateway.realtime.conversation import Conversation, PromptSpec
 from gateway.realtime.events import message_item, new_id, rate_limits, response_object, usage
+from gateway.realtime.items import has_words
 from gateway.realtime.sender import EventSender
 from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.tools import engine_tool_choice, function_call_item
@@ -120,6 +121,33 @@ class ResponseTracker:
     def active(self) -> Optional[Response]:
         """The response in progress (not done), if any: a client may not create another."""
         return self.latest if self.latest is not None and not self.latest.done else None
+
+    def missed_turn(self, transcript: str) -> Optional[Response]:
+        """The active response if it answers without the caller's turn just transcribed, of words,
+        whose start should have cut it, else None: it went to the pipeline before the turn was
+        committed (:meth:`launch_when_ready` waits for every committed turn's transcript), so the
+        start missed it (see :meth:`missed_start`)."""
+        response = self._cuttable()
+        return response if response is not None and has_words(transcript) else None
+
+    def missed_start(self, seen: Optional[int]) -> Optional[Response]:
+        """The active response if the caller's speech start, whose interrupt saw generations up to
+        ``seen`` (``SpeechStarted.replies_seen``; None: unknown), should have cut it and did not: it was
+        asked after the unit's interrupt ran and before the loop heard the start (a transcript and
+        the next speech crossing on the event loop)."""
+        response = self._cuttable()
+        if response is None or response.generation is None or seen is None:
+            return None
+        return response if response.generation > seen else None
+
+    def _cuttable(self) -> Optional[Response]:
+        """The active response if a turn's start cuts it: in the pipeline, in the conversation,
+        under server VAD with ``interrupt_response`` (OpenAI's: a VAD start interrupts "any ongoing
+        response with output to the default conversation")."""
+        response, turn = self.active(), self._settings.call.turn
+        if response is None or response.generation is None or not response.conversation:
+            return None
+        return response if turn.mode == "server_vad" and turn.interrupt_response else None
 
     def of_generation(self, generation: int) -> Optional[Response]:
         """The response of pipeline generation ``generation``, done or not (None if forgotten)."""

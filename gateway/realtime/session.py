@@ -365,6 +365,9 @@ class RealtimeSession:
         handler(event)
 
     def _on_speech_started(self, event: pe.SpeechStarted) -> None:
+        missed = self.responses.missed_start(event.replies_seen)
+        if missed is not None:  # asked just after the unit's interrupt: cut it as the start should have
+            self.responses.cancel(missed, reason="turn_detected")
         self._speech_item = new_id("item")
         self._speaking = True
         self.idle.disarm()
@@ -410,9 +413,13 @@ class RealtimeSession:
 
     def _on_transcription_completed(self, event: pe.TranscriptionCompleted) -> None:
         item = self.conversation.transcribed(event.transcript)
-        if self.responses.active() is not None:
-            self.responses.launch_when_ready()
+        active = self.responses.active()
+        stale = self.responses.missed_turn(event.transcript) if item is not None else None
+        if active is not None and stale is None:
+            self.responses.launch_when_ready()  # a response waiting for this transcript goes now
             return
+        if stale is not None:  # cut it as the turn's start should have, and answer the turn
+            self.responses.cancel(stale, reason="turn_detected")
         # A caller who is speaking again, or whose next turn is still being transcribed, has not
         # finished: answer once, after the last of their turns (a pause mid-sentence splits a turn).
         # A last turn with no words (a click or a breath after the sentence, written as "" or ".")

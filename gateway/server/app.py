@@ -36,6 +36,7 @@ from gateway.server.static_files import static_root
 from gateway.transports.call_record import RecordPolicy, prepare_directory
 from gateway.transports.door import Door
 from gateway.transports.live_session import LiveSession
+from gateway.transports.sip.settings import SipSettings
 from gateway.transports.webrtc.ice import ice_configuration
 
 __all__ = ["CONFIG", "KEYS", "LIMITS", "METRICS", "MODELS", "POOL", "SESSIONS", "SHUTDOWN", "create_app"]
@@ -77,11 +78,15 @@ def startup_settings(config: GatewayConfig) -> tuple[SessionLimits, Optional[Cal
     """The settings the app reads once, checked without loading a model: the session limits and
     the warm session's settings (None without ``llm_warm_session``). ``voice-gateway serve`` calls
     it before the minutes of model loading. Raises ValueError naming ``ice_servers`` (a bad
-    STUN/TURN setting fails here, not at the first call) or ``llm_warm_session`` (a file that is
-    missing or no session object)."""
+    STUN/TURN setting fails here, not at the first call), ``llm_warm_session`` (a file that is
+    missing or no session object) or a SIP setting (with ``sip_port``: ``SipSettings.from_config``).
+    The model settings are checked next, by ``load_models``, before anything loads."""
     ice_configuration(config)
     limits = SessionLimits.from_config(config)
-    return limits, startup_prompt(config, limits)
+    prompt = startup_prompt(config, limits)
+    if config.sip_port:
+        SipSettings.from_config(config)
+    return limits, prompt
 
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]

@@ -39,8 +39,9 @@ async def serve_until_signalled(app: web.Application, host: str, port: int) -> i
     """Start ``app`` on ``host:port``, serve until SIGTERM/SIGINT, drain, clean up; returns 0.
 
     Start-up (``app.cleanup_ctx``: models, pool, SIP) runs before the port opens. Must run on the
-    main thread's event loop (signal handlers). Prints ``voice-gateway: serving on http://host:port``
-    once the port is open, and logs the drain's outcome. Raises :class:`CannotServe` (after
+    main thread's event loop (signal handlers). Prints (and logs) ``voice-gateway: serving on
+    http://host:port`` once the port is open, with the port it listens on (the kernel's choice for
+    ``port`` 0), and logs the drain's outcome. Raises :class:`CannotServe` (after
     cleaning up what had started) when a start-up setting is refused (ValueError, e.g.
     ``sip_rtp_latch``) or a port cannot be listened on (OSError: taken, an address not of this host).
     """
@@ -63,10 +64,10 @@ async def serve_until_signalled(app: web.Application, host: str, port: int) -> i
         except OSError as exc:
             raise CannotServe(f"cannot listen on http://{host}:{port} (--host, --port): {exc}", 1) from exc
         config = app[CONFIG]
-        print(
-            f"voice-gateway: serving on http://{host}:{port} (pool of {config.pool_size}, instance {config.instance})",
-            flush=True,
-        )
+        bound = bound_port(runner, port)
+        serving = f"serving on http://{host}:{bound} (pool of {config.pool_size}, instance {config.instance})"
+        print(f"voice-gateway: {serving}", flush=True)
+        log.info(serving)
         stop = asyncio.Event()
         _install_signal_handlers(app, stop)
         await stop.wait()
@@ -83,6 +84,15 @@ async def serve_until_signalled(app: web.Application, host: str, port: int) -> i
     finally:
         await runner.cleanup()
     return 0
+
+
+def bound_port(runner: web.BaseRunner, asked: int) -> int:
+    """The TCP port ``runner``'s site listens on: the one the kernel chose for ``asked`` 0
+    (``--port 0``), else ``asked``."""
+    for address in runner.addresses:  # getsockname() of each listening socket: (host, port, ...)
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return asked
 
 
 def _install_signal_handlers(app: web.Application, stop: asyncio.Event) -> None:

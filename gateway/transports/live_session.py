@@ -204,9 +204,10 @@ class LiveSession:
         try:
             await asyncio.to_thread(record.write, ended_at, report)
             await asyncio.to_thread(prune, self.record_policy)
-            await self.record_usage.measure()  # the next recording is held to what this one added
         except Exception:
             log.exception("%s: the call's report could not be written", self.id)
+        finally:  # what its files take, measured, replaces its estimate (RecordUsage.ended)
+            await self.record_usage.measure(written=self.id)
 
     # ----- tasks and watchdogs -----
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -253,6 +254,8 @@ class LiveSession:
             self.transport.stop_audio()  # before the release: the next caller's audio is not this call's
         self.lease.release(reason)  # detaches the recording too
         ended_at = time.monotonic()
+        if self.record is not None:  # counted against record_max_bytes from now, before it is written
+            self.record_usage.ended(self.id, self.record.audio.wav_bytes(ended_at))
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from gateway.server.app_keys import SESSIONS
-from gateway.transports import call_record
+from gateway.transports import call_record, record_usage
 from tests.helpers import app_idle, serve, wait_until
 from tests.transports.websocket.ws_client import EventClient
 
@@ -32,17 +32,32 @@ def _updated(events: list[dict], instructions: str) -> bool:
     return any(e["type"] == "session.updated" and e["session"]["instructions"] == instructions for e in events)
 
 
-async def test_a_session_cannot_record_past_the_directory_bound(models, gateway_config, tmp_path):
+async def test_a_session_cannot_record_past_the_directory_bound(models, gateway_config, tmp_path, monkeypatch):
+    """The call that just ended counts at once: the directory's measure after its write is held in
+    flight here (a slow disk, a big directory), and the next session asks for a recording meanwhile.
+    Before: the bound read the measure from before that call (4000 bytes) and the recording started
+    (the test had to wait for the measure to end, 2c320c0)."""
     (tmp_path / f"{OLD_CALL}.wav").write_bytes(b"\0" * 3000)
     (tmp_path / f"{OLD_CALL}.json").write_bytes(b"\0" * 1000)
     (tmp_path / "notes.txt").write_bytes(b"\0" * 100_000)  # not the gateway's: not counted
+    measured = threading.Event()  # set: measures run; clear: each waits (in its worker thread)
+    measured.set()
+
+    def held_measure(directory):
+        measured.wait(10)
+        return call_record.recorded_bytes(directory)
+
+    monkeypatch.setattr(record_usage, "recorded_bytes", held_measure)
     async with serve(gateway_config(record_dir=str(tmp_path), record_max_bytes=5000), models) as (url, app):
-        assert await _ask_recording(url) == []  # 4000 bytes recorded: under the bound
-        # the first call ended (written, pruned, the directory measured again: a session that ends
-        # leaves the door last), not only its files there and its unit idle
-        ended = lambda: len(list(tmp_path.glob("*_*.wav"))) == 2 and app_idle(app) and not app[SESSIONS].sessions  # noqa: E731
-        assert await wait_until(ended, 10)
-        (error,) = await _ask_recording(url)  # now past it
+        try:
+            assert await _ask_recording(url) == []  # 4000 bytes recorded: under the bound
+            measured.clear()
+            # its files written and its unit free again; the measure after the write still in flight
+            assert await wait_until(lambda: len(list(tmp_path.glob("*_*.wav"))) == 2 and app_idle(app), 10)
+            assert app[SESSIONS].sessions, "the first session should still wait for its measure"
+            (error,) = await _ask_recording(url)  # now past it
+        finally:
+            measured.set()
         assert error["code"] == "recording_unavailable" and error["param"] == "session.recording"
         assert "record_max_bytes" in error["message"]
         assert await wait_until(lambda: app_idle(app), 10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gateway.media.audio_pacer import PlayoutPacer
+from gateway.media.audio_pacer import FRAME_SAMPLES, PlayoutPacer
 from gateway.media.playout import SAMPLE_RATE, PlayoutBuffer, PlayoutEvents
 
 
@@ -110,3 +110,25 @@ def test_stop_leaves_the_buffer_to_the_next_reader():
     buffer.write(1, np.ones(SAMPLE_RATE, np.int16), "x")
     buffer.read_frame(960 * 10)
     assert buffer.clear()[1] == 200  # a real-time reader: what was read was heard
+
+
+def test_a_reply_not_a_whole_number_of_frames_is_sent_and_counted_in_whole_frames():
+    """A reply of 2.5 frames goes out as 3 whole frames, its last one padded with silence, as the
+    WebRTC track sends it: ``on_played`` gets whole frames only, so the unit's count of the frames
+    sent (``PipelineUnit._sent_reply``: ``samples.size // FRAME_SAMPLES``) drops nothing."""
+    clock = Clock()
+    buffer = PlayoutBuffer(lambda g: g == 1, capacity_ms=10_000)
+    sent: list[int] = []
+    played: list[int] = []
+    pacer = PlayoutPacer(
+        buffer,
+        lambda g, samples: sent.append(samples.size),
+        lambda events: None,
+        clock=clock,
+        on_played=lambda samples, at: played.append(samples.size),
+    )
+    buffer.write(1, np.ones(FRAME_SAMPLES * 5 // 2, np.int16), "hi")
+    buffer.end(1)
+    run(clock, pacer, 0.5)
+    assert sum(sent) == sum(played) == 3 * FRAME_SAMPLES
+    assert all(n % FRAME_SAMPLES == 0 for n in played)

@@ -1032,6 +1032,63 @@ def test_a_reply_cancelled_before_it_said_a_word_leaves_the_words_unanswered() -
     assert len(heard.pipeline.requests) == 1, "a reply cut after some words were heard is an answer"
 
 
+def test_a_turn_of_words_cuts_a_reply_asked_before_it_and_is_answered() -> None:
+    """Failed before (the load generator's "1 2 3" caller, docs/BENCHMARKS.md: "One. Two." answered,
+    the "three" heard after it never): the reply to the first part was asked just after the unit's
+    interrupt at the next speech's start had run (its transcript and that start crossed on the event
+    loop), so nothing cut it; the next turn's transcript found it active and started no response.
+    Now that turn cuts it (``turn_detected``, as its start should have) and is answered."""
+    h = Harness()
+    for step in [speech_started(0), speech_stopped(900), committed(900), transcribed("One. Two.")]:
+        h.run(step)
+    assert len(h.pipeline.requests) == 1
+    first = h.last("response.created")["response"]["id"]
+    for step in [speech_started(1300), speech_stopped(1800), committed(500)]:  # no barge-in came
+        h.run(step)
+    h.run(transcribed("Three."))
+    done = h.last("response.done")["response"]
+    assert done["id"] == first and done["status"] == "cancelled"
+    assert done["status_details"]["reason"] == "turn_detected"
+    assert len(h.pipeline.requests) == 2, "the last turn is answered"
+    prompt = " ".join(m.content for m in h.pipeline.requests[1][0])
+    assert "One. Two." in prompt and prompt.endswith("Three.")
+
+    # The unit tells which replies its interrupt saw (``SpeechStarted.replies_seen``): one asked after
+    # it is cut at the start itself, before the turn is transcribed (its audio never over the caller).
+    told = Harness()
+    for step in [speech_started(0), speech_stopped(900), committed(900), transcribed("One. Two.")]:
+        told.run(step)
+    told.run(lambda h: pe.SpeechStarted(SID, audio_start_ms=1300, replies_seen=h.pipeline.generation - 1))
+    assert told.last("response.done")["response"]["status_details"]["reason"] == "turn_detected"
+    for step in [speech_stopped(1800), committed(500), transcribed("Three.")]:
+        told.run(step)
+    assert len(told.pipeline.requests) == 2 and told.pipeline.requests[1][0][-1].content.endswith("Three.")
+    seen = Harness()  # a start whose interrupt saw the reply: the unit cut it (or it had ended), not the session
+    for step in [speech_started(0), speech_stopped(900), committed(900), transcribed("One. Two.")]:
+        seen.run(step)
+    seen.run(lambda h: pe.SpeechStarted(SID, audio_start_ms=1300, replies_seen=h.pipeline.generation))
+    assert seen.rt.responses.active() is not None
+
+    # A turn with no words (a breath, a click) leaves the reply alone: it cuts nothing, asks nothing.
+    breath = Harness()
+    for step in [speech_started(0), speech_stopped(900), committed(900), transcribed("One. Two.")]:
+        breath.run(step)
+    for step in [speech_started(1300), speech_stopped(1500), committed(200), transcribed("")]:
+        breath.run(step)
+    assert len(breath.pipeline.requests) == 1 and breath.rt.responses.active() is not None
+
+    # Without interrupt_response, a turn's start never cuts a reply (OpenAI: it "may fail to create
+    # a response if the model is already responding"): the reply goes on, the turn is not answered.
+    polite = Harness()
+    turn = {"type": "server_vad", "interrupt_response": False}
+    polite.run(client("session.update", session={"type": "realtime", "audio": {"input": {"turn_detection": turn}}}))
+    for step in [speech_started(0), speech_stopped(900), committed(900), transcribed("One. Two.")]:
+        polite.run(step)
+    for step in [speech_started(1300), speech_stopped(1800), committed(500), transcribed("Three.")]:
+        polite.run(step)
+    assert len(polite.pipeline.requests) == 1 and polite.rt.responses.active() is not None
+
+
 # ---------------------------------------------------------------- dispatch tables and the seam
 def _concrete_pipeline_events() -> list[type]:
     return [

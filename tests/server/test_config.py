@@ -41,14 +41,15 @@ def test_serve_off_loopback_wants_an_api_key(monkeypatch, capsys):
         assert main(["serve", "--host", host, "--llm-model", "/no/such/model.gguf"]) == 2, host
         error = capsys.readouterr().err
         assert "without an API key" in error and "--api-key" in error and "--allow-no-api-key" in error
-    # Past the check (loopback, a key, or the explicit flag): the missing weights stop it instead (1).
+    # Past the check (loopback, a key, or the explicit flag): the missing model file stops it instead.
     for flags in (
         ["--host", "127.0.0.1"],
         ["--host", "0.0.0.0", "--api-key", "sk-x"],
         ["--host", "::", "--allow-no-api-key", "1"],
     ):
-        assert main(["serve", *flags, "--llm-model", "/no/such/model.gguf"]) == 1, flags
-        assert "without an API key" not in capsys.readouterr().err
+        assert main(["serve", *flags, "--llm-model", "/no/such/model.gguf"]) == 2, flags
+        error = capsys.readouterr().err
+        assert "without an API key" not in error and "llm_model '/no/such/model.gguf'" in error
 
 
 def test_serve_refuses_a_source_list_that_is_no_network_before_loading(monkeypatch, capsys):

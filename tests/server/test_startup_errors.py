@@ -10,11 +10,14 @@ import pytest
 
 from gateway.cli import build_parser, main
 from gateway.config import GatewayConfig
+from gateway.models import loader
 from gateway.server.app import create_app
 from gateway.server.runner import free_port
 from gateway.server.serving import CannotServe, serve_until_signalled
 
-NO_MODEL = ["--llm-model", "/no/such/model.gguf"]  # past every check, loading stops at once (exit 1)
+# A model file that is not there: refused after every other start-up check, before anything loads
+# (exit 2), so a test that reaches it loads nothing.
+NO_MODEL = ["--llm-model", "/no/such/model.gguf"]
 
 
 @pytest.fixture(autouse=True)
@@ -99,10 +102,43 @@ async def test_a_taken_port_is_named_not_a_traceback(models, gateway_config):
     assert f"http://127.0.0.1:{port}" in message and "--port" in message and "in use" in message
 
 
-async def test_a_sip_setting_refused_at_start_up_is_named(models, gateway_config):
-    """``--sip-rtp-latch bogus`` (read when the SIP user agent starts) was a traceback."""
-    config = gateway_config(sip_port=free_port(), sip_rtp_latch="bogus")
-    with pytest.raises(CannotServe) as refused:
-        await serve_until_signalled(create_app(config, models=models), "127.0.0.1", config.port)
-    assert refused.value.status == 2
-    assert str(refused.value) == "bad setting: sip_rtp_latch 'bogus': use signalling, sdp, any"
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--sip-rtp-latch", "bogus"], "sip_rtp_latch 'bogus': use signalling, sdp, any"),
+        (["--sip-rtp-ports", "5-6"], "sip_rtp_ports '5-6': a range within 1024..65535"),
+        (["--sip-trusted", "trunk.example"], "sip_trusted 'trunk.example': use IP addresses or CIDR networks"),
+        (["--sip-srtp", "maybe"], "sip_srtp 'maybe': use auto, required, optional, off"),
+        (
+            ["--sip-webhook-url", "http://127.0.0.1:9/hook", "--sip-webhook-secret", "secret"],
+            "sip_webhook_secret: a webhook secret starts with 'whsec_'",
+        ),
+        (["--host", "0.0.0.0", "--api-key", "sk-x"], "SIP listens on every address: give --sip-public-address"),
+    ],
+)
+def test_sip_settings_are_refused_before_the_models_load(flags, message, capsys):
+    """A SIP setting was read when the SIP user agent started, after the models had loaded (tens
+    of seconds), then ended ``serve`` in a traceback (later: one line, exit 2, still after loading).
+    Now one line, exit 2, before loading: ``NO_MODEL`` is not reached, and no port is bound."""
+    assert main(["serve", "--sip-port", str(free_port()), *flags, *NO_MODEL]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"voice-gateway: {message}") and "Traceback" not in error, error
+    assert "llm_model" not in error
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [("/no/such/model.gguf", "no such file"), ("qwen9", "neither a bundled model nor a .gguf file")],
+)
+def test_a_bad_llm_model_names_the_setting_before_the_models_load(model, why, capsys, monkeypatch):
+    """``--llm-model /nope.gguf`` loaded VAD and STT, then said "GGUF file /nope.gguf does not
+    exist" (exit 1); ``qwen9`` named ``llm_backend``, not the model's setting. Now one line naming
+    ``llm_model`` and its flag, exit 2, before any model loads (as the other start-up settings)."""
+    loaded: list[str] = []
+    monkeypatch.setattr(loader, "load_backend", lambda stage, config: loaded.append(stage))
+    for command in ("serve", "prepare"):
+        assert main([command, "--llm-model", model]) == 2, command
+        error = capsys.readouterr().err
+        assert f"llm_model {model!r} (--llm-model): {why}" in error, error
+        assert "qwen2.5-coder-1.5b" in error and ".gguf" in error and "Traceback" not in error
+    assert loaded == []

@@ -150,6 +150,20 @@ BUNDLES: dict[str, GgufBundle] = {b.name: b for b in (QWEN_CODER_1_5B, QWEN_CODE
 DEFAULT_LLM = QWEN_CODER_1_5B.name
 
 
+def check_gguf_setting(model: str) -> None:
+    """Raises ValueError naming the setting (``llm_model``, ``--llm-model``) unless ``model`` is a
+    bundle name or a ``.gguf`` file that is there: what llama_cpp can load, told without loading."""
+    if model in BUNDLES:
+        return
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return
+    why = "no such file" if path.suffix == ".gguf" else "neither a bundled model nor a .gguf file"
+    raise ValueError(
+        f"llm_model {model!r} (--llm-model): {why}; llm_backend llama_cpp takes {', '.join(BUNDLES)} or a .gguf file"
+    )
+
+
 def _part_path(part: GgufPart, bundle: GgufBundle) -> Path:
     """Where ``part`` is installed, found without importing its package (imports may run code)."""
     spec = importlib.util.find_spec(part.module)

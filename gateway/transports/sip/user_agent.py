@@ -40,13 +40,13 @@ from gateway.transports.sip.message import (
     SipParseError,
     SipRequest,
     SipResponse,
-    is_digits,
     make_response,
     max_forwards,
     parse_name_addr,
 )
 from gateway.transports.sip.rtp import RtpStream
-from gateway.transports.sip.sdp import SdpError, parse_offer, srtp_policy, srtp_setting
+from gateway.transports.sip.sdp import SdpError, parse_offer, srtp_policy
+from gateway.transports.sip.settings import SipSettings
 from gateway.transports.sip.srtp import SrtpContext
 from gateway.transports.sip.transactions import (
     DEFAULT_TIMERS,
@@ -55,8 +55,8 @@ from gateway.transports.sip.transactions import (
     Timers,
     TransactionLayer,
 )
-from gateway.transports.sip.transport import SipPeer, SipTransport, server_tls_context
-from gateway.transports.sip.trust import is_trusted, latch_mode, latch_sources, trusted_networks
+from gateway.transports.sip.transport import SipPeer, SipTransport
+from gateway.transports.sip.trust import is_trusted, latch_sources
 from gateway.transports.sip.webhook import WebhookSender, incoming_call_event
 from gateway.transports.transport import TransportKind
 
@@ -81,19 +81,6 @@ async def resolve(address: tuple[str, int]) -> tuple[str, int]:
     return str(infos[0][4][0]), port
 
 
-def rtp_port_range(text: str) -> Optional[tuple[int, int]]:
-    """``"10000-20000"`` -> (10000, 20000); "" -> None (ephemeral ports). Raises ValueError."""
-    if not text.strip():
-        return None
-    first, dash, last = text.partition("-")
-    if not (dash and is_digits(first.strip()) and is_digits(last.strip())):
-        raise ValueError(f"sip_rtp_ports {text!r}: use 'first-last', e.g. 10000-20000")
-    low, high = int(first), int(last)
-    if not 1024 <= low < high <= 65535:
-        raise ValueError(f"sip_rtp_ports {text!r}: a range within 1024..65535")
-    return low, high
-
-
 def refused_response(invite: SipRequest, refused: Refused) -> SipResponse:
     """The answer to an INVITE the door refused: ``503 Service Unavailable`` with ``Retry-After``
     (RFC 3261 21.5.4, 20.33) and the refusal's code in a ``Warning`` (20.43: 399, miscellaneous)."""
@@ -115,8 +102,7 @@ class SipUserAgent:
     counts the INVITEs refused (403) for coming from no ``sip_trusted`` source without a webhook.
     ``on_srtp_dropped(reason)`` is called for each SRTP packet of any call dropped
     (``authentication``, ``replay``: the metrics). Raises ValueError for unusable SIP settings
-    (webhook secret, RTP port range, trusted sources, RTP latch mode, SRTP setting, no public
-    address, a TLS certificate or key that cannot be loaded).
+    (:meth:`SipSettings.from_config <gateway.transports.sip.settings.SipSettings.from_config>`).
     """
 
     def __init__(
@@ -127,21 +113,18 @@ class SipUserAgent:
         timers: Timers = DEFAULT_TIMERS,
     ) -> None:
         self.config = config
-        self.host = config.sip_host or config.host
-        self.public_address = config.sip_public_address or self.host
-        if self.public_address in ("0.0.0.0", "::"):
-            raise ValueError("SIP listens on every address: give --sip-public-address (put in Contact and SDP)")
-        tls = server_tls_context(config.sip_tls_cert, config.sip_tls_key) if config.sip_tls_cert else None
-        self.transport = SipTransport(self.host, config.sip_port, self._on_message, tls, config.sip_tls_port)
+        settings = SipSettings.from_config(config)
+        self.host, self.public_address = settings.host, settings.public_address
+        self.transport = SipTransport(self.host, config.sip_port, self._on_message, settings.tls, config.sip_tls_port)
         # the INVITE's final response comes within the accept timeout (480), plus a margin
         self.transactions = TransactionLayer(timers, invite_expiry=config.sip_accept_timeout_s + timers.timeout)
         self.webhook = (
             WebhookSender(config.sip_webhook_url, config.sip_webhook_secret) if config.sip_webhook_url else None
         )
-        self.rtp_ports = rtp_port_range(config.sip_rtp_ports)
-        self.trusted = trusted_networks(config.sip_trusted)
-        self.rtp_latch = latch_mode(config.sip_rtp_latch)
-        self.srtp = srtp_setting(config.sip_srtp)
+        self.rtp_ports = settings.rtp_ports
+        self.trusted = settings.trusted
+        self.rtp_latch = settings.rtp_latch
+        self.srtp = settings.srtp
         self.untrusted = 0
         self.on_srtp_dropped: Callable[[str], None] = lambda reason: None
         self.calls: dict[str, SipCall] = {}

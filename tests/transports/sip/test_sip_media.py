@@ -17,7 +17,8 @@ from gateway.media.g711 import encode_mulaw
 from gateway.transports.sip import rtp
 from gateway.transports.sip.rtp import RTP_RATE, RtpPacket, RtpStream, build_rtp, parse_rtp
 from gateway.transports.sip.sdp import SdpError, build_answer, parse_offer, removed_stream
-from gateway.transports.sip.user_agent import resolve, rtp_port_range
+from gateway.transports.sip.settings import rtp_port_range
+from gateway.transports.sip.user_agent import resolve
 from gateway.transports.sip.webhook import sign, signing_key
 from tests.helpers import wait_until
 from tests.transports.sip import sip_samples

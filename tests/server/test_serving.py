@@ -1,0 +1,71 @@
+"""``voice-gateway serve`` as an operator reads it: the address it prints and logs once listening,
+and the flags' help (each flag's default and variable)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+
+import aiohttp
+import pytest
+
+from gateway.cli import build_parser
+from gateway.server.app import create_app
+from gateway.server.serving import serve_until_signalled
+from tests.helpers import wait_until
+
+
+async def test_serve_on_port_0_prints_and_logs_the_port_it_listens_on(models, gateway_config, capsys, caplog):
+    """``serve --port 0`` printed ``serving on http://127.0.0.1:0``: a port no one can call. The
+    kernel's port is printed and logged, and answers."""
+    caplog.set_level(logging.INFO, logger="gateway.server.serving")
+    loop = asyncio.get_running_loop()
+    serving = asyncio.ensure_future(serve_until_signalled(create_app(gateway_config(), models=models), "127.0.0.1", 0))
+    printed: list[str] = []
+
+    def said() -> bool:
+        printed.append(capsys.readouterr().out)
+        return "serving on" in "".join(printed)
+
+    try:
+        assert await wait_until(said, 30)
+        found = re.search(r"voice-gateway: serving on http://127\.0\.0\.1:(\d+) ", "".join(printed))
+        assert found, printed
+        port = int(found.group(1))
+        assert port != 0
+        assert any(f"serving on http://127.0.0.1:{port} " in r.getMessage() for r in caplog.records)
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/healthz") as response:
+            assert response.status == 200
+        os.kill(os.getpid(), signal.SIGTERM)  # the gateway's own handler: drain, then return 0
+        assert await asyncio.wait_for(serving, 30) == 0
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        if not serving.done():
+            serving.cancel()
+
+
+def test_every_flag_shows_its_default_and_variable(capsys):
+    """``serve --help`` (and ``prepare``, ``models``) named each flag's variable but no default
+    (the parser's defaults are None, so that ``VG_*`` can fill them); ``loadtest --help`` showed
+    none either."""
+
+    def help_of(command: str) -> str:
+        with pytest.raises(SystemExit) as exited:
+            build_parser().parse_args([command, "--help"])
+        assert exited.value.code == 0
+        return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+    for command in ("serve", "prepare", "models"):
+        text = help_of(command)
+        assert "--port PORT TCP port for HTTP signaling [default 8080; env VG_PORT]" in text, command
+        assert "[default qwen2.5-coder-1.5b; env VG_LLM_MODEL]" in text
+        assert "[default off; env VG_ALLOW_NO_API_KEY]" in text  # a bool as the words it takes
+        assert "[default ''; env VG_API_KEY]" in text  # an empty text, quoted
+        assert "[default 'You are a helpful voice assistant" in text  # text with spaces, quoted
+    text = help_of("loadtest")
+    for shown in ("questions per caller (default 3)", "(default webrtc)", "(default 6)", "(default $VG_API_KEY)"):
+        assert shown in text
