@@ -10,8 +10,9 @@ step takes one class only, the most urgent present:
 2. else **ahead** replies (deadline within ``PAUSE_AHEAD_S``) and the session warms (instructions
    and tools read at call start): a reply that holds seconds of audio never slows a first clause;
 3. else the **speculative** reads (a prompt read ahead at a caller's pause, a reply begun at it and
-   held), and only while no turn is between two samples (its next token would share the step), at
-   most :data:`SPECULATIVE_CHUNK` prompt tokens a step: a step in flight cannot be stopped, and a
+   held), and only while no turn is between two samples (its next token would share the step);
+   while other calls are connected, at most :data:`SPECULATIVE_CHUNK` prompt tokens a step (the
+   decoder passes ``speculative_chunk``): a step in flight cannot be stopped, and another caller's
    turn asked meanwhile waits for it.
 
 Replies further ahead are **paused**: left out of every step until their deadline comes within
@@ -35,9 +36,9 @@ from gateway.models.llama_cpp.holds import Evaluation
 # prompt is compute-bound on a CPU: ~20 ms a token on 2 idle threads of a slow 2-core box, ~80 ms
 # on one thread beside six callers' speech models, where a 32-token read-ahead step held a new
 # turn back 2.6 s (stop 42's trace); 8 tokens hold it back at most ~0.7 s, and cost little more
-# per token than longer steps. (A lone call's
-# read-ahead keeps whole chunks: its own turn is the only one to wait, and a prompt read in other
-# chunk sizes is the same up to float rounding, which can change a greedy answer's words.)
+# per token than longer steps. (A lone call's read-ahead keeps whole chunks: its own turn is the
+# only one to wait, and a prompt read in other chunk sizes is the same up to float rounding, which
+# can change a greedy answer's words.)
 SPECULATIVE_CHUNK = 8
 
 
