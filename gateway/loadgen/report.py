@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from gateway.loadgen.caller import CallResult, TurnResult
 from gateway.loadgen.turns import percentile
-from gateway.loadgen.watch import COUNTERS, LABELLED, PREEMPTIVE, PoolWatch, labelled_key
+from gateway.loadgen.watch import COUNTERS, DRAFTS, LABELLED, PREEMPTIVE, PoolWatch, labelled_key
 
 # The gateway's stages shown per turn (its gateway.latency keys).
 STAGE_KEYS = ("vad_end_of_turn", "stt", "llm_first_token", "first_sentence", "tts_first_chunk")
@@ -31,6 +31,7 @@ DETAIL_KEYS = (
 
 
 PREEMPTIVE_OUTCOMES = ("used", "discarded", "skipped")
+DRAFT_RESULTS = ("started", "hits", "discarded", "skipped")
 
 
 @dataclass
@@ -73,11 +74,20 @@ class Phase:
     def preemptive(self) -> Optional[dict[str, int]]:
         """The gateway's preemptive replies over the phase by outcome (``used``, ``discarded``,
         ``skipped``; deltas of ``vg_preemptive_replies_total``), or None when it exports none."""
-        label = LABELLED[PREEMPTIVE]
-        found = {o: self.counters.get(labelled_key(PREEMPTIVE, label, o)) for o in PREEMPTIVE_OUTCOMES}
+        return self._labelled(PREEMPTIVE, PREEMPTIVE_OUTCOMES)
+
+    def drafts(self) -> Optional[dict[str, int]]:
+        """The gateway's speculative transcripts (pauses' drafts and barge-in probes) over the phase by result
+        (``started``, ``hits``, ``discarded``, ``skipped``; deltas of ``vg_stt_speculative_total``),
+        or None when it exports none."""
+        return self._labelled(DRAFTS, DRAFT_RESULTS)
+
+    def _labelled(self, name: str, values: tuple[str, ...]) -> Optional[dict[str, int]]:
+        label = LABELLED[name]
+        found = {v: self.counters.get(labelled_key(name, label, v)) for v in values}
         if all(value is None for value in found.values()):
             return None
-        return {outcome: round(value or 0.0) for outcome, value in found.items()}
+        return {value: round(count or 0.0) for value, count in found.items()}
 
     def stats(self) -> dict[str, Optional[float]]:
         """``p50``, ``p95`` and ``max`` of the answered turns' voice-to-voice, ms (None: none)."""
@@ -230,12 +240,15 @@ def refusal_lines(phase: Phase) -> list[str]:
 
 
 def counters_line(phase: Phase) -> str:
-    """The gateway's counters over ``phase`` (deltas), by their table names, and its preemptive
-    replies by outcome."""
+    """The gateway's counters over ``phase`` (deltas), by their table names, its preemptive
+    replies by outcome and its speculative transcripts by result."""
     parts = [f"{label}: {phase.counters[name]:g}" for name, label in COUNTERS.items() if name in phase.counters]
     counts = phase.preemptive()
     if counts is not None:
         parts.append("preemptive replies: " + ", ".join(f"{o} {counts[o]}" for o in PREEMPTIVE_OUTCOMES))
+    drafts = phase.drafts()
+    if drafts is not None:
+        parts.append("speculative STT: " + ", ".join(f"{r} {drafts[r]}" for r in DRAFT_RESULTS))
     return "; ".join(parts) if parts else "gateway counters: n/a"
 
 
@@ -274,6 +287,7 @@ def as_json(phases: list[Phase], machine: dict[str, Any]) -> dict[str, Any]:
                 "stats_ms": p.stats(),
                 "counters": p.counters,
                 "preemptive_replies": p.preemptive(),
+                "stt_drafts": p.drafts(),
                 "cpu_cores": p.cpu_cores,
                 "pool_samples": [
                     {"t": round(t, 1), "in_use": n, "capacity": c} for t, n, c in (p.watch.samples if p.watch else [])

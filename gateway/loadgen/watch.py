@@ -23,8 +23,11 @@ COUNTERS = {
 }
 # Counters read per label value, keyed ``name{label="value"}`` (name -> label): the replies started
 # at the caller's pause (``gateway.pool.preemptive``) by outcome: used, discarded, skipped.
-LABELLED = {"vg_preemptive_replies": "outcome"}
+# And the speculative transcripts at the callers' pauses (``gateway.pipeline.stt``) by result:
+# started, hits, discarded, skipped.
+LABELLED = {"vg_preemptive_replies": "outcome", "vg_stt_speculative": "result"}
 PREEMPTIVE = "vg_preemptive_replies"
+DRAFTS = "vg_stt_speculative"
 
 
 def labelled_key(name: str, label: str, value: str) -> str:

@@ -8,6 +8,7 @@ generation.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional
 
@@ -88,7 +89,9 @@ class Utterance(Message):
     speculative utterance, its number (1, 2... per call); on a finished one, the number of the
     speculation whose text may stand for it (the caller said nothing more after it), else 0.
     ``probe``: a speculative utterance of speech under the reply's audio, whose text STT hands
-    back at once (``StageContext.barge_in_heard``) to decide the barge-in.
+    back at once (``StageContext.barge_in_heard``) to decide the barge-in. ``voided``: on a pause's
+    speculative utterance, set by the VAD when the caller goes on after the pause (its text can no
+    longer stand for the turn): STT skips it if it has not started yet.
 
     Droppable: a queue that holds too much audio drops the oldest; a finished turn leaves a
     :class:`TurnsDropped` in its place (its item's transcription fails, in commit order).
@@ -99,6 +102,7 @@ class Utterance(Message):
     speculative: bool = False
     speculation: int = 0
     probe: bool = False  # a speculative utterance whose text decides a barge-in (STT reports it back)
+    voided: Optional[threading.Event] = None
     droppable: ClassVar[bool] = True
 
     @property

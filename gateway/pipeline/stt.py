@@ -19,33 +19,37 @@ from gateway.pipeline.stage import Stage, StageContext
 class SpeculationStats:
     """Speculative STT of one stage, for metrics: ``started`` speculative transcriptions run,
     ``hits`` finished turns whose text came from one, ``discarded`` ones thrown away (the caller
-    went on, or the call ended), and ``wasted_s`` the compute seconds those cost. Written by the
+    went on, or the call ended), ``wasted_s`` the compute seconds those cost, and ``skipped`` pauses'
+    ones never run (the caller went on while they waited for the speech models). Written by the
     STT thread; :meth:`snapshot` may be read from any thread."""
 
     started: int = 0
     hits: int = 0
     discarded: int = 0
     wasted_s: float = 0.0
+    skipped: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
 
-    def add(self, started: int = 0, hits: int = 0, discarded: int = 0, wasted_s: float = 0.0) -> None:
+    def add(self, started: int = 0, hits: int = 0, discarded: int = 0, wasted_s: float = 0.0, skipped: int = 0) -> None:
         """Add to the counters (thread-safe)."""
         with self._lock:
             self.started += started
             self.hits += hits
             self.discarded += discarded
             self.wasted_s += wasted_s
+            self.skipped += skipped
 
     def snapshot(self) -> dict[str, float]:
-        """The counters now: ``{"started", "hits", "discarded", "wasted_s"}``."""
+        """The counters now: ``{"started", "hits", "discarded", "wasted_s", "skipped"}``."""
         with self._lock:
             return {
                 "started": self.started,
                 "hits": self.hits,
                 "discarded": self.discarded,
                 "wasted_s": round(self.wasted_s, 3),
+                "skipped": self.skipped,
             }
 
 
@@ -107,8 +111,8 @@ class SttStage(Stage):
             self._speculate(message)
             return
         text = self._take_kept(message.speculation)
-        if text is None:
-            text = self._transcribe(message, message.latency.end_of_turn or time.monotonic(), timed=True)
+        if text is None:  # a finished turn is never voided: its transcript always comes
+            text = self._transcribe(message, message.latency.end_of_turn or time.monotonic(), timed=True) or ""
         message.latency.mark("stt_done", time.monotonic())
         self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
 
@@ -117,6 +121,9 @@ class SttStage(Stage):
         started = time.monotonic()
         # A probe decides a barge-in now; a pause's draft is due when the turn could end.
         heard = self._heard(message, started if message.probe else started + SPECULATION_DUE_S)
+        if heard is None:  # the caller went on before the draft's turn for the speech models came
+            self.speculation.add(skipped=1)
+            return
         if heard.trusted:  # a decode that looped never stands for the finished turn
             self._kept = _Speculation(message.speculation, heard.text, time.monotonic() - started)
         self.speculation.add(started=1)
@@ -125,23 +132,29 @@ class SttStage(Stage):
         elif heard.text.strip():
             self.ctx.notify(TranscriptDrafted(message.call_id, transcript=heard.text))
 
-    def _heard(self, message: Utterance, due: float) -> ScoredTranscript:
+    def _heard(self, message: Utterance, due: float) -> Optional[ScoredTranscript]:
         """A speculative utterance's transcript, in a slot of the shared speech models taken at
-        ``due`` (monotonic s). A barge-in probe gets the engine's quick transcript with word
-        probabilities when it has one (``WordScoringSpeechToText``), else its text with every word
-        at probability 1.0."""
+        ``due`` (monotonic s); None when its ``voided`` was set before the slot came. A barge-in
+        probe gets the engine's quick transcript with word probabilities when it has one
+        (``WordScoringSpeechToText``), else its text with every word at probability 1.0."""
         scoring = getattr(self._stt, "transcribe_words", None)
         if not message.probe or scoring is None:
             text = self._transcribe(message, due)
+            if text is None:
+                return None
             return ScoredTranscript(text, tuple(HeardWord(word) for word in text.split()) if message.probe else ())
         with speech_model_call(self._stt, due):
             heard: ScoredTranscript = scoring(message.audio, language=self.ctx.settings.language)
         return heard
 
-    def _transcribe(self, message: Utterance, due: float, timed: bool = False) -> str:
+    def _transcribe(self, message: Utterance, due: float, timed: bool = False) -> Optional[str]:
         """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken
-        at ``due`` (monotonic s); ``timed``: the slot's time is the turn's ``stt_started``."""
-        with speech_model_call(self._stt, due):
+        at ``due`` (monotonic s); ``timed``: the slot's time is the turn's ``stt_started``. None when
+        the message's ``voided`` was set while it waited for the slot."""
+        voided = message.voided
+        with speech_model_call(self._stt, due, voided.is_set if voided is not None else lambda: False) as granted:
+            if not granted:
+                return None
             if timed:
                 message.latency.mark("stt_started", time.monotonic())
             return self._stt.transcribe(message.audio, language=self.ctx.settings.language)

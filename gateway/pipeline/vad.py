@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from typing import Optional
@@ -115,6 +116,7 @@ class VadStage(Stage):
         self._reset_pause()
         self._speculation = 0  # number of the last speculative utterance sent this call
         self._speculation_stands = False  # True while nothing voiced came after it
+        self._speculation_voided = threading.Event()  # the last one's: set when the caller went on
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
@@ -234,13 +236,15 @@ class VadStage(Stage):
         self._speculation_stands = True
         self.speculations += 1
         audio = np.concatenate(self._utterance)
-        self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation))
+        self._speculation_voided = voided = threading.Event()
+        self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, voided=voided))
 
     def _void_speculation(self) -> None:
         """What follows the pause's speculation is not silence: it no longer stands for the turn
         (SpeechResumed, once: a preemptive reply made from it is discarded)."""
         if self._speculation_stands:
             self._speculation_stands = False
+            self._speculation_voided.set()  # STT need not transcribe it, if it has not yet
             self.ctx.notify(SpeechResumed(self._call))
 
     def _ask_model(self) -> Optional[float]:

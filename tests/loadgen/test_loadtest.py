@@ -115,8 +115,13 @@ async def test_the_preemptive_counts_are_read_from_the_gateway_and_reported(mode
     assert "preemptive replies: used 0, discarded 0, skipped 0" in counters_line(phase)
     assert summary_table([phase], None).endswith("| 0 / 0 / 0 |")
     assert as_json([phase], {})["phases"][0]["preemptive_replies"] == metrics
+    drafts = {"started": 0, "hits": 0, "discarded": 0, "skipped": 0}
+    assert phase.drafts() == drafts, "the speculative STT counts, skipped drafts among them, are read too"
+    assert "speculative STT: started 0, hits 0, discarded 0, skipped 0" in counters_line(phase)
+    assert as_json([phase], {})["phases"][0]["stt_drafts"] == drafts
     older = Phase(2, False, [], 1.0, counters={"vg_playout_underruns": 0.0})  # a gateway without the metric
     assert older.preemptive() is None and summary_table([older], None).endswith("| n/a |")
+    assert older.drafts() is None
 
 
 async def test_a_phase_waits_for_the_gateway_to_admit_again(capsys) -> None:

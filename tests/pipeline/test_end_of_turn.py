@@ -77,6 +77,16 @@ def test_speech_after_the_speculation_voids_it() -> None:
     assert chain.stt.speculation.snapshot()["discarded"] == 1
 
 
+def test_the_caller_going_on_voids_the_pause_draft_for_stt() -> None:
+    """The pause's speculative utterance carries ``voided``, set when speech follows the pause (STT
+    then skips it if it still waits for the speech models); the draft that stands is never set."""
+    chain = Chain(TurnDetection(detector="silence", silence_duration_ms=500), None)
+    chain.play(np.concatenate([silence(0.3), tone(1.0), silence(0.2), tone(0.5), silence(0.8)]))
+    first, second = [u for u in chain.sent if u.speculative]
+    assert first.voided is not None and first.voided.is_set()
+    assert second.voided is not None and not second.voided.is_set()
+
+
 def test_turn_cut_at_max_length_is_transcribed_whole() -> None:
     """No pause, no speculation: a turn cut by max_utterance_s is transcribed from its own audio."""
     chain = Chain(TurnDetection(max_utterance_s=1.0), EndOfTurnDouble(0.9))

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from gateway.models.compute.deadline import SPEECH_MODELS
-from gateway.pipeline.events import TranscriptionCompleted
+from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted
 from gateway.pipeline.messages import TextChunk, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stt import SttStage
@@ -78,3 +78,42 @@ def test_a_server_engine_is_not_held_behind_local_speech_work_and_a_local_one_is
     for thread in local:
         thread.join(timeout=10)
     assert contexts["local"].of(TranscriptionCompleted) and local_tts.calls
+
+
+def test_a_pause_draft_the_caller_talked_past_while_it_waited_is_never_transcribed() -> None:
+    """A pause's speculative transcript waits for the speech models like any call; when the caller goes
+    on before its slot comes (the VAD sets ``voided``), it is skipped, not computed for nothing, and
+    the finished turn is transcribed whole. A draft still standing when its slot comes is transcribed."""
+    turn = np.concatenate([np.zeros(1600, np.float32), np.full(8000, 0.1, np.float32)])
+    model, ctx = SttDouble(), ContextDouble()
+    stage = SttStage(ctx, StageQueue(), None, model)
+    voided, standing = threading.Event(), threading.Event()
+    with every_slot_taken():
+        waiting = [
+            in_thread(
+                lambda: stage.handle(Utterance("rtc_a", audio=turn, speculative=True, speculation=1, voided=voided))
+            )
+        ]
+        time.sleep(0.1)
+        assert waiting[0].is_alive(), "the draft must wait for its slot"
+        voided.set()  # the caller went on after the pause
+        waiting[0].join(timeout=5)
+        assert not waiting[0].is_alive(), "a voided draft must stop waiting at once, slots still taken"
+    assert model.calls == [], "a voided draft was transcribed"
+    assert not ctx.of(TranscriptDrafted)
+    stats = stage.speculation.snapshot()
+    assert stats["skipped"] == 1 and stats["started"] == 0
+    stage.handle(Utterance("rtc_a", audio=np.concatenate([turn, turn]), speculation=1))
+    assert model.calls == ["one two"] and [e.transcript for e in ctx.of(TranscriptionCompleted)] == ["one two"]
+
+    with every_slot_taken():
+        draft = in_thread(
+            lambda: stage.handle(Utterance("rtc_a", audio=turn, speculative=True, speculation=2, voided=standing))
+        )
+        time.sleep(0.1)
+        assert draft.is_alive()
+    draft.join(timeout=5)
+    assert model.calls[-1] == "one" and stage.speculation.snapshot()["started"] == 1
+    stage.handle(Utterance("rtc_a", audio=turn, speculation=2))
+    assert model.calls[-1] == "one" and len(model.calls) == 2, "the standing draft's text stands for the turn"
+    assert [e.transcript for e in ctx.of(TranscriptionCompleted)] == ["one two", "one"]
