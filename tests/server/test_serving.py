@@ -98,8 +98,6 @@ def test_loadtest_help_shows_defaults_as_serve_does_and_not_the_key(capsys, monk
     each flag's help with ``[default 8080; env VG_PORT]``: now one formatter writes both forms
     alike (a bool as on/off, text with spaces quoted), and ``--api-key`` still names the variable,
     never the key itself."""
-    from gateway.loadgen.flags import api_key
-
     monkeypatch.setenv("VG_API_KEY", "sk-loadtest-secret")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["loadtest", "--help"])
@@ -114,6 +112,8 @@ def test_loadtest_help_shows_defaults_as_serve_does_and_not_the_key(capsys, monk
     ):
         assert shown in text, shown
     assert "(default" not in text and "sk-loadtest-secret" not in text
+    from gateway.loadgen.flags import api_key
+
     args = build_parser().parse_args(["loadtest", "--speech", "x"])
     assert api_key(args) == "sk-loadtest-secret"  # still the variable's, read when the run starts
     assert api_key(build_parser().parse_args(["loadtest", "--speech", "x", "--api-key", ""])) == ""
