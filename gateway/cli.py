@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import socket
 import sys
+from typing import Optional
 
 from gateway.config import GatewayConfig
+from gateway.config_sources import DefaultsHelpFormatter
 from gateway.logging_setup import configure_logging
 
 
@@ -26,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     loadtest = commands.add_parser(
         "loadtest",
+        formatter_class=DefaultsHelpFormatter,
         help="call a gateway with N simulated callers (WebRTC or WebSocket, real recordings) and print turn "
         "latency per N",
     )
@@ -54,6 +59,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"voice-gateway: bad setting: {exc}", file=sys.stderr)
         return 2
+    bound: Optional[socket.socket] = None
+    if args.command == "serve" and config.port == 0:  # the port served names the instance, not 0
+        from gateway.server.serving import CannotServe, bind_a_free_port
+
+        try:
+            bound = bind_a_free_port(config.host)
+        except CannotServe as exc:
+            print(f"voice-gateway: {exc}", file=sys.stderr)
+            return exc.status
+        config = dataclasses.replace(config, port=bound.getsockname()[1])
     configure_logging(
         config.log_level,
         config.log_format,
@@ -61,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         secrets=(config.api_key, config.llm_api_key, config.ice_credential),
     )
     if args.command == "serve":
-        return serve(config)
+        try:
+            return serve(config, bound)
+        finally:
+            if bound is not None:
+                bound.close()
     if args.command == "prepare":
         return prepare(config)
     if args.command == "models":
@@ -90,9 +109,10 @@ def prepare(config: GatewayConfig) -> int:
     return 0
 
 
-def serve(config: GatewayConfig) -> int:
+def serve(config: GatewayConfig, bound: Optional[socket.socket] = None) -> int:
     """Load the models, then serve until SIGTERM/SIGINT and drain gracefully (blocks the calling
-    thread; see :mod:`gateway.server.serving`: a second signal exits at once).
+    thread; see :mod:`gateway.server.serving`: a second signal exits at once). ``bound``: the
+    socket to serve on, bound to ``config.port`` (``--port 0``: the port the kernel chose).
 
     Models load before the port opens, so a listening gateway can take calls. Returns 2 without
     loading anything for a host other than loopback with no API key (unless ``allow_no_api_key``)
@@ -117,7 +137,7 @@ def serve(config: GatewayConfig) -> int:
         return 2
     try:  # before minutes of model loading: the network lists, STUN/TURN, the warm session file
         SourceLimits.from_config(config)
-        startup_settings(config)
+        startup = startup_settings(config)
     except ValueError as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 2
@@ -129,9 +149,9 @@ def serve(config: GatewayConfig) -> int:
     except ValueError as exc:  # a setting an engine refuses (tts_response_format...)
         print(f"voice-gateway: bad setting: {exc}", file=sys.stderr)
         return 2
-    app = create_app(config, models=models)
+    app = create_app(config, models=models, startup=startup)
     try:
-        return asyncio.run(serve_until_signalled(app, config.host, config.port))
+        return asyncio.run(serve_until_signalled(app, config.host, config.port, bound))
     except CannotServe as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return exc.status

@@ -49,11 +49,30 @@ def shown_default(f: dataclasses.Field) -> str:
         value = f.default_factory()
     else:
         return "none"
+    return shown_value(value)
+
+
+def shown_value(value: Any) -> str:
+    """A default as every ``--help`` shows it (:func:`shown_default`, :class:`DefaultsHelpFormatter`)."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if value == "" or (isinstance(value, str) and " " in value):
         return repr(value)
     return str(value)
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Ends the help of each flag that has a default with it, as the settings' flags end theirs
+    (:func:`add_flags`): `` [default 3]``, written by :func:`shown_value`. A flag whose default is
+    None (none, or one read later, e.g. from the environment) or whose help says its default
+    already (``[default``) is left as written. For parsers whose flags are not settings
+    (``voice-gateway loadtest``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.default in (None, argparse.SUPPRESS) or "[default" in text:
+            return text
+        return f"{text} [default {shown_value(action.default).replace('%', '%%')}]"
 
 
 def values_from_flags(settings: type, args: argparse.Namespace) -> dict[str, Any]:

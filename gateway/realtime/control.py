@@ -71,11 +71,15 @@ class PipelineControl(Protocol):
         latency: Optional[TurnLatency] = None,
         tools: Optional[list[FunctionTool]] = None,
         tool_choice: str = "auto",
+        turn_cuts: bool = True,
     ) -> int:
         """Start a reply to ``messages`` (the whole prompt); ``audio`` False for text only;
         ``max_tokens`` this response's own cap (None: the call's); ``tools`` the functions the model
         may call and ``tool_choice`` how ("auto", "none", "required" or a tool's name; see
-        ``GenerationOptions``). Returns its generation id, which makes any earlier reply stale.
+        ``GenerationOptions``); ``turn_cuts`` False: the caller's speech never cuts it (an out-of-band
+        response, ``conversation: "none"``: OpenAI's ``interrupt_response`` cuts only "any ongoing
+        response with output to the default conversation"). Returns its generation id, which makes
+        any earlier reply stale.
         Raises RuntimeError when the call is no longer served."""
 
     def interrupt(self) -> Optional[Interruption]:

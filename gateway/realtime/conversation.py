@@ -251,11 +251,13 @@ class Conversation:
 
     # ----- the prompt -----
     def resolve_input(self, raw: Any) -> list[dict]:
-        """``response.input``: messages and references to conversation items, checked now."""
+        """``response.input``: messages and references to conversation items, checked now (at most
+        ``max_conversation_items`` of them: :meth:`SessionLimits.check_input_count`)."""
         if raw is None:
             return []
         if not isinstance(raw, list):
             raise ClientError("'response.input' must be an array.", "invalid_type", "response.input")
+        self.limits.check_input_count(len(raw), "response.input")
         items = []
         for index, entry in enumerate(raw):
             if isinstance(entry, dict) and entry.get("type") == "item_reference":

@@ -8,8 +8,9 @@ call goes on). The engine then fits what is left into its context by dropping th
 response a compute budget (``llm_turn_budget_s``).
 
 Error codes follow OpenAI's for the same checks: ``string_above_max_length`` (a string field too
-long), ``array_above_max_length`` (too many tools), and ``limit_exceeded`` for the gateway's own
-limits (a tool definition too large, a conversation too long). ``param`` is the field's path.
+long), ``array_above_max_length`` (too many tools or ``response.input`` entries), and
+``limit_exceeded`` for the gateway's own limits (a tool definition too large, a conversation too
+long). ``param`` is the field's path.
 
 The defaults are those of the ``GatewayConfig`` fields of the same names (``--max-instructions-chars``...),
 taken from there (``config_default``): one home for each.
@@ -38,7 +39,8 @@ class SessionLimits:
     ``max_item_chars``: the text of one conversation item (all its text parts, a call's ``arguments``,
     a call output's ``output``).
     ``max_conversation_items``: items a client may hold in the conversation (``conversation.item.create``
-    beyond it is refused; items the server adds for spoken turns and replies push out the oldest).
+    beyond it is refused; items the server adds for spoken turns and replies push out the oldest),
+    and the entries of a ``response.input``.
     ``max_prompt_chars``: characters of conversation the prompt builder hands the engine (oldest
     turns dropped first; the engine then fits the prompt to its context in tokens).
     """
@@ -64,13 +66,7 @@ class SessionLimits:
 
     def check_tool_count(self, count: int, param: str) -> None:
         """ClientError ``array_above_max_length`` for more than ``max_tools`` tools."""
-        if count > self.max_tools:
-            raise ClientError(
-                f"Invalid '{param}': array too long. Expected an array with maximum length "
-                f"{self.max_tools}, but got an array with length {count} instead.",
-                "array_above_max_length",
-                param,
-            )
+        check_array_length(count, self.max_tools, param)
 
     def check_tool_size(self, tool: dict, param: str) -> int:
         """ClientError ``limit_exceeded`` when the tool definition is over ``max_tool_bytes``;
@@ -135,6 +131,14 @@ class SessionLimits:
                 param,
             )
 
+    def check_input_count(self, count: int, param: str) -> None:
+        """ClientError ``array_above_max_length`` for a ``response.input`` of more than
+        ``max_conversation_items`` entries (no more than a conversation holds): each
+        ``item_reference`` costs a few bytes of the event and the referenced item's whole text in
+        the prompt built from it, so 130 000 references to one 32 KB item in an 8 MB event
+        made 4 GB of prompt text, on the event loop, before the prompt was cut to its limit."""
+        check_array_length(count, self.max_conversation_items, param)
+
     def check_room(self, items: int) -> None:
         """ClientError ``limit_exceeded`` when a conversation of ``items`` items has no room for one more."""
         if items >= self.max_conversation_items:
@@ -154,5 +158,16 @@ def check_length(text: str, limit: int, param: str) -> None:
             f"Invalid '{param}': string too long. Expected a string with maximum length {limit}, "
             f"but got a string with length {len(text)} instead.",
             "string_above_max_length",
+            param,
+        )
+
+
+def check_array_length(count: int, limit: int, param: str) -> None:
+    """ClientError ``array_above_max_length`` (OpenAI's words) for an array of more than ``limit`` entries."""
+    if count > limit:
+        raise ClientError(
+            f"Invalid '{param}': array too long. Expected an array with maximum length {limit}, "
+            f"but got an array with length {count} instead.",
+            "array_above_max_length",
             param,
         )

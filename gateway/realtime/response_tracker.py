@@ -260,6 +260,7 @@ class ResponseTracker:
             latency=response.latency,
             tools=response.tools,
             tool_choice=response.tool_choice,
+            turn_cuts=response.conversation,  # an out-of-band response is no caller's turn's to cut
         )
         # Pipeline events only concern responses still generating or sounding: forget the others.
         self._by_generation = {g: r for g, r in self._by_generation.items() if not r.done or r.sounding}

@@ -101,8 +101,10 @@ class RealtimeSession:
             voice=local_voice(local_models),
             session_id=self.id,
             on_busy=self.idle.disarm,
-            on_settled=self.idle.maybe_arm,
+            on_settled=self._on_response_settled,
         )
+        # A caller's turn of words transcribed while the client's out-of-band response ran: answered after it.
+        self._turn_waits: Optional[pe.TranscriptionCompleted] = None
         self._speech_item: Optional[str] = None  # item id of the caller turn being spoken
         self._speaking = False
         self._pending_commits: collections.deque[Optional[str]] = collections.deque()  # client event ids
@@ -417,17 +419,34 @@ class RealtimeSession:
         stale = self.responses.missed_turn(event.transcript) if item is not None else None
         if active is not None and stale is None:
             self.responses.launch_when_ready()  # a response waiting for this transcript goes now
+            if item is not None and not active.conversation:  # the client's own, out of band: not
+                self._turn_waits = event  # the turn's to cut (interrupt_response), it is answered after
             return
         if stale is not None:  # cut it as the turn's start should have, and answer the turn
             self.responses.cancel(stale, reason="turn_detected")
+        if item is not None:
+            self._answer_turn(event)
+        else:
+            self.idle.maybe_arm()
+
+    def _answer_turn(self, event: pe.TranscriptionCompleted) -> None:
         # A caller who is speaking again, or whose next turn is still being transcribed, has not
         # finished: answer once, after the last of their turns (a pause mid-sentence splits a turn).
         # A last turn with no words (a click or a breath after the sentence, written as "" or ".")
         # answers the words held back for it.
         caller_continues = self._speaking or self.conversation.awaiting_transcript
         words = has_words(event.transcript) or self.conversation.caller_unanswered()
-        if item is not None and self.answers_by_itself() and words and not caller_continues:
+        if self.answers_by_itself() and words and not caller_continues:
             self.responses.start(PromptSpec(), self.settings.audio, latency=event.latency)
+        else:
+            self.idle.maybe_arm()
+
+    def _on_response_settled(self) -> None:
+        # A response ended or its audio stopped: a turn transcribed while an out-of-band one ran is answered now.
+        waiting = self._turn_waits
+        if waiting is not None and self.responses.active() is None:
+            self._turn_waits = None
+            self._answer_turn(waiting)
         else:
             self.idle.maybe_arm()
 

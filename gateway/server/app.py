@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Optional
 
 from aiohttp import web
@@ -25,7 +26,18 @@ from gateway.pool.unit import PipelineUnit
 from gateway.realtime.limits import SessionLimits
 from gateway.server import routes
 from gateway.server.admission import key_prefix
-from gateway.server.app_keys import CONFIG, KEYS, LIMITS, METRICS, MODELS, POOL, SESSIONS, SHUTDOWN, local_model_names
+from gateway.server.app_keys import (
+    CONFIG,
+    KEYS,
+    LIMITS,
+    METRICS,
+    MODELS,
+    POOL,
+    SESSIONS,
+    SHUTDOWN,
+    SIP_SETTINGS,
+    local_model_names,
+)
 from gateway.server.auth import EphemeralKeys
 from gateway.server.middleware import cors_middleware, error_middleware
 from gateway.server.request_guard import request_guard
@@ -49,13 +61,16 @@ def create_app(
     config: GatewayConfig,
     models: Optional[ModelSet] = None,
     stage_factories: Optional[dict[str, StageFactory]] = None,
+    startup: Optional[StartupSettings] = None,
 ) -> web.Application:
     """Build the app. ``models`` None: load them at start-up (once per process, in a thread).
 
-    ``stage_factories`` replaces stage classes (test doubles for failure tests only). Raises
-    ValueError for an unusable ``ice_servers`` or ``llm_warm_session`` setting (:func:`startup_settings`).
+    ``stage_factories`` replaces stage classes (test doubles for failure tests only). ``startup``:
+    :func:`startup_settings` of ``config`` when the caller checked them already (read here when
+    None). Raises ValueError for an unusable ``ice_servers``, ``llm_warm_session`` or SIP setting.
     """
-    limits, prompt_to_read = startup_settings(config)
+    startup = startup or startup_settings(config)
+    limits, prompt_to_read = startup.limits, startup.prompt
     app = web.Application(
         # CORS outermost: error answers get its headers too; the Origin/Host guard inside the error middleware.
         middlewares=[cors_middleware, error_middleware, request_guard],
@@ -63,6 +78,8 @@ def create_app(
     )
     app[CONFIG] = config
     app[LIMITS] = limits
+    if startup.sip is not None:
+        app[SIP_SETTINGS] = startup.sip
     app[METRICS] = GatewayMetrics()
     app[KEYS] = EphemeralKeys(prefix=key_prefix(config.instance))
     app[SHUTDOWN] = shutdown = GracefulShutdown(config.shutdown_grace_s, config.drain_timeout_s)
@@ -74,19 +91,29 @@ def create_app(
     return app
 
 
-def startup_settings(config: GatewayConfig) -> tuple[SessionLimits, Optional[CallSettings]]:
-    """The settings the app reads once, checked without loading a model: the session limits and
-    the warm session's settings (None without ``llm_warm_session``). ``voice-gateway serve`` calls
-    it before the minutes of model loading. Raises ValueError naming ``ice_servers`` (a bad
-    STUN/TURN setting fails here, not at the first call), ``llm_warm_session`` (a file that is
-    missing or no session object) or a SIP setting (with ``sip_port``: ``SipSettings.from_config``).
+@dataclass(frozen=True)
+class StartupSettings:
+    """What the app reads once, at start-up, without loading a model: ``limits`` (the configured
+    session limits), ``prompt`` (the warm session's settings; None without ``llm_warm_session``),
+    ``sip`` (None without ``sip_port``; its TLS context loaded from the files)."""
+
+    limits: SessionLimits
+    prompt: Optional[CallSettings]
+    sip: Optional[SipSettings]
+
+
+def startup_settings(config: GatewayConfig) -> StartupSettings:
+    """The settings the app reads once, checked without loading a model. ``voice-gateway serve``
+    reads them before the minutes of model loading and hands them to :func:`create_app`. Raises
+    ValueError naming ``ice_servers`` (a bad STUN/TURN setting fails here, not at the first call),
+    ``llm_warm_session`` (a file that is missing or no session object) or a SIP setting (with
+    ``sip_port``: ``SipSettings.from_config``, which reads the TLS certificate and key).
     The model settings are checked next, by ``load_models``, before anything loads."""
     ice_configuration(config)
     limits = SessionLimits.from_config(config)
     prompt = startup_prompt(config, limits)
-    if config.sip_port:
-        SipSettings.from_config(config)
-    return limits, prompt
+    sip = SipSettings.from_config(config) if config.sip_port else None
+    return StartupSettings(limits, prompt, sip)
 
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]

@@ -1,7 +1,8 @@
 """The typed application keys (``aiohttp.web.AppKey``) of the gateway app: the state that the app
 factory (:mod:`gateway.server.app`) sets up and the handlers and middlewares read.
 
-``CONFIG``, ``LIMITS``, ``METRICS``, ``KEYS`` and ``SHUTDOWN`` are set when the app is built;
+``CONFIG``, ``LIMITS``, ``METRICS``, ``KEYS``, ``SHUTDOWN`` (and ``SIP_SETTINGS`` with ``sip_port``) are set
+when the app is built;
 ``MODELS``, ``POOL`` and ``SESSIONS`` (the door: the live sessions of every transport) once start-up
 (``app.cleanup_ctx``) has loaded the models and built the pool, so a handler that may run before
 then checks ``KEY in request.app``.
@@ -19,6 +20,7 @@ from gateway.realtime.limits import SessionLimits
 from gateway.server.auth import EphemeralKeys
 from gateway.server.shutdown import GracefulShutdown
 from gateway.transports.door import Door
+from gateway.transports.sip.settings import SipSettings
 from gateway.transports.sip.user_agent import SipUserAgent
 
 CONFIG = web.AppKey("config", GatewayConfig)
@@ -30,6 +32,7 @@ MODELS = web.AppKey("models", ModelSet)
 POOL = web.AppKey("pool", UnitPool)
 SESSIONS = web.AppKey("sessions", Door)  # the live sessions of every transport (rtc_, ws_, sip_ ids)
 SIP = web.AppKey("sip", SipUserAgent)  # the SIP user agent, only with sip_port set
+SIP_SETTINGS = web.AppKey("sip_settings", SipSettings)  # read (TLS files too) once at start-up; with sip_port
 
 
 def local_model_names(app: web.Application) -> dict[str, str]:

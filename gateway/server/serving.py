@@ -13,7 +13,9 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
+from typing import Optional
 
 from aiohttp import web
 
@@ -35,8 +37,33 @@ class CannotServe(Exception):
         self.status = status
 
 
-async def serve_until_signalled(app: web.Application, host: str, port: int) -> int:
-    """Start ``app`` on ``host:port``, serve until SIGTERM/SIGINT, drain, clean up; returns 0.
+def bind_a_free_port(host: str) -> socket.socket:
+    """A TCP socket bound to a port the kernel chooses on ``host`` (its first address; for ``""``
+    the first wildcard, ``0.0.0.0`` or ``::``), not yet listening: connections are refused until
+    :func:`serve_until_signalled` serves on it. ``serve --port 0`` binds it before anything else so
+    that the instance name in call ids (``config.instance``: ``<host>-<port>``) is made from the
+    port served, not from 0 (two such processes on one host would share ``<host>-0``). Raises
+    :class:`CannotServe` (status 1) when ``host`` is not an address of this machine."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        bound = socket.socket(family, kind, proto)
+        try:
+            bound.bind(address)
+        except OSError:
+            bound.close()
+            raise
+    except OSError as exc:
+        raise CannotServe(f"cannot listen on http://{host}:0 (--host, --port): {exc}", 1) from exc
+    return bound
+
+
+async def serve_until_signalled(
+    app: web.Application, host: str, port: int, listener: Optional[socket.socket] = None
+) -> int:
+    """Start ``app`` on ``host:port`` (on ``listener`` when given: :func:`bind_a_free_port`), serve
+    until SIGTERM/SIGINT, drain, clean up; returns 0.
 
     Start-up (``app.cleanup_ctx``: models, pool, SIP) runs before the port opens. Must run on the
     main thread's event loop (signal handlers). Prints (and logs) ``voice-gateway: serving on
@@ -58,7 +85,7 @@ async def serve_until_signalled(app: web.Application, host: str, port: int) -> i
             raise CannotServe(f"bad setting: {exc}", 2) from exc
         except OSError as exc:  # the SIP port
             raise CannotServe(f"cannot listen: {exc}", 1) from exc
-        site = web.TCPSite(runner, host, port)
+        site: web.BaseSite = web.TCPSite(runner, host, port) if listener is None else web.SockSite(runner, listener)
         try:
             await site.start()
         except OSError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP
+from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP, SIP_SETTINGS
 from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import parse_json, read_text, session_update
@@ -112,7 +112,8 @@ async def sip_user_agent(app: web.Application) -> AsyncIterator[None]:
     if not config.sip_port:
         yield
         return
-    user_agent = SipUserAgent(config, app[SESSIONS])  # the door refuses while draining, and counts
+    # the door refuses while draining, and counts; the settings were read when the app was built
+    user_agent = SipUserAgent(config, app[SESSIONS], settings=app[SIP_SETTINGS])
     srtp_dropped = app[METRICS].srtp_dropped
     user_agent.on_srtp_dropped = lambda reason: srtp_dropped.labels(reason=reason).inc()
     await user_agent.start()

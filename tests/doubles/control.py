@@ -28,6 +28,7 @@ class PipelineControlDouble:
         self.calls: list[str] = []
         self.requests: list[tuple[list[ChatMessage], bool, int]] = []  # (messages, audio, max_tokens)
         self.tool_requests: list[tuple[list[FunctionTool], str]] = []  # (tools, tool_choice) of each request
+        self.turn_cuts: list[bool] = []  # of each request: may the caller's speech cut it (not out of band)
         self.generation = 0
         self.live = False
         self.audio: Optional[tuple[int, int, str]] = None  # (generation, played_ms, heard text)
@@ -65,9 +66,11 @@ class PipelineControlDouble:
         latency: Optional[TurnLatency] = None,
         tools: Optional[list[FunctionTool]] = None,
         tool_choice: str = "auto",
+        turn_cuts: bool = True,
     ) -> int:
         self.calls.append("create_response")
         self.tool_requests.append((list(tools or []), tool_choice))
+        self.turn_cuts.append(turn_cuts)
         self.generation += 1
         self.live = True
         self.audio = None  # a new generation makes older queued audio stale

@@ -2,18 +2,24 @@
 each) on loopback. Two calls succeed on different processes (a full process's 503 makes nginx try
 the next), a third gets 503, and each hang-up, routed by the instance in its call id, reaches the
 process that owns the call. An ephemeral ``ek_`` key minted through nginx opens a call through nginx
-(it names the process that minted it, and nginx routes by it: that process alone holds the key)."""
+(it names the process that minted it, and nginx routes by it: that process alone holds the key).
+Two processes on ``--port 0`` name their call ids by the ports they serve."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import sys
 
 import aiohttp
 import pytest
 
 from gateway.client import RealtimeClient
 from gateway.server.runner import free_port
-from tests.ops.services import start_gateway, start_nginx, wait_healthy
+from tests.helpers import wait_until
+from tests.ops.services import FAST_MODELS, FIXED_CAPACITY, ROOT, Service, start_gateway, start_nginx, wait_healthy
+from tests.transports.websocket.ws_client import EventClient
 
 pytestmark = pytest.mark.slow
 
@@ -111,5 +117,42 @@ async def test_two_calls_on_two_processes_a_third_refused_hang_ups_reach_their_o
     finally:
         for client in clients:
             await client.close()
+        for service in services:
+            service.stop()
+
+
+async def test_two_processes_on_port_0_name_their_call_ids_by_the_ports_they_serve(tmp_path):
+    """Two ``voice-gateway serve --port 0`` on one host, no ``--instance-id``: each named its
+    instance ``<host>-0`` (from the configured port), so their call ids shared an instance and a
+    proxy routing by it could not tell them apart. Each now prints its bound port and names its
+    instance by it; a WebSocket call to each gets a call id of its own process's instance."""
+    services = []
+    try:
+        for name in ("port0-a", "port0-b"):
+            argv = [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1", "--port", "0", *FAST_MODELS]
+            env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+            services.append(Service(name, [*argv, *FIXED_CAPACITY], tmp_path / f"{name}.log", env=env, cwd=ROOT))
+        serving: dict[str, tuple[int, str]] = {}
+
+        def all_serving() -> bool:
+            for service in services:
+                found = re.search(r"serving on http://127\.0\.0\.1:(\d+) \(.*instance ([\w-]+)\)", service.log)
+                if found:
+                    serving[service.name] = (int(found.group(1)), found.group(2))
+            return len(serving) == len(services)
+
+        assert await wait_until(all_serving, 90), [s.log[-2000:] for s in services]
+        instances = {instance for _, instance in serving.values()}
+        assert len(instances) == 2, serving
+        async with aiohttp.ClientSession() as http:
+            for port, instance in serving.values():
+                assert instance.endswith(f"-{port}"), (instance, port)
+                url = f"http://127.0.0.1:{port}"
+                async with EventClient(url) as client:
+                    await client.wait_for("session.created", timeout=10)
+                    units = (await pool_of(http, url))["units"]
+                    calls = [unit["call_id"] for unit in units if unit.get("call_id")]
+                    assert calls and calls[0].startswith(f"ws_{instance}_"), (calls, instance)
+    finally:
         for service in services:
             service.stop()

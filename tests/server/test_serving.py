@@ -12,6 +12,7 @@ import signal
 import aiohttp
 import pytest
 
+from gateway import cli
 from gateway.cli import build_parser
 from gateway.server.app import create_app
 from gateway.server.serving import serve_until_signalled
@@ -48,10 +49,34 @@ async def test_serve_on_port_0_prints_and_logs_the_port_it_listens_on(models, ga
             serving.cancel()
 
 
+def test_serve_on_port_0_names_its_instance_by_the_port_it_serves(monkeypatch):
+    """``serve --port 0`` named its instance from the configured port, ``<host>-0``: two such
+    processes on one host minted call ids (and ``ek_`` keys) of one instance, so a proxy routing by
+    it could not tell them apart. Now the port is bound before anything else and the instance is
+    ``<host>-<bound port>``; the socket served is that one, and closed when ``serve`` returns."""
+    for name in ("VG_PORT", "VG_INSTANCE_ID", "VG_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    served: list[tuple] = []
+
+    def serve(config, bound=None):
+        served.append((config, bound, bound.getsockname()[1] if bound is not None else None))
+        return 0
+
+    monkeypatch.setattr(cli, "serve", serve)
+    for _ in range(2):
+        assert cli.main(["serve", "--host", "127.0.0.1", "--port", "0"]) == 0
+    instances = []
+    for config, bound, port in served:
+        assert port and config.port == port, (config.port, port)
+        assert config.instance.endswith(f"-{port}"), config.instance
+        assert bound.fileno() == -1  # closed once serve returned
+        instances.append(config.instance)
+    assert instances[0] != instances[1]
+
+
 def test_every_flag_shows_its_default_and_variable(capsys):
     """``serve --help`` (and ``prepare``, ``models``) named each flag's variable but no default
-    (the parser's defaults are None, so that ``VG_*`` can fill them); ``loadtest --help`` showed
-    none either."""
+    (the parser's defaults are None, so that ``VG_*`` can fill them)."""
 
     def help_of(command: str) -> str:
         with pytest.raises(SystemExit) as exited:
@@ -66,6 +91,29 @@ def test_every_flag_shows_its_default_and_variable(capsys):
         assert "[default off; env VG_ALLOW_NO_API_KEY]" in text  # a bool as the words it takes
         assert "[default ''; env VG_API_KEY]" in text  # an empty text, quoted
         assert "[default 'You are a helpful voice assistant" in text  # text with spaces, quoted
-    text = help_of("loadtest")
-    for shown in ("questions per caller (default 3)", "(default webrtc)", "(default 6)", "(default $VG_API_KEY)"):
-        assert shown in text
+
+
+def test_loadtest_help_shows_defaults_as_serve_does_and_not_the_key(capsys, monkeypatch):
+    """``loadtest --help`` hand-wrote each default, ``(default 3)``, where ``serve --help`` ends
+    each flag's help with ``[default 8080; env VG_PORT]``: now one formatter writes both forms
+    alike (a bool as on/off, text with spaces quoted), and ``--api-key`` still names the variable,
+    never the key itself."""
+    monkeypatch.setenv("VG_API_KEY", "sk-loadtest-secret")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["loadtest", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in (
+        "questions per caller [default 3]",
+        "[default webrtc]",
+        "2,4,6,8 [default 6]",
+        "skip the lone caller before the phases [default off]",
+        "[default $VG_API_KEY]",
+        "-m gateway serve']",
+    ):
+        assert shown in text, shown
+    assert "(default" not in text and "sk-loadtest-secret" not in text
+    from gateway.loadgen.flags import api_key
+
+    args = build_parser().parse_args(["loadtest", "--speech", "x"])
+    assert api_key(args) == "sk-loadtest-secret"  # still the variable's, read when the run starts
+    assert api_key(build_parser().parse_args(["loadtest", "--speech", "x", "--api-key", ""])) == ""

@@ -11,6 +11,7 @@ import pytest
 from gateway.cli import build_parser, main
 from gateway.config import GatewayConfig
 from gateway.models import loader
+from gateway.models.base import ModelNotFoundError
 from gateway.server.app import create_app
 from gateway.server.runner import free_port
 from gateway.server.serving import CannotServe, serve_until_signalled
@@ -142,3 +143,44 @@ def test_a_bad_llm_model_names_the_setting_before_the_models_load(model, why, ca
         assert f"llm_model {model!r} (--llm-model): {why}" in error, error
         assert "qwen2.5-coder-1.5b" in error and ".gguf" in error and "Traceback" not in error
     assert loaded == []
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        ("/no/such/model.gguf", "no such file"),
+        ("/no/such/folder", "no such directory, nor a model id in the local Hugging Face cache"),
+        ("qwen2.5-coder-1.5b", "no such directory, nor a model id in the local Hugging Face cache"),  # llama_cpp's
+        ("EMPTY_FOLDER", "a directory without config.json"),
+    ],
+)
+def test_a_bad_transformers_model_names_the_setting_before_the_models_load(model, why, capsys, monkeypatch, tmp_path):
+    """``--llm-backend transformers`` with a model it cannot load (a ``.gguf`` or a folder that is
+    not there, a folder with no model, the llama_cpp default ``qwen2.5-coder-1.5b``) loaded VAD and
+    STT first, then failed (exit 1: "GGUF file ... does not exist", or ``from_pretrained``'s
+    OSError). Now one line naming ``llm_model`` and its flag, exit 2, before any model loads."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # offline, as load_models sets it
+    if model == "EMPTY_FOLDER":
+        model = str(tmp_path)
+    loaded: list[str] = []
+
+    def load(stage, config):
+        loaded.append(stage)
+        raise ModelNotFoundError(f"{stage} loaded")
+
+    monkeypatch.setattr(loader, "load_backend", load)
+    for command in ("serve", "prepare"):
+        assert main([command, "--llm-backend", "transformers", "--llm-model", model]) == 2, command
+        error = capsys.readouterr().err
+        assert f"llm_model {model!r} (--llm-model): {why}" in error, error
+        assert "smollm2-135m" in error and "Traceback" not in error
+    assert loaded == []
+
+
+def test_a_transformers_model_it_can_load_passes_the_check(tmp_path):
+    """The check refuses no model the backend loads: the bundled name, a model directory."""
+    from gateway.models.transformers_llm import check_model_setting
+
+    (tmp_path / "config.json").write_text("{}")
+    for model in ("smollm2-135m", str(tmp_path)):
+        check_model_setting(model)

@@ -62,7 +62,7 @@ from gateway.models.compute.engine_queue import EngineQueue, Turn
 from gateway.models.llama_cpp.batch import BatchDecoder
 from gateway.models.llama_cpp.chat_format import ChatFormat
 from gateway.models.llama_cpp.generation_run import GenerationRun
-from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf, check_gguf_setting
+from gateway.models.llama_cpp.gguf_bundles import BUNDLES, bundled_gguf
 from gateway.models.llama_cpp.holds import SequenceLease, Warm, Warms
 from gateway.models.llama_cpp.state_cache import LlamaStateCache
 from gateway.models.tool_calls import check_tool_choice
@@ -74,10 +74,10 @@ _INSTALL_HINT = "scripts/setup.sh builds and installs llama-cpp-python (or pip i
 
 
 def resolve_gguf(model: str, cache_dir: Path) -> Path:
-    """The GGUF file for the ``llm_model`` setting: a bundled name (joined once) or a ``.gguf`` path.
-    Raises ValueError naming the setting for anything else (:func:`check_gguf_setting`),
+    """The GGUF file for the ``llm_model`` setting: a bundled name (joined once), else ``model`` as a
+    path (``load_models`` refused anything else before loading, with
+    ``gguf_bundles.check_gguf_setting``; a missing file here is llama.cpp's ModelNotFoundError).
     ModelNotFoundError when a bundle's package is missing."""
-    check_gguf_setting(model)
     if model in BUNDLES:
         return bundled_gguf(model, cache_dir)
     return Path(model).expanduser()

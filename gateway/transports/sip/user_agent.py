@@ -101,7 +101,9 @@ class SipUserAgent:
     refuses gets 503). ``calls`` maps the call ids (``sip_...``) to live calls. ``untrusted``
     counts the INVITEs refused (403) for coming from no ``sip_trusted`` source without a webhook.
     ``on_srtp_dropped(reason)`` is called for each SRTP packet of any call dropped
-    (``authentication``, ``replay``: the metrics). Raises ValueError for unusable SIP settings
+    (``authentication``, ``replay``: the metrics). ``settings``: ``config``'s SIP settings when
+    read already (the app reads them once, with the TLS files); None: read here. Raises ValueError
+    for unusable SIP settings
     (:meth:`SipSettings.from_config <gateway.transports.sip.settings.SipSettings.from_config>`).
     """
 
@@ -110,10 +112,11 @@ class SipUserAgent:
         config: GatewayConfig,
         door: Door,
         *,
+        settings: Optional[SipSettings] = None,
         timers: Timers = DEFAULT_TIMERS,
     ) -> None:
         self.config = config
-        settings = SipSettings.from_config(config)
+        settings = settings if settings is not None else SipSettings.from_config(config)
         self.host, self.public_address = settings.host, settings.public_address
         self.transport = SipTransport(self.host, config.sip_port, self._on_message, settings.tls, config.sip_tls_port)
         # the INVITE's final response comes within the accept timeout (480), plus a margin

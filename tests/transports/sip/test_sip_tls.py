@@ -169,3 +169,33 @@ def test_tls_settings_are_checked(tmp_path):
     with pytest.raises(ValueError, match=r"sip-key\.pem"):
         server_tls_context(str(key_file), str(key_file))  # a key is no certificate
     assert server_tls_context(str(cert_file), str(key_file)) is not None
+
+
+async def test_the_start_up_reads_the_tls_certificate_once(models, gateway_config, tmp_path, monkeypatch):
+    """``serve`` read the SIP TLS certificate and key three times: in ``startup_settings`` before
+    the models loaded, again when ``create_app`` read the start-up settings, and once more when
+    the SIP user agent started (a key asking for a passphrase would have asked three times). Now
+    once: read before loading and handed to the app, whose user agent listens with it."""
+    from aiohttp import web
+
+    from gateway.server.app import create_app, startup_settings
+    from gateway.transports.sip import settings as sip_settings
+
+    cert_file, key_file = self_signed(tmp_path / "tls")
+    tls_port = free_port()
+    config = sip_config(gateway_config, sip_tls_cert=str(cert_file), sip_tls_key=str(key_file), sip_tls_port=tls_port)
+    reads: list[str] = []
+
+    def counted(cert: str, key: str) -> ssl.SSLContext:
+        reads.append(cert)
+        return server_tls_context(cert, key)
+
+    monkeypatch.setattr(sip_settings, "server_tls_context", counted)
+    startup = startup_settings(config)  # what `serve` does before the models load
+    runner = web.AppRunner(create_app(config, models=models, startup=startup))
+    await runner.setup()  # the SIP user agent starts, with TLS
+    try:
+        assert runner.app[SIP].transport.tls_port == tls_port
+        assert reads == [str(cert_file)]
+    finally:
+        await runner.cleanup()
