@@ -31,7 +31,7 @@ from gateway.realtime.events import new_id
 from gateway.realtime.idle_timer import CallLater, IdleTimer
 from gateway.realtime.items import ClientError, has_words
 from gateway.realtime.limits import SessionLimits
-from gateway.realtime.response_params import parse_response_params
+from gateway.realtime.response_requests import cancel_response, create_response
 from gateway.realtime.response_tracker import ResponseTracker
 from gateway.realtime.sender import EventSender
 from gateway.realtime.session_settings import SessionSettings
@@ -312,48 +312,10 @@ class RealtimeSession:
         self.conversation.delete(event.get("item_id"))
 
     def _on_response_create(self, event: dict, event_id: Optional[str]) -> None:
-        params = event.get("response")
-        params = {} if params is None else params
-        if not isinstance(params, dict):
-            raise ClientError("'response' must be an object.", "invalid_type", "response")
-        active = self.responses.active()
-        if active is not None:
-            raise ClientError(
-                f"Conversation already has an active response in progress: {active.id}. "
-                "Wait until the response is finished before creating a new one.",
-                "conversation_already_has_active_response",
-                None,
-            )
-        request = parse_response_params(params, self.settings, self.conversation)
-        self.responses.start(
-            request.prompt,
-            request.audio,
-            metadata=request.metadata,
-            conversation=request.conversation,
-            max_tokens=request.max_tokens,
-            tools=request.tools,
-            tool_choice=request.tool_choice,
-        )
+        create_response(self.responses, event.get("response"), self.settings, self.conversation)
 
     def _on_response_cancel(self, event: dict, event_id: Optional[str]) -> None:
-        response_id = event.get("response_id")
-        if response_id is not None and not isinstance(response_id, str):
-            raise ClientError("'response_id' must be a string.", "invalid_type", "response_id")
-        active = self.responses.active()
-        if active is not None and response_id in (None, active.id):
-            self.responses.cancel(active, reason="client_cancelled")
-            return
-        if self.responses.sounding(response_id) is not None:
-            # Done generating but still being heard, or queued to be: cancelling it stops the
-            # audio. (A client that sent the cancel before our response.done reached it lands here too.)
-            self.responses.interrupted(self.control.interrupt(), reason="client_cancelled")
-            return
-        message = (
-            "There is no active response to cancel."
-            if response_id is None
-            else f"Response '{response_id}' is not active."
-        )
-        raise ClientError(message, "response_cancel_not_active", "response_id" if response_id else None)
+        cancel_response(self.responses, self.control, event.get("response_id"))
 
     # ------------------------------------------------------------------ pipeline events out
     def on_pipeline_event(self, event: pe.PipelineEvent) -> None:
