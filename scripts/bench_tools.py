@@ -15,7 +15,8 @@ plain instructions with ``get_weather`` and ``book_table``; ``TUNING``, the ques
 app instructions of their own) that the decision's prompt and threshold were tuned on
 (``--calibrate`` prints accuracy per threshold there, of the decision alone and of what "auto"
 does: the decision and the invented-argument check on the call, per floor of that check, then with
-the check that the call's values were heard, ``gateway/models/heard_values.py``);
+the check that the call's names were said (the engine's) or, instead, that all its values were
+heard (off), ``gateway/models/heard_values.py``);
 ``FRESH`` (``--fresh``), 41 held-out questions with tools and instructions of their own, frozen
 before the last round of tuning. By
 default a gateway is started in this process on the configured engine (``VG_*`` variables apply),
@@ -453,8 +454,8 @@ FLOORS = (0.1, 0.25, 0.5)  # the invented-argument check's floor, as a probabili
 def calibrate(questions: list[Question], outcomes: list[Outcome]) -> None:
     """Accuracy on the tuning set at each threshold, from one run: the decision alone, what "auto"
     does with the invented-argument check alone on the likeliest tool's call at each floor of the
-    check (the engine's: ``INVENTED_LOGPROB``), and with the heard-values check added (at the
-    engine's floor)."""
+    check (the engine's: ``INVENTED_LOGPROB``), with the check that names were said added (what the
+    engine does: ``NAMES_CHECK``), and with the full heard-values check instead (off)."""
     from gateway.models.tool_decision import INVENTED_LOGPROB, auto_call, decide
 
     def right(pick: Any) -> str:
@@ -466,12 +467,16 @@ def calibrate(questions: list[Question], outcomes: list[Outcome]) -> None:
         f"+ check, floor log {p}" + (" (engine's)" if abs(f - INVENTED_LOGPROB) < 1e-9 else "")
         for p, f in zip(FLOORS, floors, strict=True)
     ]
+    named.append("+ check (engine's floor) + names said (the engine's)")
     named.append("+ check (engine's floor) + values heard")
-    print(f"\n| threshold | decision alone | {' | '.join(named)} |\n|{'---|' * (3 + len(floors))}")
+    print(f"\n| threshold | decision alone | {' | '.join(named)} |\n|{'---|' * (4 + len(floors))}")
     for threshold in THRESHOLDS:
         alone = right(lambda d, t=threshold: decide(d.scores, t, d.words).tool if d else None)
-        checked = [right(lambda d, t=threshold, f=floor: auto_call(d, t, f, False) if d else None) for floor in floors]
-        checked.append(right(lambda d, t=threshold: auto_call(d, t, INVENTED_LOGPROB, True) if d else None))
+        checked = [
+            right(lambda d, t=threshold, f=floor: auto_call(d, t, f, False, False) if d else None) for floor in floors
+        ]
+        checked.append(right(lambda d, t=threshold: auto_call(d, t, INVENTED_LOGPROB, False, True) if d else None))
+        checked.append(right(lambda d, t=threshold: auto_call(d, t, INVENTED_LOGPROB, True, False) if d else None))
         print(f"| {threshold} | {alone} | {' | '.join(checked)} |")
 
 

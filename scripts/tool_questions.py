@@ -4,7 +4,8 @@ styles, and three sets of typed questions kept apart.
 - ``TUNING``: what the call decision (its prompt and threshold) was tuned on. Tools and wording of
   their own: no weather, no table booking, no question of the other sets. 38 questions, grown by
   ``TUNING_HARD`` (16: knowledge on a tool's subject, live data or an action asked indirectly) and
-  ``TUNING_FIFTH`` (19, fifth round: more knowledge near a tool's subject, needs).
+  ``TUNING_FIFTH`` (19, fifth round: more knowledge near a tool's subject, needs) and ``TUNING_TIMES``
+  (12, stop 44: needs with times said as people say them, knowledge naming no place): 85 in all.
 - ``BENCH``: 48 held-out questions (tool / no tool / which tool; 1 to 4 tools each), run under
   every instruction style of ``STYLES``; never tuned on.
 - ``PROBE``: 12 held-out questions of the kind an app reported (plain instructions, ``get_weather``
@@ -70,6 +71,11 @@ TOOLS: dict[str, dict[str, Any]] = {
         _tool("check_flight", "The status of a flight by its number.", {"flight_number": _S}),
         _tool("add_to_shopping_list", "Add an item to the shopping list.", {"item": _S}),
         _tool("translate_text", "Translate a phrase into another language.", {"text": _S, "language": _S}),
+        _tool(
+            "book_appointment",
+            "Book an appointment with a service such as a hairdresser, a doctor or a mechanic.",
+            {"service": _S, "time": {"type": "string", "description": "e.g. 14:30 or Friday 10am"}},
+        ),
         # Fresh only:
         _tool(
             "create_reminder",
@@ -437,3 +443,27 @@ TUNING_FIFTH: list[Question] = [
     ),
 ]
 TUNING.extend(TUNING_FIFTH)
+# Grown 2026-12-05 (stop 44, written before any run on them): needs whose times are said the way
+# people say them (noon, tonight, tomorrow at nine, half past six, on Friday), and knowledge
+# questions near the tools' subject that name no place or business. TUNING's own tools.
+TAXI_APPOINTMENT = ("order_taxi", "book_appointment")
+TUNING_TIMES: list[Question] = [
+    *_group(
+        TAXI_APPOINTMENT,
+        [
+            ("Send a cab to the station at noon.", "order_taxi", "station"),
+            ("I need a taxi to the hotel tomorrow at nine.", "order_taxi", "hotel"),
+            ("Get me a car to the harbour at a quarter to eight tonight.", "order_taxi", "harbour"),
+            ("Book me a haircut tomorrow at noon.", "book_appointment", "hair"),
+            ("I need to see the dentist on Friday morning.", "book_appointment", "dentist"),
+            ("Get my car into the garage at half past six on Monday.", "book_appointment", "car"),
+            ("Can I see a doctor tonight at midnight?", "book_appointment", "doctor"),
+            ("How often should I get my hair cut?", None, ""),
+            ("How long does a taxi to the airport usually take?", None, ""),
+            ("What time do most doctors open in the morning?", None, ""),
+            ("How many taxis are there in a big city?", None, ""),
+            ("What should I ask a mechanic before a long drive?", None, ""),
+        ],
+    ),
+]
+TUNING.extend(TUNING_TIMES)

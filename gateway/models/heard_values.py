@@ -23,6 +23,12 @@ the caller (derived, so heard):
 
 A value of an argument whose schema lists its values (``enum``) is the schema's, not the model's,
 and is not judged. Function words ("the", "some", "my") need not be heard.
+
+:func:`unheard` is off in the engine (``tool_decision.HEARD_CHECK``): on held-out material it lost
+wanted calls whose times and days the model wrote its own way. What "auto" runs is the narrower
+:func:`unheard_names` (``tool_decision.NAMES_CHECK``): only a *name* (capitalised words, no digit,
+no code) of which no word was said is invented ("How many minutes are in a day?" ->
+``get_time("New York")``).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ _TIME_WORDS = frozenset(
     "now today tonight tomorrow yesterday morning afternoon evening night noon midnight week weekend "
     "monday tuesday wednesday thursday friday saturday sunday minutes hours".split()
 )
+_NOT_NAMES = FUNCTION_WORDS | _UNITS | _DEFAULTS | _TIME_WORDS
 _DATE = re.compile(r"^\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ t]\d{1,2}(:\d{2})*)?\s*([ap]\.?m\.?)?\s*$", re.I)
 _CODE = re.compile(r"^(?:[A-Z]{2,5}|[a-z]{2,3})$")
 _SMALL = {
@@ -64,27 +71,67 @@ def unheard(call: ToolCall, tool: FunctionTool, messages: list[ChatMessage]) -> 
     """The string values of ``call`` (a call of ``tool``) whose words were not heard in
     ``messages`` (every message's text: the instructions, the caller's words, earlier replies);
     empty when every value was heard or is derived (the module's docstring)."""
+    values = _judged_values(call, tool)
+    said = _said(messages)
+    words, squeezed = set(_WORD.findall(said)), "".join(_WORD.findall(said))
+    numbers = _numbers(said)
+    timed = bool(numbers) or bool(words & _TIME_WORDS)
+    return [t for t in values if not heard(t, words, numbers, timed) and not _squeezed_in(t, squeezed)]
+
+
+def unheard_names(call: ToolCall, tool: FunctionTool, messages: list[ChatMessage]) -> list[str]:
+    """The names among ``call``'s string values that nobody said: a value is a name when it has no
+    digit, is no code and each of its words but function words is capitalised ("New York", "The
+    Golden Dragon"); it is heard when at least one of those words (or one with another ending) is in
+    ``messages``' text. Free text ("water the plants"), times, amounts and codes are not judged
+    (the model writes those in forms of its own); nor are the values :func:`unheard` leaves alone
+    (an enum's, a translation's or a language's). "How many minutes are in a day?" with a
+    ``get_time(city)`` tool -> ``get_time("New York")``: ``["New York"]``."""
+    values = _judged_values(call, tool)
+    said = _said(messages)
+    words, squeezed = set(_WORD.findall(said)), "".join(_WORD.findall(said))
+    missed = []
+    for text in values:
+        content = _name_words(text)
+        if content and not _squeezed_in(text, squeezed):
+            if not any(w in words or any(_same_stem(w, h) for h in words) for w in content):
+                missed.append(text)
+    return missed
+
+
+def _judged_values(call: ToolCall, tool: FunctionTool) -> list[str]:
+    """The string values of ``call``'s arguments that are judged (:func:`_judged`); [] when its
+    arguments are no JSON object."""
     try:
         arguments = json.loads(call.arguments or "{}")
     except (ValueError, RecursionError):
         return []
     if not isinstance(arguments, dict):
         return []
-    said = " ".join(m.content for m in messages if m.content).lower()
-    words = set(_WORD.findall(said))
-    squeezed = "".join(_WORD.findall(said))
-    numbers = _numbers(said)
-    timed = bool(numbers) or bool(words & _TIME_WORDS)
     properties = (tool.parameters or {}).get("properties", {})
-    missed = []
-    for key, value in arguments.items():
-        spec = properties.get(key, {}) if isinstance(properties, dict) else {}
-        for text in _strings(value):
-            if not _judged(key, spec, tool):
-                continue
-            if not heard(text, words, numbers, timed) and not _squeezed_in(text, squeezed):
-                missed.append(text)
-    return missed
+    if not isinstance(properties, dict):
+        properties = {}
+    return [
+        text
+        for key, value in arguments.items()
+        if _judged(key, properties.get(key, {}), tool)
+        for text in _strings(value)
+    ]
+
+
+def _said(messages: list[ChatMessage]) -> str:
+    """Every message's text, lower case, in one string."""
+    return " ".join(m.content for m in messages if m.content).lower()
+
+
+def _name_words(value: str) -> list[str]:
+    """The words of ``value`` (lower case) when it is a name (:func:`unheard_names`), else []."""
+    if any(c.isdigit() for c in value) or _CODE.match(value.strip()):
+        return []
+    tokens = [t for t in re.findall(r"[^\W\d_][\w'’.-]*", value) if t.lower().strip("'’.-") not in _NOT_NAMES]
+    if not tokens or not all(t[0].isupper() for t in tokens):
+        return []
+    return [w for t in tokens for w in _WORD.findall(t.lower()) if w not in _NOT_NAMES and len(w) > 1]
 
 
 def heard(value: str, words: set[str], numbers: set[int], timed: bool) -> bool:

@@ -4,7 +4,7 @@ model. Calls the real model made on the tuning questions (``scripts/tool_questio
 from __future__ import annotations
 
 from gateway.models.base import ChatMessage, FunctionTool, ToolCall
-from gateway.models.heard_values import unheard
+from gateway.models.heard_values import unheard, unheard_names
 from gateway.models.tool_decision import WORDS, Decision, auto_call
 
 PLAIN = ChatMessage("system", "You are a helpful assistant.")
@@ -116,3 +116,47 @@ def test_calibration_scores_the_heard_check_on_its_call() -> None:
     assert auto_call(decision, 0.7, heard=True) is None and auto_call(decision, 0.7, heard=False) == "order_taxi"
     decision.unheard = []
     assert auto_call(decision, 0.7, heard=True) == "order_taxi"
+
+
+def _names(tool: FunctionTool, question: str, arguments: str) -> list[str]:
+    return unheard_names(ToolCall("call_1", tool.name, arguments), tool, [PLAIN, ChatMessage("user", question)])
+
+
+APPOINTMENT = _tool("book_appointment", "Book an appointment with a service.", "service", "time")
+
+
+def test_a_name_nobody_said_is_caught_and_times_in_the_models_own_form_are_not_judged() -> None:
+    """The names check ``auto`` runs (``NAMES_CHECK``): a capitalised name none of whose words was
+    said is invented; a time, a date, an amount or free text is never judged, so the relative times
+    that made the full check lose wanted calls ("at noon" -> "12:00", "tomorrow at nine") pass.
+    Calls the real model made on the tuning questions (TUNING, stop 44)."""
+    assert _names(
+        TAXI,
+        "How much does a taxi ride usually cost per mile?",
+        '{"destination": "New York", "pickup_time": "10:00 AM"}',
+    ) == ["New York"]
+    assert (
+        _names(TAXI, "Send a cab to the station at noon.", '{"destination": "station", "pickup_time": "12:00"}') == []
+    )
+    assert _unheard(TAXI, "Send a cab to the station at noon.", '{"destination": "station", "pickup_time": "12:00"}'), (
+        "the full check does not know noon"
+    )
+    assert (
+        _names(APPOINTMENT, "Book me a haircut tomorrow at noon.", '{"service": "Haircut", "time": "tomorrow 12pm"}')
+        == []
+    )
+    assert _names(TAXI, "Send a car to take me to the Hilton.", '{"destination": "The Hilton Hotel"}') == [], (
+        "one word of the name heard is enough"
+    )
+    assert (
+        _names(TAXI, "Get me a cab to the airport.", '{"destination": "airport", "pickup_time": "Monday Morning"}')
+        == []
+    )
+    assert _names(STOCK, "How is Apple stock doing today?", '{"symbol": "AAPL"}') == [], "a code"
+    assert (
+        _names(TRANSLATE, "How do you say good night in French?", '{"text": "Bonne Nuit", "language": "French"}') == []
+    )
+    assert _names(SHOPPING, "Remember that we need coffee.", '{"item": "Water the plants"}') == [], "free text"
+    assert _names(WEATHER, "Is it cold in Oslo?", '{"city": "Oslo", "unit": "Celsius"}') == [], "an enum's value"
+    assert _names(WEATHER, "How many moons does Mars have?", '{"city": "Mars"}') == []
+    assert unheard_names(ToolCall("c", "order_taxi", "not json"), TAXI, [PLAIN]) == []

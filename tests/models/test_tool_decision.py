@@ -409,6 +409,44 @@ def test_a_call_with_only_invented_arguments_is_answered_in_words(models: ModelS
     assert models.llm.generate(knowledge, 8, lambda: False, lambda piece: None, forced).tool_calls
 
 
+TAXI = FunctionTool(
+    "order_taxi",
+    "Order a taxi to a destination.",
+    {
+        "type": "object",
+        "properties": {"destination": {"type": "string"}, "pickup_time": {"type": "string"}},
+        "required": ["destination"],
+    },
+)
+STOCK = FunctionTool(
+    "get_stock_price",
+    "The latest share price of a listed company.",
+    {"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]},
+)
+
+
+@pytest.mark.slow  # three decisions and calls (~15 s on a busy 2-core box)
+def test_a_call_with_a_name_nobody_said_is_answered_in_words(models: ModelSet) -> None:
+    """Failed before: "How much does a taxi ride usually cost per mile?" was called as
+    order_taxi({"destination": "New York", "pickup_time": "10:00 AM"}) (tools' share 0.93, the
+    model sure of its values, so the token check let it stand). "New York" was said nowhere: now
+    "auto" answers in words. A destination the caller named, and a time said the way people say it
+    ("at noon", written "12:00" by the model), still get the call. TUNING questions."""
+    options = GenerationOptions(tools=[STOCK, TAXI, FLIGHT], tool_choice="auto")  # as TUNING offers them
+    per_mile = [PLAIN, ChatMessage("user", "How much does a taxi ride usually cost per mile?")]
+    seen = models.llm.decide_tool(per_mile, options, call_from=0.0)  # type: ignore[attr-defined]
+    assert seen.tool == "order_taxi" and seen.call is not None and seen.unheard_names, seen
+    result = models.llm.generate(per_mile, 40, lambda: False, lambda piece: None, options)
+    assert not result.tool_calls and result.text.strip(), result
+    for said, where in (
+        ("Send a cab to the station at noon.", "station"),
+        ("Send a car to take me to the Hilton.", "hilton"),
+    ):
+        called = models.llm.generate([PLAIN, ChatMessage("user", said)], 40, lambda: False, lambda piece: None, options)
+        assert [c.name for c in called.tool_calls] == ["order_taxi"], (said, called)
+        assert where in json.loads(called.tool_calls[0].arguments)["destination"].lower(), called
+
+
 def test_what_auto_does_is_the_decision_then_the_check_on_its_call() -> None:
     """Calibration scores what the engine does (``bench_tools.py --calibrate``): at each threshold
     the tool :func:`decide` names, answered in words when its call's values are all invented or its
@@ -424,6 +462,8 @@ def test_what_auto_does_is_the_decision_then_the_check_on_its_call() -> None:
     cut = Decision("check_flight", 0.69, scores, likeliest="check_flight", call=None, grounding=None)
     assert auto_call(cut, 0.6) is None, "a call cut short is no call"
     assert made_up(-1.9) and not made_up(None) and not made_up(-0.5)
+    sure.unheard_names = ["New York"]
+    assert auto_call(sure, 0.6) is None and auto_call(sure, 0.6, names=False) == "check_flight", "a name nobody said"
     door = decide({WORDS_FALLBACK: -3.0, "answer": -0.1}, words=WORDS_FALLBACK)
     door.call = ToolCall("call_2", "answer", "{}")
     assert door.words == WORDS_FALLBACK and auto_call(door, 0.5) == "answer", "the app's tool named answer"

@@ -23,7 +23,7 @@ import numpy as np
 
 from gateway.models.base import ChatMessage, Generation, GenerationOptions, LanguageModelError, ToolCall
 from gateway.models.compute.engine_queue import Turn
-from gateway.models.heard_values import unheard
+from gateway.models.heard_values import unheard, unheard_names
 from gateway.models.llama_cpp.chat_format import ChatFormat
 from gateway.models.llama_cpp.grammar_sampler import GrammarSampler, sample_token
 from gateway.models.llama_cpp.holds import SequenceLease
@@ -33,6 +33,7 @@ from gateway.models.tool_decision import (
     CHAIN_CALL_THRESHOLD,
     HEARD_CHECK,
     MAX_CHAIN_CALLS,
+    NAMES_CHECK,
     Decision,
     chain_since_request,
     decide,
@@ -151,6 +152,8 @@ class GenerationRun:
                 log.debug("tool call %s has only invented arguments: answered in words", called.tool_calls[0].name)
             elif self.judged and HEARD_CHECK and unheard(called.tool_calls[0], tools[0], messages):
                 log.debug("tool call %s has a value nobody said: answered in words", called.tool_calls[0].name)
+            elif self.judged and NAMES_CHECK and unheard_names(called.tool_calls[0], tools[0], messages):
+                log.debug("tool call %s has a name nobody said: answered in words", called.tool_calls[0].name)
             else:
                 return called
             may_call = False
@@ -206,6 +209,7 @@ class GenerationRun:
         decision.grounding = grounding(self.call_pieces) if self.judged else None
         if self.judged and decision.call is not None:
             decision.unheard = unheard(decision.call, made_tool[0], messages)
+            decision.unheard_names = unheard_names(decision.call, made_tool[0], messages)
         return decision
 
     def _decide(self, messages: list[ChatMessage], tools: list, choice: str) -> Optional[Decision]:
