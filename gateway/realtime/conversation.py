@@ -17,6 +17,7 @@ items reach the model as an assistant message with ``tool_calls`` and a ``tool``
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -130,9 +131,13 @@ class Conversation:
         item = self.items[self.require(item_id)]
         self._sender.send("conversation.item.retrieved", item=self._sender.view(item))
 
-    def truncate(self, item_id: Any, content_index: Any, audio_end_ms: Any) -> None:
+    def truncate(
+        self, item_id: Any, content_index: Any, audio_end_ms: Any, stop: Callable[[str], None] = lambda _id: None
+    ) -> None:
         """``conversation.item.truncate``: cut an assistant item's audio at ``audio_end_ms`` (ms)
-        and keep the words the caller heard (the transcript is cut in proportion)."""
+        and keep the words the caller heard (the transcript is cut in proportion). ``stop(item_id)``
+        is called once the event is found valid, before the cut: it ends the reply still generating
+        or playing the item, so that nothing is added to it after the cut."""
         item = self.items[self.require(item_id)]
         if item.get("role") != "assistant":
             raise ClientError("Only assistant message items can be truncated.", "invalid_value", "item_id")
@@ -152,6 +157,8 @@ class Conversation:
                 "invalid_value",
                 "audio_end_ms",
             )
+        stop(item["id"])
+        duration = part.get("_audio_ms", part.get("_sent_ms"))  # what the stop left of it
         if duration and audio_end_ms < duration:
             words = (part.get("transcript") or "").split()
             part["transcript"] = " ".join(words[: int(len(words) * audio_end_ms / duration)])

@@ -74,6 +74,7 @@ class Response:
     calls: list[ToolCall] = field(default_factory=list)
     output: list[dict] = field(default_factory=list)
     opened: bool = False
+    truncated: bool = False  # stopped by a truncate of its item: the client's cancel that follows is no error
 
     @property
     def may_call(self) -> bool:
@@ -166,6 +167,13 @@ class ResponseTracker:
         """A response whose audio is queued or being heard (``response_id`` None: any): done
         generating, its audio may not have started yet."""
         return next((r for r in self._by_generation.values() if r.sounding and response_id in (None, r.id)), None)
+
+    def of_item(self, item_id: str) -> Optional[Response]:
+        """The response whose message item is ``item_id`` while it generates or its audio is
+        queued or heard, else None."""
+        return next(
+            (r for r in self._by_generation.values() if r.item["id"] == item_id and (not r.done or r.sounding)), None
+        )
 
     # ----- lifecycle -----
     def start(

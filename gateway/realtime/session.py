@@ -31,7 +31,7 @@ from gateway.realtime.events import new_id
 from gateway.realtime.idle_timer import CallLater, IdleTimer
 from gateway.realtime.items import ClientError, has_words
 from gateway.realtime.limits import SessionLimits
-from gateway.realtime.response_requests import cancel_response, create_response
+from gateway.realtime.response_requests import cancel_response, create_response, stop_reply_of_item
 from gateway.realtime.response_tracker import ResponseTracker
 from gateway.realtime.sender import EventSender
 from gateway.realtime.session_settings import SessionSettings
@@ -306,7 +306,10 @@ class RealtimeSession:
         self.conversation.retrieve(event.get("item_id"))
 
     def _on_conversation_item_truncate(self, event: dict, event_id: Optional[str]) -> None:
-        self.conversation.truncate(event.get("item_id"), event.get("content_index", 0), event.get("audio_end_ms"))
+        def stop(item_id: str) -> None:  # the reply still going on with the item stops there
+            stop_reply_of_item(self.responses, self.control, item_id)
+
+        self.conversation.truncate(event.get("item_id"), event.get("content_index", 0), event.get("audio_end_ms"), stop)
 
     def _on_conversation_item_delete(self, event: dict, event_id: Optional[str]) -> None:
         self.conversation.delete(event.get("item_id"))

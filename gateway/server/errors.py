@@ -12,6 +12,11 @@ from typing import Any, Optional
 
 from gateway.realtime.items import ClientError
 
+# The headers of an error that the same request cannot get past by being sent again. The OpenAI SDKs
+# (openai-python ``_should_retry``, openai-node ``shouldRetry``) retry 408, 409, 429 and every 5xx
+# twice unless the answer says ``x-should-retry: false`` (not a standard header: theirs).
+NO_RETRY = {"x-should-retry": "false"}
+
 
 class ApiError(Exception):
     """An HTTP error answer: ``status`` (4xx/5xx), a human ``message``, a machine ``code``

@@ -6,6 +6,8 @@ hang-up is the shared ``/hangup`` route. HTTP only here; the SIP side is ``gatew
 Who may: the API key when one is configured (the backend holds it; as for a sideband). Errors:
 401, 404 ``call_not_found`` (never was, or the caller hung up), 409 ``call_state`` (accepted twice,
 referred while ringing), 400 for a bad body, 502 ``refer_failed`` when the caller refuses the REFER.
+A 409 or 502 says ``x-should-retry: false`` (``errors.NO_RETRY``): sent again, the request cannot
+succeed, and a REFER sent again asks the caller's phone again, so the OpenAI SDK must not retry them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from aiohttp import web
 
 from gateway.server.app_keys import CONFIG, METRICS, SESSIONS, SHUTDOWN, SIP, SIP_SETTINGS
 from gateway.server.auth import bearer, require_api_key
-from gateway.server.errors import ApiError
+from gateway.server.errors import NO_RETRY, ApiError
 from gateway.server.offers import parse_json, read_text, session_update
 from gateway.transports.sip.call import CallStateError
 from gateway.transports.sip.user_agent import CallNotFound, SipUserAgent
@@ -50,6 +52,14 @@ def _not_found(call_id: str) -> ApiError:
     return ApiError(404, f"no call {call_id}", "call_not_found", param="call_id")
 
 
+def _wrong_state(exc: CallStateError) -> ApiError:
+    return ApiError(409, str(exc), "call_state", headers=NO_RETRY)
+
+
+def _refer_failed(message: str) -> ApiError:
+    return ApiError(502, message, "refer_failed", headers=NO_RETRY)
+
+
 async def accept(request: web.Request) -> web.Response:
     """``POST .../accept`` with a session object (``{"type": "realtime", "instructions", ...}``):
     200 OK to the INVITE, the session starts with it. 200 ``{"call_id", "status": "accepted"}``."""
@@ -62,7 +72,7 @@ async def accept(request: web.Request) -> web.Response:
     except CallNotFound:
         raise _not_found(call_id) from None
     except CallStateError as exc:
-        raise ApiError(409, str(exc), "call_state") from None
+        raise _wrong_state(exc) from None
     return web.json_response({"call_id": call_id, "status": "accepted"})
 
 
@@ -78,7 +88,7 @@ async def reject(request: web.Request) -> web.Response:
     except CallNotFound:
         raise _not_found(call_id) from None
     except CallStateError as exc:
-        raise ApiError(409, str(exc), "call_state") from None
+        raise _wrong_state(exc) from None
     return web.json_response({"call_id": call_id, "status": "rejected", "status_code": status})
 
 
@@ -97,11 +107,11 @@ async def refer(request: web.Request) -> web.Response:
     except CallNotFound:
         raise _not_found(call_id) from None
     except CallStateError as exc:
-        raise ApiError(409, str(exc), "call_state") from None
+        raise _wrong_state(exc) from None
     except (TimeoutError, OSError):
-        raise ApiError(502, "the caller did not answer the REFER", "refer_failed") from None
+        raise _refer_failed("the caller did not answer the REFER") from None
     if not 200 <= response.status < 300:
-        raise ApiError(502, f"the caller refused the REFER: {response.status} {response.reason}", "refer_failed")
+        raise _refer_failed(f"the caller refused the REFER: {response.status} {response.reason}")
     return web.json_response({"call_id": call_id, "status": "referred", "sip_status": response.status})
 
 

@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK for Python (``openai-agents``: ``RealtimeRunner`` over its
 WebSocket model), unchanged, pointed at the gateway by URL: a typed turn, and a turn in which the
-agent calls a function tool once and answers with its result."""
+agent calls a function tool once and answers with its result, and an ``interrupt()`` of a spoken reply."""
 
 from __future__ import annotations
 
@@ -27,9 +27,14 @@ def response_texts(event) -> list[str]:
     data = event.data.data
     if data.get("type") != "response.done":
         return []
+    return response_texts_of(data["response"])
+
+
+def response_texts_of(response: dict) -> list[str]:
+    """The words of a ``response`` object's message items."""
     return [
         part.get("text") or part.get("transcript") or ""
-        for item in data["response"]["output"]
+        for item in response["output"]
         if item["type"] == "message"
         for part in item.get("content", [])
     ]
@@ -138,4 +143,41 @@ async def test_agents_sdk_realtime_runner_calls_a_tool_and_answers_with_it(model
         assert "tool_start" in kinds and "tool_end" in kinds
         answer = " ".join(answers)
         assert "21" in answer or "sunny" in answer.lower(), answer
+        assert await wait_until(lambda: app_idle(app), 10)
+
+
+@pytest.mark.slow  # a real model turn
+async def test_agents_sdk_interrupt_ends_the_reply_and_keeps_only_its_words_heard(models, gateway_config):
+    """``session.interrupt()`` with the SDK's default server VAD (``interrupt_response``: the server
+    cancels on speech, so the SDK sends no ``response.cancel``): only ``conversation.item.truncate``
+    of the reply it stopped playing. The gateway paces replies in real time, so that reply was still
+    going on: it ran to its end and kept the whole story in the conversation, words the user never
+    heard (tests/realtime/test_truncate_during_reply.py). Now it ends there, cancelled, with no error."""
+    agent = RealtimeAgent(name="Storyteller", instructions="Tell long stories.")
+    async with serve(gateway_config(api_key=API_KEY, max_response_tokens=80), models) as (url, app):
+        runner = RealtimeRunner(agent, config={"model_settings": {"model_name": "gpt-realtime"}})
+        session = await runner.run(model_config={"url": ws_url(url), "api_key": API_KEY})
+        done: list[dict] = []
+        async with session:
+            await session.send_message("Tell me a long story about a cat who sails across the sea.")
+
+            async def read() -> None:
+                deltas = 0
+                async for event in session:
+                    assert event.type != "error", event
+                    if event.type != "raw_model_event" or event.data.type != "raw_server_event":
+                        continue
+                    data = event.data.data
+                    if data["type"] == "response.output_audio.delta":
+                        deltas += 1
+                        if deltas == 15:  # ~1.5 s of the story sent: the user stops it
+                            await session.interrupt()
+                    elif data["type"] == "response.done":
+                        done.append(data["response"])
+                        return
+
+            await asyncio.wait_for(read(), 90)
+        assert done[0]["status"] == "cancelled", done[0]["status_details"]
+        told = " ".join(response_texts_of(done[0]))
+        assert len(told.split()) < 20, told  # the words sent before the interrupt, not the whole story
         assert await wait_until(lambda: app_idle(app), 10)
