@@ -10,7 +10,8 @@ subprotocols ``realtime``, ``openai-insecure-api-key.<key>`` and optionally
 subprotocol) asks for the beta protocol. A refusal is an HTTP error before the upgrade, JSON like
 every error of the API: 400 (no WebSocket upgrade), 401, 403 (a browser page's origin or a Host the
 gateway does not serve: :mod:`gateway.server.request_guard`, before this handler), 404 (no such
-call), 429 ``too_many_sessions`` (the client's address holds ``max_sessions_per_source`` sessions),
+call), 429 ``too_many_sessions`` (the client's address holds ``max_sessions_per_source`` sessions;
+for a sideband, ``too_many_sidebands``: the call has ``max_sidebands_per_call`` attached),
 503 ``pool_full`` or ``compute_busy`` with ``Retry-After`` (after the key; a unit is claimed
 before the upgrade), 503 ``server_shutdown`` while draining.
 """
@@ -115,19 +116,35 @@ async def sideband(
     (``gateway.transports.sideband``; the gateway's own events only those its ``gateway_events``
     asks for). Needs the API key when one is configured; without one, the call id is the
     capability (as for hang-up). Raises ApiError 401, 404 ``call_not_found``, 400 for an unknown
-    ``gateway_events`` name."""
-    require_api_key(request.app[CONFIG].api_key, token, "A sideband connection")
+    ``gateway_events`` name, 429 ``too_many_sidebands`` when the call has ``max_sidebands_per_call``
+    attached (each has its own event rate; behind a proxy the per-source cap does not count them)."""
+    config = request.app[CONFIG]
+    require_api_key(config.api_key, token, "A sideband connection")
     extensions = requested_extensions(request)
     door = request.app[SESSIONS]
     call = door.live(call_id)
     if call is None or call.kind is TransportKind.WEBSOCKET:  # a sideband steers a call with its media elsewhere
         raise ApiError(404, f"no call {call_id}", "call_not_found", param="call_id")
+    limit = config.max_sidebands_per_call
+    if limit and call.sidebands >= limit:
+        raise ApiError(
+            429,
+            f"Call {call_id} already has {call.sidebands} sideband connections, the most one call may have "
+            f"(max_sidebands_per_call {limit}); close one first.",
+            "too_many_sidebands",
+            error_type="rate_limit_error",
+            param="call_id",
+        )
+    call.sidebands += 1  # counted from here, before the upgrade awaits: no two requests pass on one place
     try:
-        await ws.prepare(request)
-    except ConnectionError:  # the client went away during the upgrade
-        return client_gone()
-    await serve_sideband(door, call, ws, extensions)
-    return ws
+        try:
+            await ws.prepare(request)
+        except ConnectionError:  # the client went away during the upgrade
+            return client_gone()
+        await serve_sideband(door, call, ws, extensions)
+        return ws
+    finally:
+        call.sidebands -= 1
 
 
 async def _close_websockets(app: web.Application) -> None:
