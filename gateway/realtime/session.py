@@ -206,6 +206,7 @@ class RealtimeSession:
         if self.closed:
             return
         changes = update.changes
+        self.settings.check_type(changes)
         self.settings.check_tools(changes)
         if "recording" in changes:  # the last check: once it said yes, the rest applies
             self._switch_recording(changes["recording"])

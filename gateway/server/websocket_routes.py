@@ -60,15 +60,29 @@ def client_token(request: web.Request, offered: list[str]) -> Optional[str]:
     return next((name[len(API_KEY_PROTOCOL) :] or None for name in offered if name.startswith(API_KEY_PROTOCOL)), None)
 
 
+def url_session_update(request: web.Request) -> Optional[SessionUpdate]:
+    """What the URL asks of the session: ``model`` (kept like a ``session.model``) and
+    ``intent=transcription`` (OpenAI's transcription session, as a ``session.update`` with ``type``
+    ``transcription``: the caller is transcribed, never answered); None when it asks nothing. Another
+    ``intent`` is ignored, as before. Raises ClientError (a 400) for a model name over the limits."""
+    session: dict[str, str] = {}
+    if request.query.get("model"):
+        session["model"] = request.query["model"]
+    if request.query.get("intent") == "transcription":
+        session["type"] = "transcription"
+    return SessionUpdate.parse(session, request.app[LIMITS]) if session else None
+
+
 def wants_beta(request: web.Request, offered: list[str]) -> bool:
     """The client asked for the beta protocol (``OpenAI-Beta: realtime=v1``, or its subprotocol)."""
     return BETA_PROTOCOL in offered or "realtime=v1" in request.headers.get("OpenAI-Beta", "").replace(" ", "")
 
 
 async def realtime_websocket(request: web.Request) -> web.StreamResponse:
-    """``GET /v1/realtime[?model=...]``: a Realtime session over this WebSocket, or with
-    ``?call_id=`` a sideband on that WebRTC call (:func:`sideband`). ``model`` is kept like a
-    ``session.model`` (any name; the local models answer). Raises ApiError before the upgrade
+    """``GET /v1/realtime[?model=...][&intent=transcription]``: a Realtime session over this
+    WebSocket, or with ``?call_id=`` a sideband on that WebRTC call (:func:`sideband`). ``model`` is
+    kept like a ``session.model`` (any name; the local models answer); ``intent=transcription`` opens
+    a transcription session (:func:`url_session_update`). Raises ApiError before the upgrade
     (see the module docstring); the ephemeral key is given back whenever no session came of it."""
     offered = offered_protocols(request)
     ws = websocket_response(offered)
@@ -84,8 +98,7 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
     admission = admit(request, token)
     try:
         extensions = requested_extensions(request)
-        model = request.query.get("model")
-        url_update = SessionUpdate.parse({"model": model}, request.app[LIMITS]) if model else None
+        url_update = url_session_update(request)
         update = merged_updates(admission.update, url_update)
         beta = wants_beta(request, offered)
         session, leg = open_websocket_session(
