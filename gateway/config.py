@@ -441,7 +441,12 @@ class GatewayConfig(SourceLimitSettings, RecordingSettings):
             raise ValueError(f"log_format {self.log_format!r}: use 'text' or 'json'")
         if self.thinking_cue not in ("off", "tone", "filler"):
             raise ValueError(f"thinking_cue {self.thinking_cue!r}: use 'off', 'tone' or 'filler'")
-        for name in ("max_sessions_per_source", "max_http_connections_per_source", "record_max_bytes"):
+        for name in (
+            "max_sessions_per_source",
+            "max_http_connections_per_source",
+            "max_sidebands_per_call",
+            "record_max_bytes",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} {getattr(self, name)}: use 0 (no limit) or a count")
         if self.talking_capacity < 0:

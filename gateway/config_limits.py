@@ -1,9 +1,9 @@
 """Two groups of the gateway's settings, each a dataclass that :class:`gateway.config.GatewayConfig`
 inherits (so each field is a ``--flag`` and a ``VG_*`` variable like any other, see
-``gateway.config``): what one source (an address) may hold of the gateway
-(:class:`SourceLimitSettings`, read by ``gateway.transports.sources``), and the call recordings,
-with the bounds of the disk they may take (:class:`RecordingSettings`, read by
-``gateway.transports.call_record``).
+``gateway.config``): what one source (an address) or one call may hold of the gateway
+(:class:`SourceLimitSettings`, read by ``gateway.transports.sources`` and the sideband route),
+and the call recordings, with the bounds of the disk they may take (:class:`RecordingSettings`,
+read by ``gateway.transports.call_record``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ GIB = 1024**3
 
 @dataclass
 class SourceLimitSettings:
-    """What one source (a client's address: ``gateway.transports.sources``) may hold at once."""
+    """What one source (a client's address: ``gateway.transports.sources``) may hold at once, and
+    one call of its sidebands (``gateway.server.websocket_routes``: behind a proxy every sideband
+    comes from one address, so the per-source connection cap does not count them)."""
 
     max_sessions_per_source: int = field(
         default=2,
@@ -30,6 +32,13 @@ class SourceLimitSettings:
         metadata={
             "help": "open HTTP connections one peer address may hold; more are answered 429 and closed at once; "
             "0: no limit (a trusted proxy's are not counted)"
+        },
+    )
+    max_sidebands_per_call: int = field(
+        default=4,
+        metadata={
+            "help": "sideband WebSockets (GET /v1/realtime?call_id=...) one call may have attached at once, "
+            "whatever their source; more get 429 too_many_sidebands before the upgrade; 0: no limit"
         },
     )
     trusted_proxies: str = field(

@@ -135,7 +135,8 @@ class EventAudioSession(RealtimeSession):
       it is decoded, with one ``rate_limit_exceeded`` error per flood. An append too large for it
       is refused by its length alone, before it is parsed (:meth:`handle_client_message`);
     - reply audio goes out as ``response.output_audio.delta`` (:meth:`send_output_audio`);
-    - the WebRTC-only ``output_audio_buffer.*`` server events are not sent;
+    - the WebRTC-only ``output_audio_buffer.*`` server events are not sent, and the client event
+      ``output_audio_buffer.clear`` is refused (``unsupported_event``, the reply goes on);
     - messages may be up to ``MAX_EVENT_MESSAGE_BYTES``.
 
     ``beta``: the client asked for the beta protocol when it connected (``OpenAI-Beta: realtime=v1``),
@@ -195,6 +196,17 @@ class EventAudioSession(RealtimeSession):
     def _on_input_audio_buffer_clear(self, event: dict, event_id: Optional[str]) -> None:
         clear = super()._on_input_audio_buffer_clear  # after the appends before it
         self._audio_input.then(lambda: None if self.closed else clear(event, event_id))
+
+    def _on_output_audio_buffer_clear(self, event: dict, event_id: Optional[str]) -> None:
+        # OpenAI: output_audio_buffer.clear is a WebRTC/SIP client event (the server plays the audio
+        # there). Over a WebSocket the client plays it: refused, as append is over WebRTC, and the
+        # reply goes on (it was cancelled silently before).
+        raise ClientError(
+            "output_audio_buffer.clear is not supported over a WebSocket: the client plays the reply audio; "
+            "stop playing it, then send response.cancel (and conversation.item.truncate).",
+            "unsupported_event",
+            "type",
+        )
 
     def send_output_audio(self, generation: int, audio: bytes, duration_ms: float) -> None:
         """Reply audio of pipeline generation ``generation``, ``duration_ms`` long, in the session's

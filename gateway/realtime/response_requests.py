@@ -30,7 +30,15 @@ def create_response(
     responses: ResponseTracker, params: Any, settings: SessionSettings, conversation: Conversation
 ) -> None:
     """Start the response ``params`` (the event's ``response`` object, None for the session's
-    defaults) asks for. Raises ClientError for a bad object or while another response is active."""
+    defaults) asks for. Raises ClientError for a bad object, while another response is active, or
+    in a transcription session (``unsupported_event``)."""
+    if settings.transcription_only:
+        raise ClientError(
+            "response.create is not supported in a transcription session: it transcribes the caller's audio "
+            "and makes no responses (session.type 'transcription').",
+            "unsupported_event",
+            "type",
+        )
     params = {} if params is None else params
     if not isinstance(params, dict):
         raise ClientError("'response' must be an object.", "invalid_type", "response")

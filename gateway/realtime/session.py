@@ -206,6 +206,7 @@ class RealtimeSession:
         if self.closed:
             return
         changes = update.changes
+        self.settings.check_type(changes)
         self.settings.check_tools(changes)
         if "recording" in changes:  # the last check: once it said yes, the rest applies
             self._switch_recording(changes["recording"])
@@ -312,7 +313,12 @@ class RealtimeSession:
         self.conversation.truncate(event.get("item_id"), event.get("content_index", 0), event.get("audio_end_ms"), stop)
 
     def _on_conversation_item_delete(self, event: dict, event_id: Optional[str]) -> None:
-        self.conversation.delete(event.get("item_id"))
+        # The item of a reply still generating or playing: the reply stops first (cancelled,
+        # client_cancelled, its audio cleared), as for a truncate; no reply goes on into an item
+        # that is gone. An unknown item is an error, and the reply goes on.
+        item_id: str = self.conversation.items[self.conversation.require(event.get("item_id"))]["id"]
+        stop_reply_of_item(self.responses, self.control, item_id)
+        self.conversation.delete(item_id)
 
     def _on_response_create(self, event: dict, event_id: Optional[str]) -> None:
         create_response(self.responses, event.get("response"), self.settings, self.conversation)

@@ -149,7 +149,7 @@ class Audio(_Open):
 class GaSession(_Open):
     """GA ``session`` object of ``session.update`` (fields the gateway honours; others accepted)."""
 
-    type: Optional[Literal["realtime"]] = None
+    type: Optional[Literal["realtime", "transcription"]] = None  # transcription: no responses
     model: Optional[str] = None
     instructions: Optional[str] = None
     output_modalities: Optional[list[Literal["audio", "text"]]] = Field(default=None, min_length=1)
@@ -263,7 +263,9 @@ def parse_update(session: Any, beta_default: bool = False, limits: Optional[Sess
     ``"recording": true`` of either shape, record this call where the operator keeps recordings; key
     absent = unchanged), preemptive_reply (bool: the gateway extension ``"preemptive_reply"`` of
     either shape, start the reply at the caller's pause, ``gateway.pool.preemptive``; key absent =
-    unchanged). ``limits`` (default: ``SessionLimits()``) bound the sizes.
+    unchanged), session_type (GA ``type``: ``"realtime"`` or ``"transcription"``, a session that
+    only transcribes the caller; key absent = unchanged). ``limits`` (default: ``SessionLimits()``)
+    bound the sizes.
     Raises ClientError (``param`` the dotted path of the bad field; ``code`` ``invalid_value``,
     ``invalid_type``, or a limit's such as ``string_above_max_length``) on a structurally invalid
     value or one over a limit.
@@ -348,6 +350,8 @@ def _beta_changes(session: dict) -> dict:
 def _ga_changes(session: dict) -> dict:
     parsed = GaSession.model_validate(session)
     changes: dict[str, Any] = {}
+    if parsed.type is not None:
+        changes["session_type"] = parsed.type
     if parsed.output_modalities is not None:
         changes["modalities"] = list(parsed.output_modalities)
     if parsed.max_output_tokens is not None:

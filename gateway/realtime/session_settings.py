@@ -11,6 +11,7 @@ from typing import Any, Optional, Union
 
 from gateway.pipeline.call_settings import CALL_SETTING_NAMES, CallSettings
 from gateway.pipeline.turn import BARGE_IN_FIELDS, TurnDetection
+from gateway.realtime.items import ClientError
 from gateway.realtime.session_config import PCM_24K
 from gateway.realtime.tools import ToolChoice, check_choice, engine_tool_choice
 
@@ -37,6 +38,9 @@ class SessionSettings:
     (``tools.ToolChoice``: what the views show and a response's tools are checked against).
     ``token_cap`` is the configured per-response cap: what ``"inf"`` means, and what no client may
     exceed. ``turn_defaults`` fill the fields a new ``turn_detection`` object leaves out.
+    ``session_type`` is ``"realtime"`` or ``"transcription"`` (OpenAI's transcription session: the
+    caller's turns are transcribed and never answered, so ``call`` keeps ``create_response``,
+    ``interrupt_response`` and ``preemptive_reply`` off whatever an update asks).
     """
 
     call: CallSettings
@@ -48,6 +52,12 @@ class SessionSettings:
     input_format: dict = field(default_factory=lambda: dict(PCM_24K))
     output_format: dict = field(default_factory=lambda: dict(PCM_24K))
     tool_choice: ToolChoice = "auto"
+    session_type: str = "realtime"
+
+    @property
+    def transcription_only(self) -> bool:
+        """True for a transcription session: no response is ever made."""
+        return self.session_type == "transcription"
 
     @classmethod
     def from_pipeline(cls, current: CallSettings) -> SessionSettings:
@@ -73,7 +83,7 @@ class SessionSettings:
         ``turn_detection`` makes a new ``turn``, ``tool_choice`` is kept in both forms."""
         if "modalities" in changes:
             self.modalities = ["audio"] if "audio" in changes["modalities"] else ["text"]
-        for name in ("model", "transcription_model", "input_format", "output_format", "tool_choice"):
+        for name in ("model", "transcription_model", "input_format", "output_format", "tool_choice", "session_type"):
             if name in changes:
                 setattr(self, name, changes[name])
         call = {name: value for name, value in changes.items() if name in CALL_SETTING_NAMES}
@@ -84,7 +94,22 @@ class SessionSettings:
         if "turn_detection" in changes:
             call["turn"] = self._new_turn(changes["turn_detection"])
         call["tool_choice"] = engine_tool_choice(self.tool_choice, list(call.get("tools", self.call.tools)))
+        if self.transcription_only:  # turns are transcribed, never answered nor interrupting
+            turn = call.get("turn", self.call.turn)
+            call["turn"] = dataclasses.replace(turn, create_response=False, interrupt_response=False)
+            call["preemptive_reply"] = False
         self.call = dataclasses.replace(self.call, **call)
+
+    def check_type(self, changes: Mapping[str, Any]) -> None:
+        """ClientError when ``changes`` would turn a transcription session back into a realtime one
+        (the gateway's rule: a session's type may only become ``transcription``)."""
+        if self.transcription_only and changes.get("session_type") == "realtime":
+            raise ClientError(
+                "Invalid value for 'session.type': a transcription session cannot become a realtime session; "
+                "open a new session.",
+                "invalid_value",
+                "session.type",
+            )
 
     def check_tools(self, changes: Mapping[str, Any]) -> None:
         """ClientError when ``changes`` would leave a named ``tool_choice`` that is not one of the

@@ -33,6 +33,8 @@ def local_voice(local_models: dict[str, str]) -> str:
 
 
 def _ga_view(settings: SessionSettings, session_id: str, local: dict[str, str], expires_at: Optional[int]) -> dict:
+    if settings.transcription_only:
+        return _transcription_view(settings, session_id, local, expires_at)
     return {
         "type": "realtime",
         "object": "realtime.session",
@@ -47,12 +49,7 @@ def _ga_view(settings: SessionSettings, session_id: str, local: dict[str, str], 
         "prompt": None,
         "expires_at": expires_at,
         "audio": {
-            "input": {
-                "format": dict(settings.input_format),
-                "transcription": {"model": local["stt"], "language": settings.call.language},
-                "noise_reduction": noise_reduction_view(settings.call.noise_reduction),
-                "turn_detection": turn_view(settings.call.turn),
-            },
+            "input": _input_view(settings, local),
             "output": {
                 "format": dict(settings.output_format),
                 "voice": local_voice(local),
@@ -60,6 +57,29 @@ def _ga_view(settings: SessionSettings, session_id: str, local: dict[str, str], 
             },
         },
         "include": None,
+    }
+
+
+def _transcription_view(
+    settings: SessionSettings, session_id: str, local: dict[str, str], expires_at: Optional[int]
+) -> dict:
+    """A transcription session (OpenAI's ``RealtimeTranscriptionSession`` shape): input audio only."""
+    return {
+        "type": "transcription",
+        "object": "realtime.session",
+        "id": session_id,
+        "expires_at": expires_at,
+        "audio": {"input": _input_view(settings, local)},
+        "include": None,
+    }
+
+
+def _input_view(settings: SessionSettings, local: dict[str, str]) -> dict:
+    return {
+        "format": dict(settings.input_format),
+        "transcription": {"model": local["stt"], "language": settings.call.language},
+        "noise_reduction": noise_reduction_view(settings.call.noise_reduction),
+        "turn_detection": turn_view(settings.call.turn),
     }
 
 

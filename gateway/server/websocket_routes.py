@@ -10,7 +10,8 @@ subprotocols ``realtime``, ``openai-insecure-api-key.<key>`` and optionally
 subprotocol) asks for the beta protocol. A refusal is an HTTP error before the upgrade, JSON like
 every error of the API: 400 (no WebSocket upgrade), 401, 403 (a browser page's origin or a Host the
 gateway does not serve: :mod:`gateway.server.request_guard`, before this handler), 404 (no such
-call), 429 ``too_many_sessions`` (the client's address holds ``max_sessions_per_source`` sessions),
+call), 429 ``too_many_sessions`` (the client's address holds ``max_sessions_per_source`` sessions;
+for a sideband, ``too_many_sidebands``: the call has ``max_sidebands_per_call`` attached),
 503 ``pool_full`` or ``compute_busy`` with ``Retry-After`` (after the key; a unit is claimed
 before the upgrade), 503 ``server_shutdown`` while draining.
 """
@@ -59,15 +60,29 @@ def client_token(request: web.Request, offered: list[str]) -> Optional[str]:
     return next((name[len(API_KEY_PROTOCOL) :] or None for name in offered if name.startswith(API_KEY_PROTOCOL)), None)
 
 
+def url_session_update(request: web.Request) -> Optional[SessionUpdate]:
+    """What the URL asks of the session: ``model`` (kept like a ``session.model``) and
+    ``intent=transcription`` (OpenAI's transcription session, as a ``session.update`` with ``type``
+    ``transcription``: the caller is transcribed, never answered); None when it asks nothing. Another
+    ``intent`` is ignored, as before. Raises ClientError (a 400) for a model name over the limits."""
+    session: dict[str, str] = {}
+    if request.query.get("model"):
+        session["model"] = request.query["model"]
+    if request.query.get("intent") == "transcription":
+        session["type"] = "transcription"
+    return SessionUpdate.parse(session, request.app[LIMITS]) if session else None
+
+
 def wants_beta(request: web.Request, offered: list[str]) -> bool:
     """The client asked for the beta protocol (``OpenAI-Beta: realtime=v1``, or its subprotocol)."""
     return BETA_PROTOCOL in offered or "realtime=v1" in request.headers.get("OpenAI-Beta", "").replace(" ", "")
 
 
 async def realtime_websocket(request: web.Request) -> web.StreamResponse:
-    """``GET /v1/realtime[?model=...]``: a Realtime session over this WebSocket, or with
-    ``?call_id=`` a sideband on that WebRTC call (:func:`sideband`). ``model`` is kept like a
-    ``session.model`` (any name; the local models answer). Raises ApiError before the upgrade
+    """``GET /v1/realtime[?model=...][&intent=transcription]``: a Realtime session over this
+    WebSocket, or with ``?call_id=`` a sideband on that WebRTC call (:func:`sideband`). ``model`` is
+    kept like a ``session.model`` (any name; the local models answer); ``intent=transcription`` opens
+    a transcription session (:func:`url_session_update`). Raises ApiError before the upgrade
     (see the module docstring); the ephemeral key is given back whenever no session came of it."""
     offered = offered_protocols(request)
     ws = websocket_response(offered)
@@ -83,8 +98,7 @@ async def realtime_websocket(request: web.Request) -> web.StreamResponse:
     admission = admit(request, token)
     try:
         extensions = requested_extensions(request)
-        model = request.query.get("model")
-        url_update = SessionUpdate.parse({"model": model}, request.app[LIMITS]) if model else None
+        url_update = url_session_update(request)
         update = merged_updates(admission.update, url_update)
         beta = wants_beta(request, offered)
         session, leg = open_websocket_session(
@@ -115,19 +129,35 @@ async def sideband(
     (``gateway.transports.sideband``; the gateway's own events only those its ``gateway_events``
     asks for). Needs the API key when one is configured; without one, the call id is the
     capability (as for hang-up). Raises ApiError 401, 404 ``call_not_found``, 400 for an unknown
-    ``gateway_events`` name."""
-    require_api_key(request.app[CONFIG].api_key, token, "A sideband connection")
+    ``gateway_events`` name, 429 ``too_many_sidebands`` when the call has ``max_sidebands_per_call``
+    attached (each has its own event rate; behind a proxy the per-source cap does not count them)."""
+    config = request.app[CONFIG]
+    require_api_key(config.api_key, token, "A sideband connection")
     extensions = requested_extensions(request)
     door = request.app[SESSIONS]
     call = door.live(call_id)
     if call is None or call.kind is TransportKind.WEBSOCKET:  # a sideband steers a call with its media elsewhere
         raise ApiError(404, f"no call {call_id}", "call_not_found", param="call_id")
+    limit = config.max_sidebands_per_call
+    if limit and call.sidebands >= limit:
+        raise ApiError(
+            429,
+            f"Call {call_id} already has {call.sidebands} sideband connections, the most one call may have "
+            f"(max_sidebands_per_call {limit}); close one first.",
+            "too_many_sidebands",
+            error_type="rate_limit_error",
+            param="call_id",
+        )
+    call.sidebands += 1  # counted from here, before the upgrade awaits: no two requests pass on one place
     try:
-        await ws.prepare(request)
-    except ConnectionError:  # the client went away during the upgrade
-        return client_gone()
-    await serve_sideband(door, call, ws, extensions)
-    return ws
+        try:
+            await ws.prepare(request)
+        except ConnectionError:  # the client went away during the upgrade
+            return client_gone()
+        await serve_sideband(door, call, ws, extensions)
+        return ws
+    finally:
+        call.sidebands -= 1
 
 
 async def _close_websockets(app: web.Application) -> None:

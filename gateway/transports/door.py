@@ -267,9 +267,10 @@ class Door:
         return session if session is not None and session.end_reason is None else None
 
     async def hangup(self, session_id: str, reason: EndReason = EndReason.CLIENT_HANGUP) -> bool:
-        """End the session ``session_id``; False if there is no such session (unknown or ended)."""
+        """End the session ``session_id``; False if there is no such session (unknown, ended, or
+        already ending: of several hang-ups at once, as of several one after the other, one is True)."""
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or session.end_reason is not None:
             return False
         await session.hangup(reason)
         return True

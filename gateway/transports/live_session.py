@@ -51,7 +51,9 @@ class LiveSession:
     ``transport`` (the leg), ``started_at`` (monotonic s), ``end_reason`` (None while live),
     ``ended`` (set once it ended: its recording and report, if any, are written by then),
     ``key_presses`` (DTMF digits, newest last), ``event_listeners`` (sideband sockets: each gets
-    every server event) and ``record`` (the call's recording; None: not recorded).
+    every server event), ``sidebands`` (sideband sockets attached or being attached, held to
+    ``max_sidebands_per_call`` by the sideband route) and ``record`` (the call's recording; None:
+    not recorded).
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class LiveSession:
         self.ended = asyncio.Event()
         self.key_presses: list[str] = []
         self.event_listeners: list[Callable[[ServerEvent], None]] = []
+        self.sidebands = 0
         self.transport: Optional[Transport] = None
         self.record_policy = RecordPolicy.from_config(config)
         # The recordings' size (the door's, shared by its sessions), measured off the event loop.

@@ -24,13 +24,15 @@ from gateway.transports.websocket.session import WebSocketTransport
 def test_the_websocket_session_is_the_realtime_session_with_audio_io_only():
     assert issubclass(EventAudioSession, RealtimeSession)
     own = {name for name, value in vars(EventAudioSession).items() if inspect.isfunction(value)}
-    # Audio in (metered, decoded off the loop, commit and clear after the appends before them) and out.
+    # Audio in (metered, decoded off the loop, commit and clear after the appends before them) and out
+    # (played by the client: output_audio_buffer.clear, a WebRTC/SIP event, refused).
     assert own == {
         "__init__",
         "handle_client_message",
         "_on_input_audio_buffer_append",
         "_on_input_audio_buffer_commit",
         "_on_input_audio_buffer_clear",
+        "_on_output_audio_buffer_clear",
         "send_output_audio",
     }
 

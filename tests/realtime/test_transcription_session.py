@@ -1,0 +1,79 @@
+"""A transcription session (OpenAI: ``session.update`` with ``session.type`` ``"transcription"``,
+or ``?intent=transcription`` on the WebSocket URL): the caller's turns are transcribed and never
+answered. OpenAI's guide "Realtime transcription" (developers.openai.com/api/docs/guides/
+realtime-transcription): "With the transcription-only mode, the model will not generate responses";
+the session object has ``type: "transcription"`` and only ``audio.input``.
+
+On main the ``type`` was refused (``invalid_value``, only ``"realtime"`` was known) and the intent
+ignored, so a transcription client got a voice answer to every turn. The harness rows run without
+models; the WebSocket one with the real STT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.helpers import QUESTION, says, serve, server_errors
+from tests.realtime.harness import Harness, client, committed, transcribed
+from tests.transports.websocket.ws_client import EventClient
+
+TRANSCRIPTION = {"type": "transcription", "audio": {"input": {"transcription": {"model": "gpt-4o-transcribe"}}}}
+
+
+def _transcribing() -> tuple[Harness, list[dict]]:
+    h = Harness()
+    return h, h.run(client("session.update", session=TRANSCRIPTION))
+
+
+def test_a_session_update_to_transcription_shows_a_transcription_session() -> None:
+    h, sent = _transcribing()
+    assert [e["type"] for e in sent] == ["session.updated"], sent
+    session = sent[0]["session"]
+    assert (session["type"], session["object"]) == ("transcription", "realtime.session")
+    assert set(session["audio"]) == {"input"} and "output_modalities" not in session
+    assert h.pipeline.settings.turn.create_response is False
+    assert h.pipeline.settings.turn.interrupt_response is False
+    assert h.pipeline.settings.preemptive_reply is False
+
+
+def test_a_transcribed_turn_is_not_answered() -> None:
+    h, _ = _transcribing()
+    sent = h.run(committed()) + h.run(transcribed())
+    types = [e["type"] for e in sent]
+    assert "conversation.item.input_audio_transcription.completed" in types
+    assert not [t for t in types if t.startswith("response.")], types
+    assert "create_response" not in h.pipeline.calls
+
+
+def test_turn_detection_set_later_still_makes_no_responses() -> None:
+    h, _ = _transcribing()
+    h.run(client("session.update", session={"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}))
+    assert h.pipeline.settings.turn.create_response is False
+    assert h.last("session.updated")["session"]["type"] == "transcription"
+
+
+def test_response_create_and_going_back_to_realtime_are_refused() -> None:
+    h, _ = _transcribing()
+    refused = h.run(client("response.create"))
+    assert [e["error"]["code"] for e in refused] == ["unsupported_event"]
+    back = h.run(client("session.update", session={"type": "realtime"}))
+    assert [(e["error"]["code"], e["error"]["param"]) for e in back] == [("invalid_value", "session.type")]
+    assert "create_response" not in h.pipeline.calls
+
+
+@pytest.mark.slow  # real STT turns
+async def test_a_websocket_opened_with_intent_transcription_transcribes_and_never_answers(
+    models, speech, gateway_config
+):
+    async with serve(gateway_config(), models) as (url, _app):
+        async with EventClient(url, query="?intent=transcription") as c:
+            created = await c.wait_for("session.created", timeout=10)
+            assert created["session"]["type"] == "transcription", created
+            await c.stream(speech(QUESTION), silence_s=1.5, pace=2.0)
+            heard = await c.wait_for("conversation.item.input_audio_transcription.completed", timeout=60)
+            assert says(heard["transcript"], QUESTION), heard
+            await asyncio.sleep(1.5)  # an answer would have begun by now
+            assert not [e for e in c.events if e["type"].startswith("response.")], [e["type"] for e in c.events]
+            assert c.error_codes() == [] and not server_errors(c.events)
