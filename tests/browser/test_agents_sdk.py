@@ -73,6 +73,7 @@ def received(event_type: str) -> str:
     return f"window.sdk.received.some(e => e.type === {event_type!r})"
 
 
+@pytest.mark.slow  # ~22 s (a Chromium, the SDK bundle and a spoken turn): the default suite reached 10:03 at stop 44
 async def test_agents_sdk_webrtc_turn_cross_origin(
     chromium_path, agents_sdk_bundle, models, gateway_config, chromium, artifacts
 ):
