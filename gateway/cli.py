@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import logging
+import os
 import socket
 import sys
 from typing import Optional
 
 from gateway.config import GatewayConfig
-from gateway.config_sources import DefaultsHelpFormatter
+from gateway.config_sources import DefaultsHelpFormatter, changed_settings, unknown_variables
 from gateway.logging_setup import configure_logging
 
 
@@ -45,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     setting that does not parse or cannot be used (the message names it), a backend name no stage
     has (the choices are named; ``gateway.models.backends``) or ``serve`` off loopback without an
     API key (argparse itself exits with 2 on an unknown flag or a flag value of the wrong type).
+    Once logging is set up it warns about each ``VG_*`` variable that is no setting (and goes on),
+    and ``serve`` / ``prepare`` log the settings other than the defaults (:func:`log_changed_settings`).
     """
     from gateway.models.backends import check_backends
 
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         instance=config.instance,
         secrets=(config.api_key, config.llm_api_key, config.ice_credential),
     )
+    for unknown in unknown_variables(GatewayConfig, os.environ):  # a typo the operator believes applied
+        logging.getLogger("gateway.config").warning(unknown)
     if args.command == "serve":
         try:
             return serve(config, bound)
@@ -91,12 +97,20 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def log_changed_settings(config: GatewayConfig) -> None:
+    """Log (INFO) the settings other than the defaults in one line, before the models load: what an
+    operator checks the ``VG_*`` variables and flags against (``changed_settings``: secrets as ``[set]``)."""
+    changed = ", ".join(changed_settings(config)) or "none"
+    logging.getLogger("gateway.config").info("settings other than the defaults: %s", changed)
+
+
 def prepare(config: GatewayConfig) -> int:
     """Load the models once so the one-time work (joining Whisper, converting the GGUF) lands in
     ``model_cache_dir`` ahead of serving, e.g. while building an image. 0, or 1 if weights are missing."""
     from gateway.models.base import ModelNotFoundError
     from gateway.models.loader import prepare_models
 
+    log_changed_settings(config)
     try:
         prepare_models(config)
     except ModelNotFoundError as exc:
@@ -141,6 +155,7 @@ def serve(config: GatewayConfig, bound: Optional[socket.socket] = None) -> int:
     except ValueError as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 2
+    log_changed_settings(config)
     try:
         models = load_models(config)
     except ModelNotFoundError as exc:

@@ -4,17 +4,26 @@ The settings are the fields of one dataclass (:class:`gateway.config.GatewayConf
 reads them by field, so it knows no setting by name. A flag is the field name with ``-`` for ``_``
 (``--pool-size``), a variable the field name upper-cased behind ``VG_`` (``VG_POOL_SIZE``). A field
 typed ``int``, ``float`` or ``bool`` is parsed as such (a bool takes 1/true/yes/on or 0/false/no/off);
-any other field is taken as text.
+any other field is taken as text. A ``VG_*`` variable that is no field's (nor one of
+:data:`OTHER_VARIABLES`) is named by :func:`unknown_variables`, so a typo is not silently ignored.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import re
 from collections.abc import Mapping
 from typing import Any
 
 ENV_PREFIX = "VG_"
+
+# ``VG_*`` variables the project reads that are no setting: not warned about at start-up.
+OTHER_VARIABLES = {
+    "VG_TURN_PASSWORD": "docker-compose.yml: the TURN relay's password (coturn's user voice, VG_ICE_SERVERS)",
+    "VG_WHEEL_CACHE": "scripts/setup.sh: where the llama-cpp-python wheel is cached",
+}
 
 
 def values_from_env(settings: type, environ: Mapping[str, str]) -> dict[str, Any]:
@@ -28,6 +37,46 @@ def values_from_env(settings: type, environ: Mapping[str, str]) -> dict[str, Any
         if key in environ:
             values[f.name] = _parse(f, environ[key], key)
     return values
+
+
+def unknown_variables(settings: type, environ: Mapping[str, str]) -> list[str]:
+    """One message per ``VG_*`` name in ``environ`` that no field of the dataclass ``settings`` reads
+    and that is not one of :data:`OTHER_VARIABLES`, sorted by name, naming the closest setting's
+    variable when one is near (``difflib``): ``VG_POOLSIZE=4`` → "VG_POOLSIZE is no setting and is
+    ignored; did you mean VG_POOL_SIZE?"."""
+    fields = [f.name for f in dataclasses.fields(settings)]
+    known = {env_name(name) for name in fields} | OTHER_VARIABLES.keys()
+    messages = []
+    for key in sorted(k for k in environ if k.startswith(ENV_PREFIX) and k not in known):
+        message = f"{key} is no setting and is ignored"
+        closest = difflib.get_close_matches(key[len(ENV_PREFIX) :].lower(), fields, n=1)
+        if closest:
+            message += f"; did you mean {env_name(closest[0])}?"
+        messages.append(message + " (voice-gateway serve --help lists the settings and their variables)")
+    return messages
+
+
+# A text setting named like a secret (``api_key``, ``llm_api_key``, ``ice_credential``,
+# ``sip_webhook_secret``...) is shown as set, never by its value.
+_SECRET_NAME = re.compile(r"(^|_)(key|secret|credential|password|token)$")
+_SHOWN_CHARS = 60
+
+
+def changed_settings(config: Any) -> list[str]:
+    """The fields of the dataclass instance ``config`` that differ from their defaults, in field
+    order, as ``name=value`` (:func:`shown_value`; a text over 60 characters cut with ``...``; a text
+    setting named like a secret as ``name=[set]``): what ``voice-gateway serve`` logs at start."""
+    changed = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if shown_default(f) == shown_value(value):
+            continue
+        if isinstance(value, str) and _SECRET_NAME.search(f.name):
+            changed.append(f"{f.name}=[set]")
+            continue
+        shown = shown_value(value)
+        changed.append(f"{f.name}={shown if len(shown) <= _SHOWN_CHARS else shown[:_SHOWN_CHARS] + '...'}")
+    return changed
 
 
 def add_flags(settings: type, parser: argparse.ArgumentParser) -> None:

@@ -5,6 +5,8 @@ totals, and the optional protection of the operator routes by the API key."""
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 from typing import Optional
 
 import aiohttp
@@ -168,3 +170,19 @@ async def test_operator_routes_can_require_the_api_key(models, gateway_config):
             for path in ("/metrics", "/v1/pool", "/v1/usage"):
                 async with http.get(url + path) as response:
                     assert response.status == 200, path
+
+
+async def test_every_metric_scraped_is_in_the_deployment_table(models, gateway_config):
+    """An operator (or an autoscaler's author) reads what ``/metrics`` holds in docs/DEPLOYMENT.md's
+    table: ``vg_preemptive_replies_total`` was exported at every scrape and named nowhere there."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "DEPLOYMENT.md").read_text()
+    table = text.split("## Metrics and alerts", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"\bvg_[a-z0-9_]*[a-z0-9]", table))
+    async with serve(gateway_config(), models) as (url, _app):
+        async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as response:
+            scraped = text_string_to_metric_families(await response.text())
+            # A counter's ``_created`` time reads as a family of its own in the 0.0.4 text format.
+            families = {family.name for family in scraped if not family.name.endswith("_created")}
+    assert {"vg_load", "vg_calls", "vg_preemptive_replies"} <= families, families
+    undocumented = sorted(name for name in families if not {name, f"{name}_total"} & documented)
+    assert undocumented == [], undocumented
