@@ -77,7 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         config.log_level,
         config.log_format,
         instance=config.instance,
-        secrets=(config.api_key, config.llm_api_key, config.ice_credential),
+        secrets=(
+            config.api_key,
+            config.llm_api_key,
+            config.stt_api_key,
+            config.tts_api_key,
+            config.ice_credential,
+            config.sip_webhook_secret,
+        ),
     )
     for unknown in unknown_variables(GatewayConfig, os.environ):  # a typo the operator believes applied
         logging.getLogger("gateway.config").warning(unknown)

@@ -65,13 +65,14 @@ _SHOWN_CHARS = 60
 def changed_settings(config: Any) -> list[str]:
     """The fields of the dataclass instance ``config`` that differ from their defaults, in field
     order, as ``name=value`` (:func:`shown_value`; a text over 60 characters cut with ``...``; a text
-    setting named like a secret as ``name=[set]``): what ``voice-gateway serve`` logs at start."""
+    setting named like a secret, or holding one such as ``ice_servers``' TURN ``credential``, as
+    ``name=[set]``): what ``voice-gateway serve`` logs at start."""
     changed = []
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if shown_default(f) == shown_value(value):
             continue
-        if isinstance(value, str) and _SECRET_NAME.search(f.name):
+        if isinstance(value, str) and (_SECRET_NAME.search(f.name) or "credential" in value.lower()):
             changed.append(f"{f.name}=[set]")
             continue
         shown = shown_value(value)

@@ -8,6 +8,7 @@ docs, compose file and scripts use is a setting or one of the few variables read
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -90,6 +91,21 @@ def test_serve_logs_the_settings_other_than_the_defaults(monkeypatch, capsys):
     assert "llm_model=/no/such/model.gguf" in line
     assert "llm_api_key=[set]" in line and "stt_api_key=[set]" in line and "secret-value" not in error
     assert not re.search(r"\bport=", line) and "log_level" not in line  # defaults (INFO, 8080) left out
+
+
+def test_the_settings_line_never_shows_a_turn_credential_nor_a_key(monkeypatch, capsys):
+    """The compose file's ``VG_ICE_SERVERS`` holds the TURN password in its JSON: the first version
+    of the settings line printed its first 60 characters, the password with a short URL."""
+    ice = '[{"urls":"turn:t:3478","username":"v","credential":"turnpw-secret-value"}]'
+    monkeypatch.setenv("VG_ICE_SERVERS", ice)
+    monkeypatch.setenv("VG_TTS_API_KEY", "sk-tts-secret-value")
+    monkeypatch.setenv("VG_SIP_WEBHOOK_SECRET", "whsec-secret-value")
+    assert main(["serve", *NO_MODEL]) == 2
+    error = capsys.readouterr().err
+    assert "ice_servers=[set]" in error and "tts_api_key=[set]" in error, error
+    assert "secret-value" not in error, error
+    logging.getLogger("gateway.test").warning("a line holding sk-tts-secret-value and whsec-secret-value")
+    assert "secret-value" not in capsys.readouterr().err, "every key and secret setting is redacted in the log"
 
 
 def test_every_vg_name_in_the_docs_compose_and_scripts_is_read():
