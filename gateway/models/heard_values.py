@@ -72,8 +72,7 @@ def unheard(call: ToolCall, tool: FunctionTool, messages: list[ChatMessage]) -> 
     ``messages`` (every message's text: the instructions, the caller's words, earlier replies);
     empty when every value was heard or is derived (the module's docstring)."""
     values = _judged_values(call, tool)
-    said = _said(messages)
-    words, squeezed = set(_WORD.findall(said)), "".join(_WORD.findall(said))
+    said, words, squeezed = _said(messages)
     numbers = _numbers(said)
     timed = bool(numbers) or bool(words & _TIME_WORDS)
     return [t for t in values if not heard(t, words, numbers, timed) and not _squeezed_in(t, squeezed)]
@@ -88,8 +87,7 @@ def unheard_names(call: ToolCall, tool: FunctionTool, messages: list[ChatMessage
     (an enum's, a translation's or a language's). "How many minutes are in a day?" with a
     ``get_time(city)`` tool -> ``get_time("New York")``: ``["New York"]``."""
     values = _judged_values(call, tool)
-    said = _said(messages)
-    words, squeezed = set(_WORD.findall(said)), "".join(_WORD.findall(said))
+    _, words, squeezed = _said(messages)
     missed = []
     for text in values:
         content = _name_words(text)
@@ -119,9 +117,12 @@ def _judged_values(call: ToolCall, tool: FunctionTool) -> list[str]:
     ]
 
 
-def _said(messages: list[ChatMessage]) -> str:
-    """Every message's text, lower case, in one string."""
-    return " ".join(m.content for m in messages if m.content).lower()
+def _said(messages: list[ChatMessage]) -> tuple[str, set[str], str]:
+    """Every message's text, lower case, in one string; its words; and those words run together
+    (for :func:`_squeezed_in`)."""
+    said = " ".join(m.content for m in messages if m.content).lower()
+    found = _WORD.findall(said)
+    return said, set(found), "".join(found)
 
 
 def _name_words(value: str) -> list[str]:

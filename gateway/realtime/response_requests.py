@@ -65,7 +65,7 @@ def create_response(
 def cancel_response(responses: ResponseTracker, control: PipelineControl, response_id: Any) -> None:
     """Cancel the active response (``response_id`` None or its id), else stop the audio of the one
     ``response_id`` names that is done generating but still heard or queued; nothing for the first
-    cancel of the latest response after a truncate stopped it (:func:`stop_reply_of_item`). Raises
+    cancel of the latest response after a truncate or delete stopped it (:func:`stop_reply_of_item`). Raises
     ClientError for a ``response_id`` that is not a string, or when nothing it names is going on."""
     if response_id is not None and not isinstance(response_id, str):
         raise ClientError("'response_id' must be a string.", "invalid_type", "response_id")
@@ -79,8 +79,8 @@ def cancel_response(responses: ResponseTracker, control: PipelineControl, respon
         responses.interrupted(control.interrupt(), reason="client_cancelled")
         return
     latest = responses.latest
-    if latest is not None and latest.truncated and response_id in (None, latest.id):
-        latest.truncated = False  # the cancel of an interrupt that sent its truncate first: done already
+    if latest is not None and latest.stopped_by_item_edit and response_id in (None, latest.id):
+        latest.stopped_by_item_edit = False  # the cancel of an interrupt that sent its truncate first: done already
         return
     message = (
         "There is no active response to cancel." if response_id is None else f"Response '{response_id}' is not active."
@@ -89,7 +89,7 @@ def cancel_response(responses: ResponseTracker, control: PipelineControl, respon
 
 
 def stop_reply_of_item(responses: ResponseTracker, control: PipelineControl, item_id: str) -> None:
-    """Before a truncate of ``item_id``: end the response still generating that item
+    """Before a truncate or a delete of ``item_id``: end the response still generating that item
     (``cancelled``, ``client_cancelled``, as ``response.cancel``), or stop the audio of the one done
     generating whose audio is still queued or heard (``output_audio_buffer.cleared``), keeping in
     the item only the words heard; nothing when no response is going on with it. One
@@ -97,7 +97,7 @@ def stop_reply_of_item(responses: ResponseTracker, control: PipelineControl, ite
     response = responses.of_item(item_id)
     if response is None:
         return
-    response.truncated = True
+    response.stopped_by_item_edit = True
     if not response.done:
         responses.cancel(response, reason="client_cancelled")
     else:

@@ -74,7 +74,7 @@ class Response:
     calls: list[ToolCall] = field(default_factory=list)
     output: list[dict] = field(default_factory=list)
     opened: bool = False
-    truncated: bool = False  # stopped by a truncate of its item: the client's cancel that follows is no error
+    stopped_by_item_edit: bool = False  # a truncate or delete of its item stopped it: the cancel after is no error
 
     @property
     def may_call(self) -> bool:

@@ -269,8 +269,8 @@ class Door:
     async def hangup(self, session_id: str, reason: EndReason = EndReason.CLIENT_HANGUP) -> bool:
         """End the session ``session_id``; False if there is no such session (unknown, ended, or
         already ending: of several hang-ups at once, as of several one after the other, one is True)."""
-        session = self.sessions.get(session_id)
-        if session is None or session.end_reason is not None:
+        session = self.live(session_id)
+        if session is None:
             return False
         await session.hangup(reason)
         return True
