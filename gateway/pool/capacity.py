@@ -22,6 +22,10 @@ latency of recent turns, the talking calls and what one costs) and refuses a new
    cores, is what runs out first (docs/BENCHMARKS.md, "Calls per box", issue 28). With nobody
    talking, one more conversation always fits the LLM.
 
+With **no call live** nothing is refused: the window's slow turns, misses and busy cores describe
+calls that have ended, and an idle gateway that told a lone caller to retry for up to 30 s would be
+down for nothing (behind nginx, every process alike).
+
 A burst of turns beyond what the compute answers at once queues by deadline (first clauses first)
 rather than being refused; the rules read windows of 30 s, not the queue of the moment. The
 estimate of conversations that fit (``calls_fit``: the fewer of CPU_TARGET x cores / cost of a
@@ -59,7 +63,10 @@ LLM_TARGET = 0.9
 
 
 def refusal(load: Load) -> Optional[str]:
-    """Why one more conversation does not fit ``load`` (a sentence), or None when it does."""
+    """Why one more conversation does not fit ``load`` (a sentence), or None when it does (always
+    when no call is live)."""
+    if load.live == 0:
+        return None
     if load.cpu_cores >= SATURATED * load.cores:
         return f"This process is busy ({load.cpu_cores:.1f} of its {load.cores} cores over the last 30 s)"
     if load.misses >= MISS_LIMIT:

@@ -17,7 +17,7 @@ from gateway.pool.capacity import CPU_TARGET, LLM_TARGET, calls_fit, clears_in_s
 from gateway.pool.load import TICK_S, WINDOW_S, Load, LoadMeter, prior_call_cost, prior_llm_cost, usable_cores
 
 QUIET = Load(
-    live=0,
+    live=1,  # one call live, silent: the window rules decide only while a call is live
     talking=0,
     cores=2,
     cpu_cores=0.05,
@@ -55,6 +55,8 @@ def test_missed_deadlines_slow_first_clauses_and_a_saturated_box_refuse() -> Non
     assert refusal(replace(slow, first_clause_ms=2000.0)) is None, "1.67x the lone turn: within the bound"
     assert refusal(replace(slow, reference_ms=None)) is None, "no quiet turn measured yet: no ratio"
     assert "busy" in (refusal(replace(QUIET, cpu_cores=1.95)) or "")
+    ended = replace(slow, live=0, misses=3, cpu_cores=1.95)
+    assert refusal(ended) is None, "no call live: what the window measured were calls that ended"
 
 
 def test_the_prior_cost_of_a_call_follows_the_decode_speed() -> None:
@@ -293,6 +295,7 @@ def test_before_any_call_is_measured_the_lone_decode_step_says_how_many_talk(ste
 
 def test_a_refusal_says_when_the_window_rules_stop_refusing() -> None:
     box = Box()
+    box.live = 1
     box.misses = (2, 0.8)
     box.run(10, cores=0.3)  # two replies ran dry 10 s ago: refused until they leave the 30 s window
     load = box.meter.load()

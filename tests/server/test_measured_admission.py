@@ -69,3 +69,25 @@ async def test_silent_callers_are_admitted_and_a_loaded_box_refuses_with_retry_a
             for _, _, call in admitted:
                 async with http.delete(f"{url}{call['Location']}") as response:
                     assert response.status == 200
+
+
+async def test_a_gateway_with_no_call_live_takes_the_next_caller_whatever_the_window_measured(models, gateway_config):
+    """The window's slow turns, misses and busy CPU describe calls that have ended once none is
+    live: a lone caller after them is answered, not told to retry for up to 30 s by an idle
+    gateway (seen in ``scripts/bench_turn.py``: its fifth lone call got 503 after two slow jfk
+    turns on a box other jobs loaded). Failed before: 503 ``compute_busy``."""
+    config = gateway_config(pool_size=2, talking_capacity=0)
+    async with serve(config, models) as (url, app):
+        pool = app[POOL]
+        meter = pool.capacity.meter = quiet_meter(pool)
+        meter.first_audio(1.0, quiet=True)
+        for seconds in (2.4, 2.5, 2.6):  # the last calls' answers started 2.5x later, and they ended
+            meter.first_audio(seconds, quiet=False)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/v1/pool") as response:
+                capacity = (await response.json())["capacity"]
+            assert capacity["live"] == 0 and capacity["busy"] is False, capacity
+            status, body, _ = await post_offer(http, url)
+            assert status == 201, body
+            status, body, _ = await post_offer(http, url)  # with one live, the window decides again
+            assert status == 503 and body["error"]["code"] == "compute_busy", body
