@@ -11,6 +11,7 @@
 - **first-clause latency** of the turns answered in the window: the end of the caller's turn to
   the first frame of the answer, and a lone reference: the median of the last turns asked while
   no other reply was being written (a quiet box);
+- the window restarts whenever no call is live: what it held was of calls that ended;
 - **talking calls**: live calls with a turn (speech or a response) in the last
   :data:`TALK_WINDOW_S`; a silent or only listening caller is live but not talking;
 - **the cost of a call**: the cores one talking conversation takes on average (its listening
@@ -222,6 +223,8 @@ class LoadMeter:
             self._forget(now)
             if previous is not None:
                 self._learn_cost(previous, sample)
+            if self._live() == 0:
+                self._restart_window(sample)
 
     def load(self) -> Load:
         """The measurements now (a sample is taken first)."""
@@ -254,6 +257,14 @@ class LoadMeter:
                 miss_ages_s=_miss_ages(self._samples, now),
                 turn_ages_s=tuple((now - at, ms) for at, ms in self._turns),
             )
+
+    def _restart_window(self, sample: _Sample) -> None:
+        """Nobody is live (under the lock): the window's CPU, misses and slow turns were of calls
+        that ended, so they are dropped and the window starts again at ``sample``; else a box whose
+        last calls ran dry refused the next ones for up to :data:`WINDOW_S` with nothing running.
+        The lone reference and the learned costs stay (the costs relax on their own)."""
+        self._samples = deque([sample])
+        self._turns.clear()
 
     def _forget(self, now: float) -> None:
         while len(self._samples) > 2 and now - self._samples[1].at >= WINDOW_S:

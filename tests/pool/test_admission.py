@@ -119,6 +119,7 @@ def test_the_meter_learns_what_a_talking_call_costs_and_forgets_old_load() -> No
 
 def test_the_meter_counts_misses_and_first_clauses_of_the_window() -> None:
     box = Box()
+    box.live = box.talking = 2
     box.meter.first_audio(1.0, quiet=True)
     box.meter.first_audio(1.2, quiet=True)
     box.misses = (3, 1.5)
@@ -157,7 +158,7 @@ def test_another_process_burning_every_core_does_not_make_admission_refuse() -> 
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cpus)]
     try:
         _burn_until(burners, 0.2)  # running before the meter's first sample
-        meter = LoadMeter(live=lambda: 0, talking=lambda: 0, misses=lambda: (0, 0.0), lone_step_ms=lambda: 50.0)
+        meter = LoadMeter(live=lambda: 1, talking=lambda: 0, misses=lambda: (0, 0.0), lone_step_ms=lambda: 50.0)
         _burn_until(burners, 1.2)  # this process sleeps meanwhile: it takes no CPU
         load = meter.load()
     finally:
@@ -309,3 +310,28 @@ def test_a_refusal_says_when_the_window_rules_stop_refusing() -> None:
     load = box.meter.load()
     assert refusal(load) is None and clears_in_s(load) is None
     assert clears_in_s(replace(QUIET, live=6, talking=6)) is None, "a talker rule: when a talker stops is not known"
+
+
+def test_the_window_starts_again_once_every_call_has_ended() -> None:
+    """Failed before: two replies that ran dry and slow first clauses of calls that then all hung
+    up refused each new caller after the first for the rest of the 30 s window with nothing
+    running (the load generator's eight callers, right after its six: 1 of 8 admitted, "2 replies
+    ran out of audio in the last 30 s")."""
+    box = Box()
+    box.live = box.talking = 3
+    box.meter.first_audio(1.0, quiet=True)
+    box.misses = (2, 0.8)
+    for _ in range(3):
+        box.meter.first_audio(2.6, quiet=False)
+    box.run(10, cores=1.2)
+    assert refusal(box.meter.load()) is not None, "three callers, replies running dry"
+    box.live = box.talking = 0  # they hang up
+    box.run(3, cores=0.02)
+    box.live = 1  # a new caller, then a second one asks
+    load = box.meter.load()
+    assert load.misses == 0 and load.first_clause_ms is None and load.cpu_cores < 0.1, load
+    assert refusal(load) is None, refusal(load)
+    assert load.reference_ms == 1000.0, "the quiet turns' reference stays"
+    box.misses = (4, 1.6)  # new misses of the new calls count again
+    box.run(2, cores=0.5)
+    assert "ran out of audio" in (refusal(box.meter.load()) or "")
