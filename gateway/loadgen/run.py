@@ -92,8 +92,18 @@ class GatewayProcess:
 
     @contextlib.asynccontextmanager
     async def running(self, url: str) -> AsyncIterator[None]:
-        with self.log_path.open("wb") as log:
-            self.process = await asyncio.create_subprocess_exec(*self.command, stdout=log, stderr=subprocess.STDOUT)
+        """The gateway started and ready at ``url`` for the ``with`` block, stopped after it.
+        RuntimeError when its log cannot be written, its program not run, or it exits or is not
+        ready in :data:`START_TIMEOUT_S`."""
+        try:
+            log = self.log_path.open("wb")
+        except OSError as exc:
+            raise RuntimeError(f"cannot write the gateway's log {self.log_path} (--gateway-log): {exc}") from None
+        with log:
+            try:
+                self.process = await asyncio.create_subprocess_exec(*self.command, stdout=log, stderr=subprocess.STDOUT)
+            except OSError as exc:
+                raise RuntimeError(f"cannot start the gateway (--gateway-command): {exc}") from None
             try:
                 await self._wait_ready(url)
                 yield

@@ -97,3 +97,19 @@ def test_a_url_of_another_server_is_one_line_and_exit_1(capsys, recording: Path)
         status, err = loadtest(capsys, "--speech", str(recording), "--url", url, "--callers", "1")
     assert status == 1, err
     assert err == [f"voice-gateway loadtest: {url} is no voice gateway: GET /v1/pool answered 404"], err
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--gateway-command", "/nonexistent/python -m gateway serve"], "cannot start the gateway (--gateway-command)"),
+        (["--gateway-log", "/nonexistent/folder/gateway.log"], "cannot write the gateway's log"),
+    ],
+)
+def test_a_gateway_that_cannot_be_started_is_one_line_and_exit_1(
+    capsys, recording: Path, flags: list[str], says: str
+) -> None:
+    # Before: a FileNotFoundError traceback from the subprocess or the log file.
+    status, err = loadtest(capsys, "--speech", str(recording), "--callers", "1", *flags)
+    assert status == 1, err
+    assert len(err) == 1 and err[0].startswith(f"voice-gateway loadtest: {says}"), err
