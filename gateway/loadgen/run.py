@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from gateway.loadgen.report import (
 )
 from gateway.loadgen.speech import Question, conversation, load_questions
 from gateway.loadgen.turns import wait_pool_idle
-from gateway.loadgen.watch import PoolWatch, counters, decode_tok_s, get_json
+from gateway.loadgen.watch import PoolWatch, counters, decode_tok_s, get_json, reach
 
 START_TIMEOUT_S = 600.0  # models load before the gateway listens (a minute or two on a slow box)
 DRAIN_WAIT_S = 10.0  # the longest a phase waits for its units to drain before reading its counters
@@ -91,8 +92,18 @@ class GatewayProcess:
 
     @contextlib.asynccontextmanager
     async def running(self, url: str) -> AsyncIterator[None]:
-        with self.log_path.open("wb") as log:
-            self.process = await asyncio.create_subprocess_exec(*self.command, stdout=log, stderr=subprocess.STDOUT)
+        """The gateway started and ready at ``url`` for the ``with`` block, stopped after it.
+        RuntimeError when its log cannot be written, its program not run, or it exits or is not
+        ready in :data:`START_TIMEOUT_S`."""
+        try:
+            log = self.log_path.open("wb")
+        except OSError as exc:
+            raise RuntimeError(f"cannot write the gateway's log {self.log_path} (--gateway-log): {exc}") from None
+        with log:
+            try:
+                self.process = await asyncio.create_subprocess_exec(*self.command, stdout=log, stderr=subprocess.STDOUT)
+            except OSError as exc:
+                raise RuntimeError(f"cannot start the gateway (--gateway-command): {exc}") from None
             try:
                 await self._wait_ready(url)
                 yield
@@ -238,11 +249,39 @@ def machine_line(pool: dict[str, Any]) -> str:
     )
 
 
+def caller_counts(text: str) -> list[int]:
+    """``--callers`` (``"6"``, ``"2,4,6,8"``) as the phases' numbers of callers; ValueError naming
+    the flag unless each is a whole number of at least 1."""
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise ValueError(f"--callers {text!r}: give callers at once per phase, 1 or more each (6, or 2,4,6,8)")
+    return counts
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """ValueError naming the flag for ``--turns`` below 1, a negative ``--think-s``, ``--stagger-s``
+    or ``--silent``, or a ``--url`` that is no ``http(s)://host[:port]``."""
+    if args.turns < 1:
+        raise ValueError(f"--turns {args.turns}: each caller asks 1 question or more")
+    for flag, value in (("--think-s", args.think_s), ("--stagger-s", args.stagger_s), ("--silent", args.silent)):
+        if value < 0:
+            raise ValueError(f"{flag} {value:g}: use 0 or more")
+    if args.url is not None:
+        parts = urllib.parse.urlsplit(args.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"--url {args.url!r}: give the gateway's http(s)://host:port")
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``voice-gateway loadtest``; 0 when every phase ran (refusals and misses are results), 1
-    when the gateway could not be started or reached, 2 for bad input."""
+    when the gateway could not be started or reached or refused the key, 2 for bad input (a
+    number out of range, a URL that is none, no recordings): each said in one line on stderr."""
     try:
-        callers = [int(n) for n in args.callers.split(",") if n.strip()]
+        callers = caller_counts(args.callers)
+        check_numbers(args)
         questions = load_questions(args.speech)
     except ValueError as exc:
         print(f"voice-gateway loadtest: {exc}", file=sys.stderr)
@@ -262,7 +301,7 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         return asyncio.run(_main(args, plan))
-    except RuntimeError as exc:
+    except (RuntimeError, PermissionError) as exc:  # not started, not reached, the key refused
         print(f"voice-gateway loadtest: {exc}", file=sys.stderr)
         return 1
 
@@ -283,7 +322,7 @@ async def _main(args: argparse.Namespace, plan: Plan) -> int:
             gateway = GatewayProcess([*command, *extra], args.gateway_log)
             print(f"starting the gateway: {shlex.join(gateway.command)} (log {args.gateway_log})")
             await stack.enter_async_context(gateway.running(url))
-        pool = await get_json(url, "/v1/pool", plan.headers)
+        pool = await reach(url, plan.headers)
         print(machine_line(pool))
         names = ", ".join(q.name for q in plan.questions)
         print(

@@ -47,6 +47,34 @@ async def get_json(url: str, path: str, headers: Optional[dict] = None) -> dict[
         return {}
 
 
+async def reach(url: str, headers: Optional[dict] = None) -> dict[str, Any]:
+    """``GET url/v1/pool`` once, before a run: its JSON ({} when it is no JSON object: an older
+    gateway). RuntimeError in one line when nothing answers at ``url`` (connection refused, no such
+    host, no answer in 10 s), the gateway refuses ``headers``' key (401, 403) or another status
+    says it is no gateway (a 404 from another server on that port)."""
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(f"{url}/v1/pool", headers=headers) as response,
+        ):
+            if response.status in (401, 403):
+                raise RuntimeError(
+                    f"the gateway at {url} refused the API key ({response.status}): give its key with --api-key "
+                    "or VG_API_KEY"
+                )
+            if response.status != 200:
+                raise RuntimeError(f"{url} is no voice gateway: GET /v1/pool answered {response.status}")
+            body = await response.json(content_type=None)
+    except aiohttp.ClientConnectorError as exc:
+        why = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else str(exc.os_error)
+        raise RuntimeError(f"cannot reach the gateway at {url}: {why}") from None
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise RuntimeError(f"cannot reach the gateway at {url}: {exc or type(exc).__name__}") from None
+    except ValueError:  # not JSON
+        body = {}
+    return body if isinstance(body, dict) else {}
+
+
 async def counters(url: str, headers: Optional[dict] = None) -> dict[str, float]:
     """The :data:`COUNTERS` of ``GET /metrics`` (each summed over its labels) and the
     :data:`LABELLED` ones per label value (:func:`labelled_key`); absent ones left out."""

@@ -55,6 +55,9 @@ TRIM_MIN_WINDOW_S = 8.0  # a shorter turn is padded to this (short turns mishear
 MAX_PIECE_S = 28.0  # longest piece decoded at once: piece + padding fits Whisper's 30 s
 MAX_COMPRESSION_RATIO = 2.4  # faster-whisper's own threshold for "too repetitive"
 _MAX_FRAMES = 3000  # Whisper's encoder input: 30 s of 10 ms frames
+# The shortest piece decoded: one encoder frame (two 10 ms mel frames). A shorter one holds no word,
+# and faster-whisper's word alignment of a token decoded from it raises IndexError (no frame to align).
+MIN_PIECE_SAMPLES = 2 * SAMPLE_RATE // 100
 MIN_WORD_PROBABILITY = 0.2  # words less likely than this are dropped (most invented words in noise)
 RETRY_REPETITION_PENALTY = 1.3  # the trimmed retry of a rejected (looping) decode; 1.0: go straight to 30 s
 _TOKENS_BASE = 12  # token budget of a trimmed decode: base + per second of audio
@@ -150,7 +153,8 @@ class WhisperSpeechToText:
     def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
         """Text of one turn, stripped (may be ""): ``audio`` float32 mono -1..1 at 16 kHz,
         ``language`` an ISO 639-1 code (ValueError for one Whisper does not know). Audio longer
-        than :data:`MAX_PIECE_S` is cut at its quietest points into pieces, each decoded alone."""
+        than :data:`MAX_PIECE_S` is cut at its quietest points into pieces, each decoded alone;
+        a piece under :data:`MIN_PIECE_SAMPLES` (20 ms) is "" without a decode."""
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
         if self.caller_voice:
             samples = caller_voice_only(samples)
@@ -184,7 +188,7 @@ class WhisperSpeechToText:
 
     # --- the trimmed path ---
     def _transcribe_piece(self, piece: np.ndarray, language: str) -> str:
-        if piece.size == 0:
+        if piece.size < MIN_PIECE_SAMPLES:  # under 20 ms: nothing to hear
             return ""
         if not self.trim:
             return self.transcribe_full_window(piece, language)
@@ -215,7 +219,7 @@ class WhisperSpeechToText:
         nothing, and the reply resumed over a real interruption); never the 30 s fallback: a decode
         it would still reject comes back ``trusted=False``."""
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)[-int(MAX_PIECE_S * SAMPLE_RATE) :]
-        if samples.size == 0:
+        if samples.size < MIN_PIECE_SAMPLES:
             return ScoredTranscript("")
         decoded = self._decode_trimmed(samples, language, scores=True)
         reason = _rejection(decoded.text, decoded.hit_cap, samples)

@@ -37,6 +37,10 @@ _BETA_FORMAT_NAMES = {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw", "audio/pc
 # to GA, so none is needed today; the table is where a renamed one would go.
 CLIENT_ALIASES: dict[str, str] = {}
 
+# Client events of OpenAI's beta protocol alone (the openai SDK's ``beta.realtime`` union), taken
+# in either dialect: ``transcription_session.update`` (the beta transcription session's update).
+BETA_ONLY_CLIENT_EVENTS = ("transcription_session.update",)
+
 CLIENT_EVENTS = (
     "session.update",
     "input_audio_buffer.append",
@@ -49,6 +53,7 @@ CLIENT_EVENTS = (
     "conversation.item.delete",
     "response.create",
     "response.cancel",
+    *BETA_ONLY_CLIENT_EVENTS,
 )
 
 _ID_ALPHABET = string.ascii_letters + string.digits

@@ -36,7 +36,7 @@ from gateway.realtime.response_tracker import ResponseTracker
 from gateway.realtime.sender import EventSender
 from gateway.realtime.session_settings import SessionSettings
 from gateway.realtime.session_update import SessionUpdate
-from gateway.realtime.session_views import describe_session, local_voice
+from gateway.realtime.session_views import describe_session, local_voice, transcription_session_view
 
 __all__ = ["MAX_CLIENT_MESSAGE_BYTES", "RealtimeSession"]
 
@@ -120,6 +120,7 @@ class RealtimeSession:
             "conversation.item.delete": self._on_conversation_item_delete,
             "response.create": self._on_response_create,
             "response.cancel": self._on_response_cancel,
+            "transcription_session.update": self._on_transcription_session_update,
         }
         self._pipeline_handlers: dict[type[pe.PipelineEvent], Callable[[Any], None]] = {
             pe.SpeechStarted: self._on_speech_started,
@@ -203,8 +204,13 @@ class RealtimeSession:
         ``session.updated`` included. Raises ClientError (``invalid_value``, ``param``
         ``session.tool_choice``) when it would leave a ``tool_choice`` naming no tool; nothing is
         applied then. Ignored once the session is closed."""
+        if self._apply(update):
+            self.send("session.updated", session=self.describe())
+
+    def _apply(self, update: SessionUpdate) -> bool:
+        """:meth:`apply_update` without its answer: True once applied, False when closed."""
         if self.closed:
-            return
+            return False
         changes = update.changes
         self.settings.check_type(changes)
         self.settings.check_tools(changes)
@@ -217,7 +223,7 @@ class RealtimeSession:
         if "turn_detection" in changes:
             self.idle.disarm()
             self.idle.maybe_arm()
-        self.send("session.updated", session=self.describe())
+        return True
 
     def _switch_recording(self, on: bool) -> None:
         if self._recording is None:
@@ -276,6 +282,17 @@ class RealtimeSession:
 
     def _on_session_update(self, event: dict, event_id: Optional[str]) -> None:
         self.apply_session_update(event.get("session"))  # parse_update checks that it is an object
+
+    def _on_transcription_session_update(self, event: dict, event_id: Optional[str]) -> None:
+        """``transcription_session.update`` (OpenAI's beta transcription session; the openai SDK's
+        ``connection.transcription_session.update``): its flat session object (``input_audio_format``,
+        ``input_audio_transcription``, ``turn_detection``, ``input_audio_noise_reduction``,
+        ``include``) applied as a ``session.update`` that makes this a transcription session, in
+        the dialect the session already speaks; answered ``transcription_session.updated``."""
+        update = SessionUpdate.parse(event.get("session"), self.limits, beta_default=True).as_transcription()
+        if self._apply(update):
+            view = transcription_session_view(self.settings, session_id=self.id, local_models=self._local)
+            self.send("transcription_session.updated", session=view)
 
     def _on_input_audio_buffer_append(self, event: dict, event_id: Optional[str]) -> None:
         raise ClientError(

@@ -11,6 +11,7 @@ again. Every problem is a :class:`~gateway.realtime.items.ClientError`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -57,6 +58,12 @@ class SessionUpdate:
         if isinstance(session, dict) and isinstance(session.get("session"), dict):
             session = session["session"]
         return cls.parse(session, limits)
+
+    def as_transcription(self) -> SessionUpdate:
+        """This update, making the session a transcription session (``session_type``) and naming no
+        dialect: a ``transcription_session.update``'s flat object is that event's shape, not a sign
+        that the client reads beta event names."""
+        return dataclasses.replace(self, changes={**self.changes, "session_type": "transcription"}, dialect=None)
 
     def beta(self, current: bool) -> bool:
         """The dialect a session speaks once this is applied (``current`` when the object has none)."""

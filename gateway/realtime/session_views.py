@@ -74,6 +74,21 @@ def _transcription_view(
     }
 
 
+def transcription_session_view(settings: SessionSettings, *, session_id: str, local_models: dict[str, str]) -> dict:
+    """The ``session`` of ``transcription_session.updated`` (OpenAI's beta transcription session,
+    ``object`` ``realtime.transcription_session``: flat, input audio only; its ``client_secret`` is
+    shown only by the REST call that mints one, not over the socket)."""
+    return {
+        "id": session_id,
+        "object": "realtime.transcription_session",
+        "input_audio_format": beta_format(settings.input_format),
+        "input_audio_transcription": {"model": local_models["stt"], "language": settings.call.language, "prompt": ""},
+        "turn_detection": turn_view(settings.call.turn),
+        "input_audio_noise_reduction": noise_reduction_view(settings.call.noise_reduction),
+        "include": [],
+    }
+
+
 def _input_view(settings: SessionSettings, local: dict[str, str]) -> dict:
     return {
         "format": dict(settings.input_format),

@@ -9,6 +9,7 @@ import base64
 import json
 
 import numpy as np
+import pytest
 from openai import AsyncOpenAI
 
 from gateway.media.resample import Resampler
@@ -147,3 +148,33 @@ async def test_openai_sdk_webrtc_call_then_sideband_on_it(models, gateway_config
             assert await wait_until(lambda: app_idle(app), 10)
         finally:
             await pc.close()
+
+
+@pytest.mark.slow  # ~2 s: a gateway started for one socket
+async def test_openai_sdk_beta_transcription_session_update(models, gateway_config):
+    """The SDK's beta connection opened for transcription (``client.beta.realtime.connect`` with
+    ``intent=transcription``) sets its session with ``connection.transcription_session.update``:
+    refused before as an unknown event (``invalid_value``), the language never applied. Now the
+    SDK reads ``transcription_session.updated`` into its own type, and the socket's close gives
+    the unit back to the pool."""
+    async with serve(gateway_config(api_key=API_KEY), models) as (url, app):
+        connect = sdk_client(url).beta.realtime.connect
+        async with connect(model="gpt-4o-transcribe", extra_query={"intent": "transcription"}) as connection:
+            await connection.transcription_session.update(
+                session={
+                    "input_audio_format": "pcm16",
+                    "input_audio_transcription": {"model": "gpt-4o-transcribe", "language": "fr"},
+                    "turn_detection": {"type": "server_vad", "silence_duration_ms": 600},
+                }
+            )
+            events: list = []
+            async for event in connection:
+                events.append(event)
+                if event.type in ("transcription_session.updated", "error"):
+                    break
+        assert [e.type for e in events] == ["session.created", "transcription_session.updated"], events
+        updated = events[-1]
+        assert type(updated).__name__ == "TranscriptionSessionUpdatedEvent", type(updated)
+        assert updated.session.input_audio_transcription.language == "fr", updated
+        assert updated.session.turn_detection.silence_duration_ms == 600, updated
+        assert await wait_until(lambda: app_idle(app), 10)

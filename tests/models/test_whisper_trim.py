@@ -199,3 +199,14 @@ def test_barge_in_probe_gives_each_word_with_its_probability(stt, tts) -> None:
     # Noise has no words the decoder is sure of.
     noise = np.random.default_rng(7).normal(0, 0.05, RATE).astype(np.float32)
     assert all(w.probability < 0.9 for w in stt.transcribe_words(noise).words)
+
+
+def test_a_few_milliseconds_of_audio_are_heard_as_nothing_not_a_failure(stt: WhisperSpeechToText) -> None:
+    """A manual commit under server VAD hands STT only the audio after the VAD's last 32 ms chunk
+    (100 ms appended and committed over the WebSocket: 64 samples). Whisper decoded a token from
+    that, and faster-whisper's word alignment, with no encoder frame to align to, raised
+    ``IndexError``: the client got ``error`` ``stt_failed`` and ``...transcription.failed``."""
+    rng = np.random.default_rng(1)
+    for size in (1, 64, 80, 319):
+        for audio in (np.zeros(size, np.float32), rng.normal(0, 0.01, size).astype(np.float32)):
+            assert stt.transcribe(audio) == "", size

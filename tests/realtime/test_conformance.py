@@ -22,7 +22,7 @@ from gateway.models.base import ChatMessage
 from gateway.pipeline import events as pe
 from gateway.pipeline.latency import STAGES, TurnLatency
 from gateway.realtime.control import PipelineControl
-from gateway.realtime.events import CLIENT_EVENTS
+from gateway.realtime.events import BETA_ONLY_CLIENT_EVENTS, CLIENT_EVENTS
 from gateway.realtime.items import ClientError
 from gateway.realtime.session import MAX_CLIENT_MESSAGE_BYTES, RealtimeSession
 from tests.doubles import PipelineControlDouble
@@ -1098,11 +1098,15 @@ def _concrete_pipeline_events() -> list[type]:
     ]
 
 
-def _sdk_client_event_types() -> set[str]:
-    """The ``type`` of every member of the OpenAI SDK's client-event union (``openai.types.realtime``)."""
+def _sdk_client_event_types(beta: bool = False) -> set[str]:
+    """The ``type`` of every member of the OpenAI SDK's client-event union (``openai.types.realtime``;
+    ``beta``: ``openai.types.beta.realtime``)."""
     import typing
 
-    from openai.types.realtime.realtime_client_event import RealtimeClientEvent
+    if beta:
+        from openai.types.beta.realtime.realtime_client_event import RealtimeClientEvent
+    else:
+        from openai.types.realtime.realtime_client_event import RealtimeClientEvent
 
     union = typing.get_args(RealtimeClientEvent)[0]  # Annotated[Union[...], discriminator]
     types = set()
@@ -1116,12 +1120,13 @@ def test_every_client_event_and_pipeline_event_has_a_handler() -> None:
     """The dispatch tables are explicit: an event left out of them (or renamed) must fail here.
     The client events are those of the OpenAI SDK's client-event union, not the gateway's own list."""
     session = Harness().rt
-    sdk = _sdk_client_event_types()
-    assert len(sdk) >= 11, sdk
+    sdk = _sdk_client_event_types() | set(BETA_ONLY_CLIENT_EVENTS)
+    assert len(sdk) >= 12, sdk
     assert set(session._client_handlers) == sdk == set(CLIENT_EVENTS), (
         sorted(sdk - set(session._client_handlers)),
         sorted(set(session._client_handlers) - sdk),
     )
+    assert set(BETA_ONLY_CLIENT_EVENTS) <= _sdk_client_event_types(beta=True), "the beta SDK sends them"
     events = _concrete_pipeline_events()
     assert len(events) >= 14
     missing = [cls.__name__ for cls in events if cls not in session._pipeline_handlers]

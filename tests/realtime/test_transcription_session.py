@@ -77,3 +77,36 @@ async def test_a_websocket_opened_with_intent_transcription_transcribes_and_neve
             await asyncio.sleep(1.5)  # an answer would have begun by now
             assert not [e for e in c.events if e["type"].startswith("response.")], [e["type"] for e in c.events]
             assert c.error_codes() == [] and not server_errors(c.events)
+
+
+def test_transcription_session_update_makes_a_transcription_session_and_answers_in_its_shape() -> None:
+    """``transcription_session.update`` (OpenAI's beta transcription session: its API spec's
+    ``RealtimeClientEventTranscriptionSessionUpdate``, the openai SDK's
+    ``connection.transcription_session.update``) was refused as an unknown event
+    (``invalid_value``): the language, format and turn detection such a client sends never
+    applied. Now: applied as a transcription session, answered ``transcription_session.updated``
+    (``realtime.transcription_session``, flat), the session's own (GA) event names kept."""
+    h = Harness()
+    session = {
+        "input_audio_format": "g711_ulaw",
+        "input_audio_transcription": {"model": "gpt-4o-transcribe", "prompt": "", "language": "de"},
+        "turn_detection": {
+            "type": "server_vad",
+            "threshold": 0.6,
+            "prefix_padding_ms": 300,
+            "silence_duration_ms": 700,
+        },
+        "include": ["item.input_audio_transcription.logprobs"],
+    }
+    sent = h.run(client("transcription_session.update", session=session))
+    assert [e["type"] for e in sent] == ["transcription_session.updated"], sent
+    shown = sent[0]["session"]
+    assert (shown["object"], shown["input_audio_format"]) == ("realtime.transcription_session", "g711_ulaw")
+    assert shown["input_audio_transcription"]["language"] == "de"
+    assert (shown["turn_detection"]["threshold"], shown["turn_detection"]["silence_duration_ms"]) == (0.6, 700)
+    settings = h.pipeline.settings
+    assert settings.language == "de" and settings.turn.silence_duration_ms == 700
+    assert settings.turn.create_response is False and not h.rt.beta
+    assert [e["error"]["code"] for e in h.run(client("response.create"))] == ["unsupported_event"]
+    bad = h.run(client("transcription_session.update", session={"input_audio_format": "mp3"}))
+    assert [(e["error"]["code"], e["error"]["param"]) for e in bad] == [("invalid_value", "session.input_audio_format")]
