@@ -8,6 +8,7 @@ from typing import Optional
 
 import numpy as np
 
+from gateway.media.lead_in import trim_lead_in
 from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
@@ -34,6 +35,8 @@ class TtsStage(Stage):
     seconds away and a first clause of another call wants the core). A held preemptive reply's
     sentences have no deadline (``TextChunk.hold``) until its response adopts it; the wait for a
     slot follows that change. Its audio waits in the playout buffer, which holds it unplayed.
+    The reply's first audio starts at most ``LEAD_IN_KEEP_MS`` before its voice
+    (``gateway.media.lead_in``): the voice's own silence before the first word is not played.
     """
 
     name = "tts"
@@ -90,6 +93,8 @@ class TtsStage(Stage):
         for audio in each_speech_item(self._tts, _started(sentences, chunk.latency), due, stale):
             if stale():
                 return
+            if chunk.latency.tts_first_chunk is None:  # the reply's first audio
+                audio = trim_lead_in(audio, self._tts.sample_rate)
             samples = self._resampler.resample_array(audio, self._tts.sample_rate)
             chunk.latency.mark("tts_first_chunk", time.monotonic())
             if first:

@@ -49,10 +49,12 @@ class TextToSpeechDouble:
 
 
 class PlayoutDouble:
-    """A playout buffer that records the length of what the TTS stage writes."""
+    """A playout buffer that records what the TTS stage writes (``written``: lengths, ``audio``:
+    the int16 48 kHz pieces)."""
 
     def __init__(self) -> None:
         self.written: list[int] = []
+        self.audio: list[np.ndarray] = []
 
     @property
     def buffered_ms(self) -> float:
@@ -61,6 +63,7 @@ class PlayoutDouble:
 
     def write(self, generation: int, samples: np.ndarray, text: str) -> bool:
         self.written.append(len(samples))
+        self.audio.append(samples)
         return True
 
 
