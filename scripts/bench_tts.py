@@ -10,7 +10,12 @@ as ``warm_up_models`` does at start-up), then speaks a few typical two-sentence 
 - first audio: ms from the call to the first sentence's array (what the caller waits for);
 - RTF: synthesis seconds / audio seconds for the whole reply (< 1 is faster than real time).
 
-Prints the p50 (median) and worst of each over the replies and ``--runs``, and the device. The
+Prints the p50 (median) and worst of each over the replies and ``--runs``, and the device.
+
+``--lead-in N``: instead, the silence each backend puts before a reply's first word (ms to the first
+sample at ``gateway.media.lead_in.LEAD_IN_LEVEL``) over N syntheses of each reply opening in
+:data:`OPENINGS`, as synthesized and as the TTS stage plays it (``trim_lead_in``). The
+
 ``kokoro`` backend runs only with ``--kokoro-model`` (no Kokoro-82M weights ship in any package).
 On a machine with CUDA, ``kokoro`` runs on it (torch) and ``kokoro_onnx`` where onnxruntime-gpu is
 installed.
@@ -26,7 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
+
 from gateway.config import GatewayConfig
+from gateway.media.lead_in import LEAD_IN_LEVEL, trim_lead_in
 from gateway.models.backends import load_backend, names
 from gateway.models.base import TextToSpeech
 
@@ -36,6 +44,57 @@ REPLIES = (
     "Your order shipped this morning. It should arrive by Thursday afternoon.",
     "I'm sorry, I didn't catch that. Could you say the city name again?",
 )
+
+
+# Reply openings of other kinds than REPLIES (a breath, a vowel, a stop, a nasal first), for --lead-in.
+OPENINGS = (
+    "He was not an old man.",
+    "Hi there, how can I help?",
+    "Here is what I found.",
+    "Happy to help with that.",
+    "Yes, that works.",
+    "Okay, let me check.",
+    "Absolutely, one moment.",
+    "Unfortunately, it is closed today.",
+    "Twelve degrees and cloudy.",
+    "My pleasure.",
+    "No, I'm afraid not.",
+    "Well, it depends.",
+)
+
+
+def lead_in_ms(tts: TextToSpeech, text: str) -> tuple[float, float]:
+    """(ms before the voice as synthesized, the same as played) of one synthesis of ``text``."""
+    first = next(iter(tts.synthesize(text)))
+    played = trim_lead_in(first, tts.sample_rate)
+
+    def onset(samples: np.ndarray) -> float:
+        loud = np.flatnonzero(np.abs(samples) >= LEAD_IN_LEVEL)
+        return (int(loud[0]) if loud.size else len(samples)) / tts.sample_rate * 1000
+
+    return onset(first), onset(played)
+
+
+def lead_in_table(tts: TextToSpeech, backend: str, syntheses: int) -> None:
+    """Prints the lead-in of each opening over ``syntheses`` syntheses: p50 / max ms, raw and played."""
+    print(f"{backend}: ms before the voice, {syntheses} syntheses each (as synthesized -> as played)")
+    print(f"{'opening':<34} {'p50':>5} {'max':>5} {'-> p50':>7} {'max':>5} {'over 200 ms':>12}")
+    raw_all, played_all = [], []
+    for text in OPENINGS:
+        pairs = [lead_in_ms(tts, text) for _ in range(syntheses)]
+        raw, played = [r for r, _ in pairs], [p for _, p in pairs]
+        raw_all += raw
+        played_all += played
+        over = sum(r > 200 for r in raw)
+        print(
+            f"{text:<34} {statistics.median(raw):>5.0f} {max(raw):>5.0f} {statistics.median(played):>7.0f} "
+            f"{max(played):>5.0f} {over:>7} of {syntheses}"
+        )
+    over = sum(r > 200 for r in raw_all)
+    print(
+        f"{'all':<34} {statistics.median(raw_all):>5.0f} {max(raw_all):>5.0f} {statistics.median(played_all):>7.0f} "
+        f"{max(played_all):>5.0f} {over:>7} of {len(raw_all)}"
+    )
 
 
 def measure(tts: TextToSpeech, text: str) -> tuple[float, float, float]:
@@ -65,6 +124,7 @@ def main() -> int:
     parser.add_argument("--backends", default="piper,kokoro_onnx", help="of " + ", ".join(names("tts")))
     parser.add_argument("--runs", type=int, default=1, help="passes over the replies")
     parser.add_argument("--kokoro-model", default="", help="a Kokoro-82M folder for the 'kokoro' backend")
+    parser.add_argument("--lead-in", type=int, default=0, metavar="N", help="the lead-in table, N syntheses each")
     args = parser.parse_args()
     rows = []
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
@@ -77,6 +137,9 @@ def main() -> int:
         load_s = time.perf_counter() - started
         for _ in tts.synthesize("Hello."):  # the start-up warm-up
             pass
+        if args.lead_in:
+            lead_in_table(tts, backend, args.lead_in)
+            continue
         firsts, rtfs = [], []
         for _ in range(args.runs):
             for text in REPLIES:
