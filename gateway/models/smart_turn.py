@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 
 from gateway.models.base import ModelNotFoundError
+from gateway.models.weights import on_disk
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class SmartTurnDetector:
         path = model_path or bundled_model_path()
         if not Path(path).is_file():
             raise ModelNotFoundError(f"Smart Turn model not found: {path}")
+        self.weights = on_disk(path)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

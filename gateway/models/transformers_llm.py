@@ -39,6 +39,7 @@ from gateway.models.tool_calls import (
     template_message,
     tools_for_request,
 )
+from gateway.models.weights import on_disk
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,7 @@ class TransformersLanguageModel:
                 "a local model directory, or a .gguf file"
             ) from exc
         self._model.eval()
+        self.weights = on_disk(location) if Path(location).exists() else f"{location} (a hub id)"
         self._torch = torch
         self.name = model
         # One generate() at a time: CPU threads are the bottleneck, and interleaving two

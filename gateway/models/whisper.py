@@ -42,6 +42,7 @@ import numpy as np
 
 from gateway.models.base import HeardWord, ModelNotFoundError, ScoredTranscript
 from gateway.models.caller_voice import caller_voice_only
+from gateway.models.weights import on_disk
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class WhisperSpeechToText:
         else:
             location = model
         self.name = model
+        self.weights = on_disk(location) if Path(location).exists() else f"{location} (a hub id)"
         self.trim = trim
         self.caller_voice = caller_voice
         self.min_word_probability = min_word_probability

@@ -25,7 +25,7 @@ from aiohttp import web
 from gateway.pool.end_reason import EndReason
 from gateway.realtime.session_update import SessionUpdate, merged_updates
 from gateway.server.admission import admit, refused_error
-from gateway.server.app_keys import CONFIG, LIMITS, SESSIONS
+from gateway.server.app_keys import CONFIG, LIMITS, SESSIONS, SIP
 from gateway.server.auth import bearer, require_api_key
 from gateway.server.errors import ApiError
 from gateway.server.offers import requested_extensions
@@ -128,7 +128,10 @@ async def sideband(
     """``GET /v1/realtime?call_id=rtc_...``: attach ``ws`` to the live WebRTC call ``call_id``
     (``gateway.transports.sideband``; the gateway's own events only those its ``gateway_events``
     asks for). Needs the API key when one is configured; without one, the call id is the
-    capability (as for hang-up). Raises ApiError 401, 404 ``call_not_found``, 400 for an unknown
+    capability (as for hang-up). A SIP call is steered once accepted: OpenAI's SIP guide has the
+    webhook accept the call with the session's configuration, then the backend open the call's
+    WebSocket (``wss://.../v1/realtime?call_id=``); while it rings there is no session yet. Raises
+    ApiError 401, 404 ``call_not_found``, 409 ``call_state`` (a SIP call still ringing), 400 for an unknown
     ``gateway_events`` name, 429 ``too_many_sidebands`` when the call has ``max_sidebands_per_call``
     attached (each has its own event rate; behind a proxy the per-source cap does not count them)."""
     config = request.app[CONFIG]
@@ -138,6 +141,14 @@ async def sideband(
     call = door.live(call_id)
     if call is None or call.kind is TransportKind.WEBSOCKET:  # a sideband steers a call with its media elsewhere
         raise ApiError(404, f"no call {call_id}", "call_not_found", param="call_id")
+    if call.kind is TransportKind.SIP and SIP in request.app and request.app[SIP].ringing(call_id):
+        raise ApiError(
+            409,
+            f"Call {call_id} is ringing: accept it (POST /v1/realtime/calls/{call_id}/accept) before attaching "
+            "a sideband; its session starts with the accept.",
+            "call_state",
+            param="call_id",
+        )
     limit = config.max_sidebands_per_call
     if limit and call.sidebands >= limit:
         raise ApiError(

@@ -28,6 +28,7 @@ from gateway.models.base import ModelNotFoundError
 from gateway.models.kokoro.g2p import split_sentences
 from gateway.models.kokoro.voices import DEFAULT_ONNX_VOICE, ONNX_COLUMN, resolve_voice
 from gateway.models.part_join import CheckedPart, join_parts
+from gateway.models.weights import on_disk
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class KokoroOnnxTextToSpeech:
         fallback = DEFAULT_ONNX_VOICE if DEFAULT_ONNX_VOICE in self._voices else self._voices[0]
         self.voice = resolve_voice(voice, self._voices, ONNX_COLUMN, fallback)
         self.providers = session.get_providers()
+        self.weights = on_disk(model_path)
         log.info(
             "Kokoro ONNX %s on %s, voices %s, default %s",
             model_path.name,

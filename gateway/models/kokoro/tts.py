@@ -30,6 +30,7 @@ import numpy as np
 from gateway.models.base import ModelNotFoundError
 from gateway.models.kokoro.g2p import EnglishPhonemizer, split_sentences
 from gateway.models.kokoro.voices import DEFAULT_TORCH_VOICE, TORCH_COLUMN, resolve_voice
+from gateway.models.weights import on_disk
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class KokoroTextToSpeech:
         fallback = DEFAULT_TORCH_VOICE if DEFAULT_TORCH_VOICE in self._voice_files else next(iter(self._voice_files))
         self.voice = resolve_voice(voice, self._voice_files, TORCH_COLUMN, fallback)
         self.model_name = model
+        self.weights = on_disk(weights)
         log.info("Kokoro %s on %s, %d voices, default %s", model, device, len(self._voice_files), self.voice)
 
     @property

@@ -67,6 +67,7 @@ from gateway.models.llama_cpp.holds import SequenceLease, Warm, Warms
 from gateway.models.llama_cpp.state_cache import LlamaStateCache
 from gateway.models.tool_calls import check_tool_choice
 from gateway.models.tool_decision import CALL_THRESHOLD, DECISION_BUDGET_SHARE, Decision, decision_systems
+from gateway.models.weights import on_disk
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class LlamaCppLanguageModel:
         log.info("llama.cpp %s", bytes(llama_print_system_info()).decode(errors="replace").strip())
         self.name = model
         self.path = path
+        self.weights = on_disk(path)
         self.n_ctx = n_ctx
         self.queue = EngineQueue(slots=sequences)
         self.state_cache = LlamaStateCache(state_cache_mb * 1024 * 1024)

@@ -34,6 +34,7 @@ from gateway.models.base import TOOL_CHOICES, ChatMessage, Generation, Generatio
 from gateway.models.compute.engine_queue import EngineQueue
 from gateway.models.openai_http.client import Endpoint
 from gateway.models.tool_calls import allowed_tools, check_tool_choice, new_call_id, tools_for_request
+from gateway.models.weights import served
 
 _POLL_S = 0.02
 _END = object()
@@ -76,6 +77,7 @@ class OpenAIHttpLanguageModel:
         self.name = model
         self.endpoint = Endpoint("LLM", base_url, api_key, connect_timeout_s, read_timeout_s)
         self.base_url = self.endpoint.base_url
+        self.weights = served(model, self.base_url)
         self.queue = EngineQueue(slots=concurrency)
         self._defaults = GenerationOptions(temperature=temperature, top_p=top_p, budget_s=budget_s)
         self._loop = asyncio.new_event_loop()

@@ -21,6 +21,7 @@ import numpy as np
 import openai
 
 from gateway.models.openai_http.client import Endpoint, SpeechServerError
+from gateway.models.weights import served
 
 SAMPLE_RATE = 16000  # Hz: the VAD's, so the turns arrive at it (see SpeechToText)
 OPENAI_MODEL = "whisper-1"  # what OpenAI calls its Whisper; the model asked for by default
@@ -61,6 +62,7 @@ class OpenAIHttpSpeechToText:
     ) -> None:
         self.name = model
         self.endpoint = Endpoint("STT", base_url, api_key, connect_timeout_s, read_timeout_s)
+        self.weights = served(model, self.endpoint.base_url)
 
     def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
         """Text of one turn, stripped ("" for no audio, without asking): ``audio`` float32 mono -1..1

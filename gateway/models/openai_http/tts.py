@@ -36,6 +36,7 @@ from typing import Optional
 import numpy as np
 
 from gateway.models.openai_http.client import Endpoint, SpeechServerError
+from gateway.models.weights import served
 
 PCM_RATE = 24000  # Hz of OpenAI's ``pcm`` response format
 OPENAI_MODEL = "tts-1"
@@ -146,6 +147,7 @@ class OpenAIHttpTextToSpeech:
         self.voice = voice
         self.response_format = response_format
         self.endpoint = Endpoint("TTS", base_url, api_key, connect_timeout_s, read_timeout_s)
+        self.weights = served(model, self.endpoint.base_url)
         self.sample_rate = PCM_RATE  # Hz; for wav: the first answer's (see the module docstring)
         self._rate_known = response_format == "pcm"
         self._lock = threading.Lock()

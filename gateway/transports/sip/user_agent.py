@@ -388,6 +388,11 @@ class SipUserAgent:
             raise CallNotFound(call_id)
         return call
 
+    def ringing(self, call_id: str) -> bool:
+        """Whether the live call ``call_id`` is ringing: not accepted (nor rejected) yet."""
+        call = self.calls.get(call_id)
+        return call is not None and call.end_reason is None and call.state == "ringing"
+
     def accept(self, call_id: str, update: Optional[SessionUpdate]) -> SipCall:
         """Answer a ringing call with ``update`` (parsed at the edge). Raises CallNotFound,
         CallStateError (already answered, or still opening its RTP port), ClientError."""

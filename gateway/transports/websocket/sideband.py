@@ -10,6 +10,14 @@ not end the call; the call ending closes the sideband. The gateway's own events
 (``GATEWAY_EVENTS``: ``gateway.latency``...) reach a sideband only when its URL asks for them
 (``?gateway_events=``), as for any client, and the call makes them (its own client asked), so a
 stock SDK attached to a call of the demo page sees only OpenAI's events.
+
+Nothing is sent on attach (no ``session.created``: the call's session was created before, and went
+to whoever was there then). OpenAI documents no first event for a sideband, and no stock client
+waits for one: the Agents SDKs' call-id transports (openai-agents-python ``OpenAIRealtimeSIPModel``,
+openai-agents-js ``OpenAIRealtimeSIP``) and the ``openai`` SDK's ``realtime.connect(call_id=...)``
+send their ``session.update`` as the socket opens and read the session from the
+``session.updated`` it gets (checked in their sources, 2026-08). A SIP call is attached to once
+accepted (``gateway.server.websocket_routes``: a ringing one is refused, 409).
 """
 
 from __future__ import annotations
