@@ -139,13 +139,13 @@ def serve(config: GatewayConfig, bound: Optional[socket.socket] = None) -> int:
     loading anything for a host other than loopback with no API key (unless ``allow_no_api_key``)
     or a setting refused before loading (``startup_settings``), 2 for one refused at start-up
     (an engine's or SIP's), 1 without serving if weights are missing or a port cannot be listened
-    on, else 0 after the drain.
+    on (checked before the models load: ``check_can_listen``), else 0 after the drain.
     """
     from gateway.models.base import ModelNotFoundError
     from gateway.models.loader import load_models
     from gateway.server.app import create_app, startup_settings
     from gateway.server.request_guard import is_loopback_name
-    from gateway.server.serving import CannotServe, serve_until_signalled
+    from gateway.server.serving import CannotServe, check_can_listen, serve_until_signalled
     from gateway.transports.sources import SourceLimits
 
     if not (config.api_key or config.allow_no_api_key or is_loopback_name(config.host)):
@@ -162,6 +162,11 @@ def serve(config: GatewayConfig, bound: Optional[socket.socket] = None) -> int:
     except ValueError as exc:
         print(f"voice-gateway: {exc}", file=sys.stderr)
         return 2
+    try:  # before the models load: a wrong --host or a port in use is told at once
+        check_can_listen(config, http=bound is None)
+    except CannotServe as exc:
+        print(f"voice-gateway: {exc}", file=sys.stderr)
+        return exc.status
     log_changed_settings(config)
     try:
         models = load_models(config)

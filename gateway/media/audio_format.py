@@ -134,6 +134,15 @@ class InputAudioDecoder:
         )
         return [piece for piece in pieces if piece.size]
 
+    def flush(self) -> np.ndarray:
+        """The end of a buffer (a commit): the samples the resampler still holds (its filter's delay,
+        a few ms), so that the audio decoded so far is all out; the next chunk starts a fresh filter."""
+        if self._resampler is None:
+            return np.zeros(0, np.int16)
+        held = self._resampler.flush()
+        self._resampler = Resampler(self.rate)
+        return held
+
     def _resample(self, samples: np.ndarray) -> np.ndarray:
         if self._resampler is None or not samples.size:
             return samples

@@ -43,6 +43,9 @@ _ECHO_WINDOW_MS = 256
 # Audio kept after a held turn ended, for a second part that joins it (the pause and that part's
 # first chunks; a held turn is decided within a few timeouts of its onset), in 32 ms chunks: 6 s.
 _AFTER_HELD_END_CHUNKS = 188
+# The least audio a client's input_audio_buffer.commit takes, ms (OpenAI Realtime: a shorter buffer is
+# refused with code input_audio_buffer_commit_empty, "buffer too small. Expected at least 100ms of audio").
+MIN_COMMIT_MS = 100
 
 
 class VadStage(Stage):
@@ -57,6 +60,12 @@ class VadStage(Stage):
     then if the model says it is complete, else after ``silence_duration_ms`` (longer when the
     model says the caller is mid-thought); without it, or for a client's ``server_vad``, after
     ``silence_duration_ms`` of silence. Manual mode buffers everything until :class:`CommitInput`.
+
+    A client's commit (:class:`CommitInput`, ``input_audio_buffer.commit``), in either mode, takes
+    all the audio heard since the last commit or the end of the last turn (OpenAI commits the whole
+    input buffer), up to ``max_utterance_s`` of it, and the VAD starts afresh after it (a turn in
+    progress ends there: what follows is a new one). Less than ``MIN_COMMIT_MS`` is refused with an
+    :class:`InputRejected` (``input_audio_buffer_commit_empty``) and the audio kept.
 
     Speculative STT: at the first pause of ~120 ms the turn so far goes to STT as a speculative
     :class:`Utterance` (never reported by itself); the finished turn names it in ``speculation``
@@ -104,6 +113,7 @@ class VadStage(Stage):
         self._suppressor: Optional[NoiseSuppressor] = None  # the call's, while noise_reduction is set
         self._pending = np.zeros(0, np.float32)  # < one chunk not yet run through the VAD
         self._position = 0  # samples of input seen this call
+        self._uncommitted: deque[np.ndarray] = deque()  # chunks since the last commit or turn end
         self._prefix: deque[np.ndarray] = deque()
         self._candidate: list[np.ndarray] = []  # voiced chunks not yet long enough to count
         self._candidate_start = 0
@@ -139,6 +149,8 @@ class VadStage(Stage):
             self._commit(manual=True)
         elif isinstance(message, ClearInput):
             self._utterance, self._candidate, self._in_speech, self._silence = [], [], False, 0
+            self._uncommitted.clear()
+            self._pending = np.zeros(0, np.float32)
             self._reset_pause()
             self._void_speculation()
             if self._barge.held:
@@ -162,10 +174,9 @@ class VadStage(Stage):
         while len(self._pending) >= self._chunk:
             chunk, self._pending = self._pending[: self._chunk], self._pending[self._chunk :]
             self._position += self._chunk
+            self._keep_uncommitted(chunk, turn)
             if turn.mode == "manual":
-                self._utterance.append(chunk)
                 self._last_voiced_at = message.received_at
-                self._cap_manual_buffer(turn)
                 continue
             probability = self._vad.speech_probability(chunk)
             if self._held_end is not None:
@@ -450,10 +461,12 @@ class VadStage(Stage):
         while len(self._prefix) > keep:
             self._prefix.popleft()
 
-    def _cap_manual_buffer(self, turn: TurnDetection) -> None:
-        limit = int(turn.max_utterance_s * self._rate / self._chunk)
-        if len(self._utterance) > limit:
-            del self._utterance[: len(self._utterance) - limit]
+    def _keep_uncommitted(self, chunk: np.ndarray, turn: TurnDetection) -> None:
+        """Keep ``chunk`` for a client's commit: the last ``max_utterance_s`` since the last commit."""
+        self._uncommitted.append(chunk)
+        limit = max(1, int(turn.max_utterance_s * self._rate / self._chunk))
+        while len(self._uncommitted) > limit:
+            self._uncommitted.popleft()
 
     def _commit(self, manual: bool) -> None:
         taken = self._take_turn(manual)
@@ -462,23 +475,32 @@ class VadStage(Stage):
             self.emit(taken[1])
 
     def _take_turn(self, manual: bool) -> Optional[tuple[InputCommitted, Utterance]]:
-        """End the turn: its InputCommitted and Utterance (None, after an InputRejected for a
-        manual commit, when there was no audio)."""
-        if manual and self._pending.size:
-            self._utterance.append(self._pending)
-            self._pending = np.zeros(0, np.float32)
-        if manual and self._candidate:
-            self._utterance.extend(self._candidate)
-            self._candidate = []
-        if not self._utterance:
-            if manual:
+        """End the turn: its InputCommitted and Utterance. A ``manual`` commit takes all the audio
+        since the last commit (the pending part of a chunk included) and starts the VAD afresh; with
+        less than ``MIN_COMMIT_MS`` of it, it is None after an InputRejected and nothing changes.
+        A VAD turn's end takes the turn's audio (None when there is none)."""
+        if manual:
+            if self._pending.size:
+                self._uncommitted.append(self._pending)
+                self._pending = np.zeros(0, np.float32)
+            held_ms = sum(chunk.size for chunk in self._uncommitted) * 1000 / self._rate
+            if held_ms < MIN_COMMIT_MS:
                 self.ctx.notify(
                     InputRejected(
                         self._call,
                         code="input_audio_buffer_commit_empty",
-                        message="Error committing input audio buffer: the buffer is empty.",
+                        message=(
+                            "Error committing input audio buffer: buffer too small. Expected at least "
+                            f"{MIN_COMMIT_MS}ms of audio, but buffer only has {held_ms:.2f}ms of audio."
+                        ),
                     )
                 )
+                return None
+            self._utterance = list(self._uncommitted)
+            self._candidate = []
+            self._prefix.clear()
+        self._uncommitted.clear()
+        if not self._utterance:
             return None
         audio = np.concatenate(self._utterance)
         now = time.monotonic()

@@ -63,9 +63,10 @@ class AudioInput(Protocol):
         the appends before it. When it is not valid base64 or not audio of that format, nothing of
         it is submitted and ``refused(reason)`` runs on the loop (``reason`` for the client)."""
 
-    def then(self, action: Callable[[], None]) -> None:
+    def then(self, action: Callable[[], None], flush: bool = False) -> None:
         """Run ``action`` on the event loop once the appends before it are submitted (at once when
-        none is waiting): a commit or clear keeps its place after the audio sent before it."""
+        none is waiting): a commit or clear keeps its place after the audio sent before it. With
+        ``flush`` (a commit), the samples a resampler still holds of them are submitted first."""
 
 
 def appended_audio(event: dict) -> str:
@@ -190,8 +191,8 @@ class EventAudioSession(RealtimeSession):
         self._audio_input.append(audio, self.settings.input_format, refused)
 
     def _on_input_audio_buffer_commit(self, event: dict, event_id: Optional[str]) -> None:
-        commit = super()._on_input_audio_buffer_commit  # after the appends before it
-        self._audio_input.then(lambda: None if self.closed else commit(event, event_id))
+        commit = super()._on_input_audio_buffer_commit  # after the appends before it, all of them
+        self._audio_input.then(lambda: None if self.closed else commit(event, event_id), flush=True)
 
     def _on_input_audio_buffer_clear(self, event: dict, event_id: Optional[str]) -> None:
         clear = super()._on_input_audio_buffer_clear  # after the appends before it

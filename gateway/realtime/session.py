@@ -202,8 +202,9 @@ class RealtimeSession:
         """Apply a parsed session config (a ``session.update``'s, or one sent with an offer or an
         ephemeral key, parsed at the edge) exactly as a ``session.update`` does,
         ``session.updated`` included. Raises ClientError (``invalid_value``, ``param``
-        ``session.tool_choice``) when it would leave a ``tool_choice`` naming no tool; nothing is
-        applied then. Ignored once the session is closed."""
+        ``session.tool_choice``) when it would leave a ``tool_choice`` naming no tool, and
+        (``unknown_parameter``) for a field of a response, such as ``instructions``, in the update
+        of a transcription session; nothing is applied then. Ignored once the session is closed."""
         if self._apply(update):
             self.send("session.updated", session=self.describe())
 
@@ -213,6 +214,8 @@ class RealtimeSession:
             return False
         changes = update.changes
         self.settings.check_type(changes)
+        if self.settings.transcription_only or changes.get("session_type") == "transcription":
+            update.check_transcription()
         self.settings.check_tools(changes)
         if "recording" in changes:  # the last check: once it said yes, the rest applies
             self._switch_recording(changes["recording"])

@@ -22,6 +22,25 @@ from gateway.realtime.session_config import detect_dialect, parse_update
 
 JsonObject = Mapping[str, Any]
 
+# Fields of a realtime session object that a transcription session has not: they shape responses,
+# which a transcription session never makes. OpenAI's GA transcription session object
+# (RealtimeTranscriptionSessionCreateRequest) is only ``type``, ``audio`` (``input``) and
+# ``include``; what else a client sends is answered ``unknown_parameter``, "Unknown parameter:
+# 'session.instructions'." Paths as sent, GA and beta (flat) shapes.
+REALTIME_ONLY_FIELDS = (
+    ("instructions",),
+    ("tools",),
+    ("tool_choice",),
+    ("output_modalities",),
+    ("max_output_tokens",),
+    ("audio", "output"),
+    ("voice",),
+    ("speed",),
+    ("output_audio_format",),
+    ("max_response_output_tokens",),
+    ("temperature",),
+)
+
 
 @dataclass(frozen=True)
 class SessionUpdate:
@@ -64,6 +83,23 @@ class SessionUpdate:
         dialect: a ``transcription_session.update``'s flat object is that event's shape, not a sign
         that the client reads beta event names."""
         return dataclasses.replace(self, changes={**self.changes, "session_type": "transcription"}, dialect=None)
+
+    def check_transcription(self) -> None:
+        """For a transcription session (one that is or becomes one): ClientError
+        (``unknown_parameter``, ``param`` the field's dotted path) when the object sets a field of
+        :data:`REALTIME_ONLY_FIELDS`, as OpenAI answers it; they were accepted and did nothing."""
+        for path in REALTIME_ONLY_FIELDS:
+            node: Any = self.session
+            for key in path:
+                node = node.get(key) if isinstance(node, Mapping) else None
+            if node is not None:
+                param = ".".join(("session", *path))
+                raise ClientError(
+                    f"Unknown parameter: '{param}'. A transcription session makes no responses "
+                    "(session.type 'transcription').",
+                    "unknown_parameter",
+                    param,
+                )
 
     def beta(self, current: bool) -> bool:
         """The dialect a session speaks once this is applied (``current`` when the object has none)."""

@@ -19,6 +19,7 @@ from typing import Optional
 
 from aiohttp import web
 
+from gateway.config import GatewayConfig
 from gateway.server.app_keys import CONFIG, POOL, SHUTDOWN
 from gateway.server.connection_cap import CappedAppRunner
 
@@ -57,6 +58,53 @@ def bind_a_free_port(host: str) -> socket.socket:
     except OSError as exc:
         raise CannotServe(f"cannot listen on http://{host}:0 (--host, --port): {exc}", 1) from exc
     return bound
+
+
+def check_can_listen(config: GatewayConfig, http: bool = True) -> None:
+    """Before the models load (8-16 s, minutes on a cold cache): that ``serve`` can listen where it
+    is told to, so that a mistyped ``--host`` or a port already taken is one line at once, not after
+    the loading. Each address the HTTP host resolves to is bound on ``config.port`` (TCP) and let go,
+    as aiohttp will bind it (SO_REUSEADDR, IPv6 sockets IPv6 only), and so are SIP's UDP and TCP
+    ports (``sip_port``, on ``sip_host`` or the HTTP host) and its TLS port when TLS is set. Port 0
+    is not checked, nor the HTTP port when not ``http`` (a socket :func:`bind_a_free_port` bound
+    for it is served). Raises :class:`CannotServe` (status 1) naming the setting and the address."""
+    sip_host = config.sip_host or config.host
+    checks: list[tuple[str, int, int, str]] = []  # (host, port, socket type, what it is, for the message)
+    if http:
+        checks.append(
+            (config.host, config.port, socket.SOCK_STREAM, f"http://{config.host}:{config.port} (--host, --port)")
+        )
+    if config.sip_port:
+        checks.append(
+            (sip_host, config.sip_port, socket.SOCK_DGRAM, f"SIP UDP {sip_host}:{config.sip_port} (--sip-port)")
+        )
+        checks.append(
+            (sip_host, config.sip_port, socket.SOCK_STREAM, f"SIP TCP {sip_host}:{config.sip_port} (--sip-port)")
+        )
+        if config.sip_tls_cert:
+            tls_port = config.sip_tls_port or config.sip_port + 1
+            checks.append((sip_host, tls_port, socket.SOCK_STREAM, f"SIP TLS {sip_host}:{tls_port} (--sip-tls-port)"))
+    for host, port, kind, what in checks:
+        if not port:
+            continue
+        try:
+            _bind_and_release(host, port, kind)
+        except OSError as exc:
+            raise CannotServe(f"cannot listen on {what}: {exc}", 1) from exc
+
+
+def _bind_and_release(host: str, port: int, kind: int) -> None:
+    """Bind every address ``host`` (``""``: every interface) resolves to on ``port``, one at a
+    time, and close each. Raises OSError (gaierror for a name or address that does not resolve)."""
+    for family, sock_type, proto, _, address in socket.getaddrinfo(
+        host or None, port, type=kind, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, sock_type, proto) as probe:
+            if kind == socket.SOCK_STREAM:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            probe.bind(address)
 
 
 async def serve_until_signalled(

@@ -110,3 +110,45 @@ def test_transcription_session_update_makes_a_transcription_session_and_answers_
     assert [e["error"]["code"] for e in h.run(client("response.create"))] == ["unsupported_event"]
     bad = h.run(client("transcription_session.update", session={"input_audio_format": "mp3"}))
     assert [(e["error"]["code"], e["error"]["param"]) for e in bad] == [("invalid_value", "session.input_audio_format")]
+
+
+TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"instructions": "Answer in French."}, "session.instructions"),
+        ({"tools": [TOOL]}, "session.tools"),
+        ({"audio": {"output": {"voice": "marin"}}}, "session.audio.output"),
+    ],
+)
+def test_fields_of_responses_are_refused_on_a_transcription_session(fields: dict, param: str) -> None:
+    """OpenAI's transcription session object is only ``type``, ``audio.input`` and ``include``
+    (RealtimeTranscriptionSessionCreateRequest); anything else is ``unknown_parameter``. On main
+    ``instructions``, ``tools`` and ``audio.output.voice`` were accepted in silence and did nothing
+    (no response is ever made): a client believed them applied. Now refused, nothing applied, the
+    session going on; a realtime session still takes them."""
+    h, _ = _transcribing()
+    before = h.pipeline.settings
+    for session in ({"type": "transcription", **fields}, fields):
+        sent = h.run(client("session.update", session=session))
+        assert [(e["type"], e["error"]["code"], e["error"]["param"]) for e in sent] == [
+            ("error", "unknown_parameter", param)
+        ], sent
+        assert sent[0]["error"]["message"].startswith(f"Unknown parameter: '{param}'.")
+    assert h.pipeline.settings == before
+    becoming = Harness()  # a realtime session that an update with them would make a transcription one
+    sent = becoming.run(client("session.update", session={"type": "transcription", **fields}))
+    assert [e["error"]["code"] for e in sent] == ["unknown_parameter"]
+    assert becoming.pipeline.settings.turn.create_response is True
+    realtime = Harness()
+    assert [e["type"] for e in realtime.run(client("session.update", session={"type": "realtime", **fields}))] == [
+        "session.updated"
+    ]
+    beta = Harness()
+    flat = {"instructions": "Answer in French."}
+    refused = beta.run(client("transcription_session.update", session=flat))
+    assert [(e["error"]["code"], e["error"]["param"]) for e in refused] == [
+        ("unknown_parameter", "session.instructions")
+    ]

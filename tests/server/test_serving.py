@@ -8,6 +8,10 @@ import logging
 import os
 import re
 import signal
+import socket
+import subprocess
+import sys
+import time
 
 import aiohttp
 import pytest
@@ -117,3 +121,59 @@ def test_loadtest_help_shows_defaults_as_serve_does_and_not_the_key(capsys, monk
     args = build_parser().parse_args(["loadtest", "--speech", "x"])
     assert api_key(args) == "sk-loadtest-secret"  # still the variable's, read when the run starts
     assert api_key(build_parser().parse_args(["loadtest", "--speech", "x", "--api-key", ""])) == ""
+
+
+def _taken_port() -> socket.socket:
+    """A TCP socket listening on a loopback port (close it when done)."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    return taken
+
+
+def _cannot_listen(host: str, port: int) -> list[str]:
+    return [f"--host={host}", "--port", str(port), "--allow-no-api-key", "1"]
+
+
+def test_serve_that_cannot_listen_says_so_before_loading_any_model(monkeypatch, capsys):
+    """``serve --host 256.1.1.1`` (or a port in use) loaded the models, 8-16 s, before it found it
+    could not listen. Now the address is bound (and let go) first: one line, exit 1, no model loaded."""
+    from gateway.models import loader
+
+    def no_loading(config):
+        raise AssertionError("models loaded before the address was checked")
+
+    monkeypatch.setattr(loader, "load_models", no_loading)
+    for name in [n for n in os.environ if n.startswith("VG_")]:
+        monkeypatch.delenv(name)
+    with _taken_port() as taken:
+        port = taken.getsockname()[1]
+        for args, why in (
+            (_cannot_listen("256.1.1.1", 8080), "256.1.1.1"),
+            (_cannot_listen("127.0.0.1", port), "in use"),
+        ):
+            assert cli.main(["serve", *args]) == 1
+            said = capsys.readouterr().err.strip().splitlines()
+            assert len(said) == 1 and said[0].startswith("voice-gateway: cannot listen on http://"), said
+            assert why in said[0], said
+        sip = ["serve", "--host", "127.0.0.1", "--port", "0", "--sip-port", str(port), "--sip-host", "127.0.0.1"]
+        assert cli.main(sip) == 1
+        said = capsys.readouterr().err.strip().splitlines()
+        assert len(said) == 1 and said[0].startswith(f"voice-gateway: cannot listen on SIP TCP 127.0.0.1:{port}"), said
+
+
+@pytest.mark.slow  # two processes start (~2 s each)
+def test_voice_gateway_serve_that_cannot_listen_exits_1_within_seconds():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VG_")}
+    with _taken_port() as taken:
+        port = taken.getsockname()[1]
+        for args in (_cannot_listen("256.1.1.1", 8080), _cannot_listen("127.0.0.1", port)):
+            started = time.monotonic()
+            done = subprocess.run(
+                [sys.executable, "-m", "gateway", "serve", *args], capture_output=True, text=True, timeout=60, env=env
+            )
+            took = time.monotonic() - started
+            assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+            said = done.stderr.strip().splitlines()
+            assert len(said) == 1 and said[0].startswith("voice-gateway: cannot listen on http://"), said
+            assert took < 6, took  # the models take 8-16 s to load

@@ -13,7 +13,12 @@ Strict where a mistake could mislead the gateway, lenient only where RFC 3261 as
 - limits: :data:`MAX_MESSAGE_BYTES`, :data:`MAX_HEADERS`.
 
 A message that breaks any of these raises :class:`SipParseError`; the transport answers a request
-whose Via, From, To, Call-ID and CSeq were readable with ``400 Bad Request`` and drops the rest.
+with ``400 Bad Request`` when a response can reach its sender and be matched to its transaction
+(a readable Via and a CSeq header, RFC 3261 17.1.3 and 18.2.2; From, To and Call-ID are echoed when
+present), and drops the rest (a response, or a request without them). So a request whose body is
+shorter than its ``Content-Length`` (UDP: 18.3 "the element SHOULD generate a 400"), that lacks a
+mandatory header (8.1.1) or has a malformed CSeq or Content-Length is answered 400, not left to
+retransmit for 32 s.
 """
 
 from __future__ import annotations
@@ -248,17 +253,18 @@ def parse_message(data: bytes) -> SipRequest | SipResponse:
     headers = _headers(lines[1:])
     length_text = next((v for k, v in headers if k == "Content-Length"), None)
     body = rest
+    length_error = ""  # raised once the request is read, so that it can be answered
     if length_text is not None:
         if not is_digits(length_text):
-            raise SipParseError(f"malformed Content-Length {length_text!r}")
-        length = int(length_text)
-        if length > len(rest):
-            raise SipParseError(f"Content-Length {length} but {len(rest)} bytes follow")
-        body = rest[:length]
+            length_error = f"malformed Content-Length {length_text!r}"
+        elif int(length_text) > len(rest):
+            length_error = f"Content-Length {length_text} but {len(rest)} bytes follow"
+        else:
+            body = rest[: int(length_text)]
     broken = {name for name, value in headers if _CONTROL.search(value)}  # would be echoed as new lines
     status = _STATUS_LINE.fullmatch(start)
-    if status and broken:
-        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}")
+    if status and (broken or length_error):  # a response is dropped (18.3)
+        raise SipParseError(length_error or f"bare CR, LF or NUL in {', '.join(broken)}")
     if status:
         response = SipResponse(headers=headers, body=body, status=int(status.group(1)), reason=status.group(2) or "")
         for name in ("Via", "CSeq", "Call-ID"):
@@ -270,21 +276,37 @@ def parse_message(data: bytes) -> SipRequest | SipResponse:
     if not request_line:
         raise SipParseError(f"malformed start line {start[:80]!r}")
     request = SipRequest(headers=headers, body=body, method=request_line.group(1), uri=request_line.group(2))
-    _check_request(request)
+    if broken & _ECHOED:  # a 400 would echo it: not answerable
+        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}")
+    answerable = request if _answerable(request) else None
+    if length_error:  # over UDP, RFC 3261 18.3: a request SHOULD get a 400
+        raise SipParseError(length_error, answerable)
+    _check_request(request, answerable)
     if broken:  # answerable: a 400 echoes only Via, From, To, Call-ID and CSeq
-        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}", None if broken & _ECHOED else request)
+        raise SipParseError(f"bare CR, LF or NUL in {', '.join(broken)}", request)
     return request
 
 
-def _check_request(request: SipRequest) -> None:
+def _answerable(request: SipRequest) -> bool:
+    """Whether a 400 can answer ``request``: its Via says where the response goes (18.2.2) and
+    with its CSeq the sender matches the response to its transaction (17.1.3)."""
+    if request.get("CSeq") is None:
+        return False
+    try:
+        parse_via(request.get("Via") or "")
+    except SipParseError:
+        return False
+    return True
+
+
+def _check_request(request: SipRequest, answerable: Optional[SipRequest]) -> None:
     missing = [name for name in _REQUIRED if request.get(name) is None]
-    answerable = not any(name in missing for name in ("Via", "Call-ID", "CSeq", "From", "To"))
     if missing:
-        raise SipParseError(f"request without {', '.join(missing)}", request if answerable else None)
+        raise SipParseError(f"request without {', '.join(missing)}", answerable)
     try:
         _, method = request.cseq
     except SipParseError as exc:
-        raise SipParseError(str(exc)) from None  # no CSeq to answer with
+        raise SipParseError(str(exc), answerable) from None
     if method != request.method:
         raise SipParseError(f"CSeq method {method} of a {request.method} request", request)
     max_forwards = request.get("Max-Forwards")
@@ -444,12 +466,16 @@ def make_response(request: SipRequest, status: int, *, to_tag: str = "", reason:
     response = SipResponse(status=status, reason=reason or REASONS.get(status, "Unknown"))
     for value in request.get_all("Via"):
         response.add("Via", value)
-    response.add("From", request.get("From") or "")
-    to = request.get("To") or ""
-    if to_tag and status != 100 and ";tag=" not in to.replace(" ", "").lower():
-        to = f"{to};tag={to_tag}"
-    response.add("To", to)
-    response.add("Call-ID", request.call_id)
+    # A malformed request (a 400) may lack From, To or Call-ID: what it has is echoed.
+    if request.get("From") is not None:
+        response.add("From", request.get("From") or "")
+    to = request.get("To")
+    if to is not None:
+        if to_tag and status != 100 and ";tag=" not in to.replace(" ", "").lower():
+            to = f"{to};tag={to_tag}"
+        response.add("To", to)
+    if request.get("Call-ID") is not None:
+        response.add("Call-ID", request.call_id)
     response.add("CSeq", request.get("CSeq") or "")
     if 100 < status < 300 and request.method in ("INVITE", "SUBSCRIBE", "REFER"):
         for value in request.get_all("Record-Route"):

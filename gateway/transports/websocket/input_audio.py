@@ -70,13 +70,23 @@ class InputAudio:
         self._jobs.append(_Append(audio, fmt, seconds, time.monotonic(), refused))
         self._start()
 
-    def then(self, action: Callable[[], None]) -> None:
-        """Run ``action`` once the appends before it are submitted (at once when none waits)."""
+    def then(self, action: Callable[[], None], flush: bool = False) -> None:
+        """Run ``action`` once the appends before it are submitted (at once when none waits); with
+        ``flush``, after the samples the decoder still holds too (a commit takes them all)."""
+        if flush:
+            self._jobs.append(self._flush)
         if not self._running and not self._jobs:
             action()
             return
         self._jobs.append(action)
         self._start()
+
+    def _flush(self) -> None:
+        """On the loop, between jobs: submit what the decoder's resampler still holds."""
+        if self._decoder is not None:
+            held = self._decoder.flush()
+            if held.size:
+                self._lease.submit_audio(held, time.monotonic())
 
     def _start(self) -> None:
         if not self._running:

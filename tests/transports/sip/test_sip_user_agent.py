@@ -55,6 +55,53 @@ async def test_options_and_out_of_dialog_requests(user_agent: SipUserAgent):
         assert user_agent.transport.malformed == 2 and user_agent.transport.answered_400 == 1
 
 
+def _head(datagram: bytes) -> dict[str, str]:
+    """The start line (key "") and the headers of a datagram, read leniently (a 400 to a request
+    without a Call-ID has none, which the strict parser refuses in a response)."""
+    lines = datagram.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    return {"": lines[0], **{k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}}
+
+
+@pytest.mark.parametrize(
+    ("fault", "mutation"),
+    [
+        # RFC 3261 18.3: over UDP, a request whose body is shorter than its length SHOULD get a 400
+        ("body shorter than Content-Length", (rb"Content-Length: \d+", b"Content-Length: 9999")),
+        # 8.1.1: Call-ID is mandatory; RFC 4475 3.1.2.18: ideally a 400
+        ("no Call-ID", (rb"Call-ID: [^\r]*\r\n", b"")),
+        ("a CSeq that is no number", (rb"CSeq: \d+ INVITE", b"CSeq: one INVITE")),
+    ],
+)
+async def test_a_malformed_invite_over_udp_is_answered_400_and_claims_no_unit(
+    fault: str, mutation: tuple[bytes, bytes], caplog: pytest.LogCaptureFixture
+):
+    """On main these three were dropped without a word (their SipParseError carried no request to
+    answer): the caller's UDP client retransmitted the INVITE for 32 s (Timer B) and then failed
+    with a timeout instead of a 400. Now any request whose Via and CSeq can be read is answered."""
+    caplog.set_level(logging.INFO)
+    config = GatewayConfig(sip_port=free_port(), sip_host="127.0.0.1", sip_trusted="127.0.0.1")
+    door = FullPoolDoorDouble(config.retry_after_s)
+    agent = SipUserAgent(config, door, timers=FAST)
+    await agent.start()
+    try:
+        async with SipSocket(agent.port) as peer:
+            invite = sip_samples.invite(agent.port, caller_port=peer.port)
+            broken = re.sub(mutation[0], mutation[1], invite, count=1)
+            assert broken != invite
+            peer.send(broken)
+            answer = _head(await asyncio.wait_for(peer.queue.get(), 5))
+            sent = _head(broken)
+            assert answer[""] == "SIP/2.0 400 Bad Request", (fault, answer)
+            assert (answer["Via"], answer["CSeq"], answer["From"]) == (sent["Via"], sent["CSeq"], sent["From"])
+            assert answer.get("Call-ID") == sent.get("Call-ID")
+            await asyncio.sleep(0.3)
+            assert peer.queue.empty()  # one answer, no retransmission of it and no other
+        assert door.opened == 0 and agent.transport.answered_400 == 1
+    finally:
+        await agent.close()
+    assert not logged_faults(caplog.records) and not [r for r in caplog.records if r.exc_info], caplog.text
+
+
 @pytest.mark.parametrize("webhook", [False, True])
 async def test_without_a_webhook_an_invite_from_an_untrusted_source_is_403_and_claims_no_unit(webhook: bool):
     # Auto-accept answers whoever sends an INVITE: only sip_trusted sources. With a webhook the
