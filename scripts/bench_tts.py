@@ -12,8 +12,8 @@ as ``warm_up_models`` does at start-up), then speaks a few typical two-sentence 
 
 Prints the p50 (median) and worst of each over the replies and ``--runs``, and the device.
 
-``--lead-in N``: instead, the silence each backend puts before a reply's first word (ms to the first
-sample at ``gateway.media.lead_in.LEAD_IN_LEVEL``) over N syntheses of each reply opening in
+``--lead-in N``: instead, the silence each backend puts before a reply's first word (ms to
+``gateway.media.lead_in.voice_start``) over N syntheses of each reply opening in
 :data:`OPENINGS`, as synthesized and as the TTS stage plays it (``trim_lead_in``). The
 
 ``kokoro`` backend runs only with ``--kokoro-model`` (no Kokoro-82M weights ship in any package).
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from gateway.config import GatewayConfig
-from gateway.media.lead_in import LEAD_IN_LEVEL, trim_lead_in
+from gateway.media.lead_in import trim_lead_in, voice_start
 from gateway.models.backends import load_backend, names
 from gateway.models.base import TextToSpeech
 
@@ -69,8 +69,8 @@ def lead_in_ms(tts: TextToSpeech, text: str) -> tuple[float, float]:
     played = trim_lead_in(first, tts.sample_rate)
 
     def onset(samples: np.ndarray) -> float:
-        loud = np.flatnonzero(np.abs(samples) >= LEAD_IN_LEVEL)
-        return (int(loud[0]) if loud.size else len(samples)) / tts.sample_rate * 1000
+        start = voice_start(samples)
+        return (len(samples) if start is None else start) / tts.sample_rate * 1000
 
     return onset(first), onset(played)
 
@@ -148,6 +148,8 @@ def main() -> int:
                 rtfs.append(rtf)
         rows.append((backend, device_of(tts), tts.sample_rate, load_s, firsts, rtfs))
         print(f"bench_tts: {backend} done", file=sys.stderr, flush=True)
+    if args.lead_in:
+        return 0
     print(
         f"{'backend':<12} {'device':<6} {'Hz':>6} {'load s':>7} {'first audio p50 ms':>19} {'max ms':>8} "
         f"{'RTF p50':>8} {'RTF max':>8}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gateway.loadgen.ws_client import VOICED  # the peak at which a client hears the reply
 from gateway.media.lead_in import LEAD_IN_KEEP_MS, trim_lead_in
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import TextChunk
@@ -15,7 +16,6 @@ from gateway.pipeline.tts import TtsStage
 from tests.doubles import TtsContextDouble
 from tests.models.speech_fixtures import load_tts
 
-VOICED = 300  # int16 peak of a 20 ms frame at which a client hears the reply (gateway.loadgen)
 RATE = 48000
 
 
