@@ -213,6 +213,14 @@ class GatewayConfig(SourceLimitSettings, RecordingSettings):
             "while the end of the turn is decided (kept only if the caller said nothing more)"
         },
     )
+    stt_drafts: bool = field(
+        default=True,
+        metadata={
+            "help": "while the caller speaks, transcribe the turn so far at dips in the speech (at most every "
+            "0.5 s; at most 2 calls connected; lowest priority of the speech models) so the LLM reads the "
+            "reply's prompt before the pause; each draft is one more STT call (turn off for a paid STT server)"
+        },
+    )
     preemptive_reply: bool = field(
         default=True,
         metadata={

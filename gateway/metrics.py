@@ -240,11 +240,11 @@ class GatewayMetrics:
 
     def watch_speculation(self, units: list[Any]) -> None:
         """Export the speculative STT of ``units`` (pool units: ``unit.chain.stt.speculation``, a
-        ``SpeculationStats``) as ``vg_stt_speculative_total{result}`` (started, hits, discarded, skipped)
-        and ``vg_stt_speculative_wasted_seconds_total``, and the units' preemptive replies
+        ``SpeculationStats``) as ``vg_stt_speculative_total{result}`` (started, hits, discarded,
+        skipped; drafts: made while the caller spoke; from_drafts: pauses' that were a draft) and
+        ``vg_stt_speculative_wasted_seconds_total``, and the units' preemptive replies
         (``unit.preemptive``) as ``vg_preemptive_replies_total{outcome}`` (used, discarded,
-        skipped), read at each scrape (a unit rebuilt after
-        a stuck drain starts its counts again)."""
+        skipped), read at each scrape (a unit rebuilt after a stuck drain starts its counts again)."""
         if not self._speculation_watched:
             self.registry.register(_SpeculationCollector(units))
             self._speculation_watched = True
@@ -365,14 +365,15 @@ class _SpeculationCollector(Collector):
         self._units = units
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        totals = {"started": 0.0, "hits": 0.0, "discarded": 0.0, "wasted_s": 0.0, "skipped": 0.0}
+        results = ("started", "hits", "discarded", "skipped", "drafts", "from_drafts")
+        totals = dict.fromkeys((*results, "wasted_s"), 0.0)
         for unit in self._units:
             stats = getattr(getattr(getattr(unit, "chain", None), "stt", None), "speculation", None)
             if stats is not None:
                 for key, value in stats.snapshot().items():
                     totals[key] = totals.get(key, 0.0) + float(value)
         runs = CounterMetricFamily("vg_stt_speculative", "Speculative transcriptions by result", labels=["result"])
-        for result in ("started", "hits", "discarded", "skipped"):
+        for result in results:
             runs.add_metric([result], totals[result])
         yield runs
         yield CounterMetricFamily(

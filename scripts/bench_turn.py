@@ -14,7 +14,9 @@ end-of-turn wait minus the model stages STT, LLM first token, first sentence, TT
 
 ``--preemptive both`` alternates the preemptive reply off and on call by call (``off`` first) in
 the same gateway and prints each setting's summary, and how often the preemptive reply was used,
-discarded or skipped (the pool's counts). A preemptive reply's LLM first token, first sentence and
+discarded or skipped (the pool's counts); ``--drafts both`` does the same for the drafts made while
+the caller speaks (``stt_drafts``; both ``both``: the four settings in turn), an A/B in one run on
+one box, so that the machine's noise falls on both alike. A preemptive reply's LLM first token, first sentence and
 TTS first chunk can be negative: done before the turn was asked (its end decided and transcribed).
 """
 
@@ -174,6 +176,12 @@ async def main() -> int:
         default="config",
         help="the preemptive reply: as configured, on, off, or both (alternating call by call, off first)",
     )
+    parser.add_argument(
+        "--drafts",
+        choices=("config", "on", "off", "both"),
+        default="config",
+        help="drafts while the caller speaks (stt_drafts): as configured, on, off, or both (alternating)",
+    )
     args = parser.parse_args()
     try:
         recordings = {path: read_audio_file(path) for path in args.audio}
@@ -197,17 +205,22 @@ async def main() -> int:
             if hasattr(llm, "decoder"):
                 one, two = decode_speed(llm, 1), decode_speed(llm, 2)
                 print(f"machine: decode {one:.1f} tok/s on 1 thread, {two:.1f} on 2")
-        settings = {"config": [None], "on": [True], "off": [False], "both": [False, True]}[args.preemptive]
-        if app is None and settings != [None]:
-            print("bench_turn: --preemptive needs the gateway started here (no --url)", file=sys.stderr)
+        choices = {"config": [None], "on": [True], "off": [False], "both": [False, True]}
+        settings = [
+            {name: value for name, value in (("preemptive_reply", p), ("stt_drafts", d)) if value is not None}
+            for p in choices[args.preemptive]
+            for d in choices[args.drafts]
+        ]
+        if app is None and settings != [{}]:
+            print("bench_turn: --preemptive and --drafts need the gateway started here (no --url)", file=sys.stderr)
             return 2
         every: list[dict] = []
         for path, audio in recordings.items():
             results = []
             for run in range(args.runs * len(settings)):
                 setting = settings[run % len(settings)]
-                if setting is not None and app is not None:
-                    app[CONFIG].preemptive_reply = setting  # the next call's CallSettings default
+                for name, value in setting.items():
+                    setattr(app[CONFIG], name, value)  # the next call's CallSettings default
                 if args.forget and app is not None and hasattr(app[MODELS].llm, "decoder"):
                     app[MODELS].llm.decoder.forget()
                 before = preemptive_counts(app)
@@ -215,10 +228,10 @@ async def main() -> int:
                     url, audio, tails[path], {"type": "realtime", "tools": TOOLS} if args.tools else None
                 )
                 after = preemptive_counts(app)
-                result["_preemptive"] = app[CONFIG].preemptive_reply if app is not None else None
+                result["_setting"] = setting
                 result["_outcomes"] = {key: after[key] - before.get(key, 0) for key in after}
                 print(
-                    f"run {run + 1} (preemptive {result['_preemptive']}, {result['_outcomes']}): "
+                    f"run {run + 1} ({described(setting) or 'as configured'}, {result['_outcomes']}): "
                     f"heard {result['_heard']!r} -> said {result['_said']!r}",
                     file=sys.stderr,
                 )
@@ -231,8 +244,8 @@ async def main() -> int:
             every += results
     if len(recordings) > 1 or args.runs > 1:
         for setting in settings:
-            calls = [r for r in every if setting is None or r["_preemptive"] == setting]
-            named = "" if setting is None else f", preemptive reply {'on' if setting else 'off'}"
+            calls = [r for r in every if r["_setting"] == setting]
+            named = f", {described(setting)}" if setting else ""
             print(f"\nall {len(calls)} calls over {len(recordings)} recordings{named}, times in ms\n")
             print_summary(calls)
             outcomes: dict[str, int] = {}
@@ -242,6 +255,12 @@ async def main() -> int:
             if outcomes:
                 print("preemptive replies: " + ", ".join(f"{key} {value}" for key, value in outcomes.items()))
     return 0
+
+
+def described(setting: dict[str, bool]) -> str:
+    """A setting of the A/B as words: "preemptive reply on, drafts off"."""
+    names = {"preemptive_reply": "preemptive reply", "stt_drafts": "drafts"}
+    return ", ".join(f"{names[name]} {'on' if value else 'off'}" for name, value in setting.items())
 
 
 def preemptive_counts(app) -> dict[str, int]:

@@ -63,6 +63,7 @@ class CallSettings:
             silence_duration_ms=config.silence_duration_ms,
             min_speech_ms=config.min_speech_ms,
             max_utterance_s=config.max_utterance_s,
+            speaking_drafts=config.stt_drafts,
         )
         return cls(
             instructions=config.instructions,

@@ -66,9 +66,12 @@ class TranscriptDrafted(PipelineEvent):
     """STT's text of the caller's turn so far, at a short pause (a speculative transcription),
     before the turn is known to be over. Never reported to the client: the session may have the
     LLM read the reply's prompt ahead (``PipelineControl.read_ahead``); the finished turn's
-    :class:`TranscriptionCompleted` follows, with this text when the caller said nothing more."""
+    :class:`TranscriptionCompleted` follows, with this text when the caller said nothing more.
+    ``speaking``: a draft made while the caller still speaks (``gateway.pipeline.drafts``): the
+    prompt may be read ahead, but no reply started from it."""
 
     transcript: str = ""
+    speaking: bool = False
 
 
 @dataclass

@@ -91,7 +91,12 @@ class Utterance(Message):
     ``probe``: a speculative utterance of speech under the reply's audio, whose text STT hands
     back at once (``StageContext.barge_in_heard``) to decide the barge-in. ``voided``: on a pause's
     speculative utterance, set by the VAD when the caller goes on after the pause (its text can no
-    longer stand for the turn): STT skips it if it has not started yet.
+    longer stand for the turn): STT skips it if it has not started yet. ``speaking``: a speculative
+    utterance sent while the caller still speaks (``gateway.pipeline.drafts``): its text never stands
+    for the turn, it only lets the LLM read the reply's prompt ahead; ``voided`` when a newer draft
+    or the end of the turn overtook it. ``draft``: a draft's number (1, 2... per VAD stage); on a
+    pause's speculative utterance, the number of the draft whose text is its transcript (cut in this
+    pause, nothing but silence after it), 0 when STT must transcribe ``audio``.
 
     Droppable: a queue that holds too much audio drops the oldest; a finished turn leaves a
     :class:`TurnsDropped` in its place (its item's transcription fails, in commit order).
@@ -103,6 +108,8 @@ class Utterance(Message):
     speculation: int = 0
     probe: bool = False  # a speculative utterance whose text decides a barge-in (STT reports it back)
     voided: Optional[threading.Event] = None
+    speaking: bool = False  # a draft of the turn so far while the caller still speaks
+    draft: int = 0  # a draft's number; on a pause's speculative utterance, the draft that stands for it
     droppable: ClassVar[bool] = True
 
     @property

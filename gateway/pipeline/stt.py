@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import HeardWord, ScoredTranscript, SpeechToText
-from gateway.models.compute.deadline import speech_model_call
+from gateway.models.compute.deadline import NO_DEADLINE, speech_model_call
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
 from gateway.pipeline.messages import Message, TurnsDropped, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -19,22 +19,38 @@ from gateway.pipeline.stage import Stage, StageContext
 class SpeculationStats:
     """Speculative STT of one stage, for metrics: ``started`` speculative transcriptions run,
     ``hits`` finished turns whose text came from one, ``discarded`` ones thrown away (the caller
-    went on, or the call ended), ``wasted_s`` the compute seconds those cost, and ``skipped`` pauses'
-    ones never run (the caller went on while they waited for the speech models). Written by the
-    STT thread; :meth:`snapshot` may be read from any thread."""
+    went on, or the call ended), ``wasted_s`` the compute seconds those cost, ``skipped`` pauses'
+    ones and drafts never run (the caller went on, or a newer draft came, while they waited for the
+    speech models), ``drafts`` the drafts transcribed while the caller spoke
+    (``gateway.pipeline.drafts``) and ``from_drafts`` pauses' ones that were a draft's text (no
+    transcription of their own; counted in ``started`` too). Written by the STT thread;
+    :meth:`snapshot` may be read from any thread."""
 
     started: int = 0
     hits: int = 0
     discarded: int = 0
     wasted_s: float = 0.0
     skipped: int = 0
+    drafts: int = 0
+    from_drafts: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
 
-    def add(self, started: int = 0, hits: int = 0, discarded: int = 0, wasted_s: float = 0.0, skipped: int = 0) -> None:
+    def add(
+        self,
+        started: int = 0,
+        hits: int = 0,
+        discarded: int = 0,
+        wasted_s: float = 0.0,
+        skipped: int = 0,
+        drafts: int = 0,
+        from_drafts: int = 0,
+    ) -> None:
         """Add to the counters (thread-safe)."""
         with self._lock:
+            self.drafts += drafts
+            self.from_drafts += from_drafts
             self.started += started
             self.hits += hits
             self.discarded += discarded
@@ -42,7 +58,7 @@ class SpeculationStats:
             self.skipped += skipped
 
     def snapshot(self) -> dict[str, float]:
-        """The counters now: ``{"started", "hits", "discarded", "wasted_s", "skipped"}``."""
+        """The counters now: ``{"started", "hits", "discarded", "wasted_s", "skipped", "drafts", "from_drafts"}``."""
         with self._lock:
             return {
                 "started": self.started,
@@ -50,6 +66,8 @@ class SpeculationStats:
                 "discarded": self.discarded,
                 "wasted_s": round(self.wasted_s, 3),
                 "skipped": self.skipped,
+                "drafts": self.drafts,
+                "from_drafts": self.from_drafts,
             }
 
 
@@ -96,9 +114,11 @@ class SttStage(Stage):
         self._stt = stt
         self.speculation = SpeculationStats()
         self._kept: Optional[_Speculation] = None
+        self._drafted: Optional[tuple[int, str]] = None  # the last draft's (number, text)
 
     def reset(self) -> None:
         self._discard_kept()
+        self._drafted = None
 
     def handle(self, message: Message) -> None:
         if isinstance(message, TurnsDropped):
@@ -110,6 +130,7 @@ class SttStage(Stage):
         if message.speculative:
             self._speculate(message)
             return
+        self._drafted = None
         text = self._take_kept(message.speculation)
         if text is None:  # a finished turn is never voided: its transcript always comes
             text = self._transcribe(message, message.latency.end_of_turn or time.monotonic(), timed=True) or ""
@@ -117,7 +138,14 @@ class SttStage(Stage):
         self.ctx.notify(TranscriptionCompleted(message.call_id, transcript=text, latency=message.latency))
 
     def _speculate(self, message: Utterance) -> None:
+        if message.speaking:
+            self._draft(message)
+            return
         self._discard_kept()  # an older speculation was overtaken by this one
+        drafted = self._drafted
+        if message.draft and drafted is not None and drafted[0] == message.draft:
+            self._keep_draft(message, drafted[1])
+            return
         started = time.monotonic()
         # A probe decides a barge-in now; a pause's draft is due when the turn could end.
         heard = self._heard(message, started if message.probe else started + SPECULATION_DUE_S)
@@ -131,6 +159,28 @@ class SttStage(Stage):
             self.ctx.barge_in_heard(message.call_id, message.speculation, heard)
         elif heard.text.strip():
             self.ctx.notify(TranscriptDrafted(message.call_id, transcript=heard.text))
+
+    def _draft(self, message: Utterance) -> None:
+        """A draft made while the caller speaks: transcribed when no due work waits for the speech
+        models (skipped if a newer draft or the turn's end overtook it while it waited), its text
+        to the session (``TranscriptDrafted.speaking``) and remembered: the pause's speculative
+        utterance may name it as its transcript (``Utterance.draft``)."""
+        text = self._transcribe(message, NO_DEADLINE)
+        if text is None:
+            self.speculation.add(skipped=1)
+            return
+        self._drafted = (message.draft, text)
+        self.speculation.add(drafts=1)
+        if text.strip():
+            self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text, speaking=True))
+
+    def _keep_draft(self, message: Utterance, text: str) -> None:
+        """The pause's speculative ``message`` is a draft's ``text`` (no transcription): kept for
+        the turn, and drafted to the session as any pause's transcript."""
+        self._kept = _Speculation(message.speculation, text, 0.0)
+        self.speculation.add(started=1, from_drafts=1)
+        if text.strip():
+            self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text))
 
     def _heard(self, message: Utterance, due: float) -> Optional[ScoredTranscript]:
         """A speculative utterance's transcript, in a slot of the shared speech models taken at

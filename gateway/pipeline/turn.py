@@ -55,7 +55,8 @@ class TurnDetection:
     semantic model (``turn_detector = silence``) every turn ends by silence. ``threshold`` 0..1
     speech probability; durations in ms. ``min_speech_ms`` is the echo guard: speech shorter than
     this neither starts a turn nor interrupts a reply. ``speculative_stt``: start STT at the first
-    short pause (its result is used only if the caller says nothing more).
+    short pause (its result is used only if the caller says nothing more); ``speaking_drafts``: also
+    while the caller speaks (``gateway.pipeline.drafts``; the operator's ``stt_drafts``).
 
     Barge-in (``gateway.pipeline.bargein``; gateway extensions of ``turn_detection``): speech under
     the reply's audio pauses it and is decided by its words. ``min_interruption_words``: words,
@@ -79,6 +80,7 @@ class TurnDetection:
     idle_timeout_ms: Optional[int] = None
     max_utterance_s: float = config_default("max_utterance_s")
     speculative_stt: bool = True
+    speaking_drafts: bool = config_default("stt_drafts")
     min_interruption_words: int = 1
     max_backchannel_ms: int = 1500
     false_interruption_timeout_ms: int = 1000

@@ -15,6 +15,7 @@ from gateway.media.noise_suppression import NoiseSuppressor, suppressor_for
 from gateway.models.base import EndOfTurnModel, VoiceActivityDetector
 from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.bargein import PROBE_PREFIX_MS, Action, BargeInDecider, BargeInRules
+from gateway.pipeline.drafts import SpeakingDrafts
 from gateway.pipeline.events import (
     BargeInDecided,
     InputCommitted,
@@ -69,7 +70,10 @@ class VadStage(Stage):
 
     Speculative STT: at the first pause of ~120 ms the turn so far goes to STT as a speculative
     :class:`Utterance` (never reported by itself); the finished turn names it in ``speculation``
-    only when no voiced chunk came after it, so STT may use its text. Counters (read by metrics):
+    only when no voiced chunk came after it, so STT may use its text. While the caller speaks, a
+    draft of the turn so far goes to STT at dips in the speech (``gateway.pipeline.drafts``), for
+    the LLM to read the prompt ahead; the pause's transcript is the draft cut in that pause when
+    nothing but silence followed it. Counters (read by metrics):
     ``speculations`` sent, ``semantic_checks`` made, ``semantic_complete`` (checks that ended the turn).
 
     Barge-in under the reply's audio (``gateway.pipeline.bargein``): a turn that starts while reply
@@ -106,6 +110,7 @@ class VadStage(Stage):
         self.backchannels = 0
         self.joined_parts = 0
         self._barge = BargeInDecider(self._rate)
+        self._drafts = SpeakingDrafts(self._rate)
         self.reset()
 
     def reset(self) -> None:
@@ -127,6 +132,7 @@ class VadStage(Stage):
         self._speculation = 0  # number of the last speculative utterance sent this call
         self._speculation_stands = False  # True while nothing voiced came after it
         self._speculation_voided = threading.Event()  # the last one's: set when the caller went on
+        self._drafts.start()
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
         self._held_end: Optional[tuple[SpeechStopped, InputCommitted, Utterance]] = None
@@ -153,6 +159,7 @@ class VadStage(Stage):
             self._pending = np.zeros(0, np.float32)
             self._reset_pause()
             self._void_speculation()
+            self._drafts.void()
             if self._barge.held:
                 self._drop_held()
         elif isinstance(message, BargeInHeard):
@@ -209,10 +216,15 @@ class VadStage(Stage):
             self._last_voiced_at = received_at
             self._reset_pause()
             self._void_speculation()  # the caller went on: a speculation no longer covers the turn
+            self._drafts.spoke()
+            self._draft_while_speaking(turn, dip=False)
         else:
             self._silence += self._chunk
             if probability >= _SPECULATION_VOID_ABOVE:
                 self._void_speculation()
+                self._drafts.spoke()
+            else:
+                self._draft_while_speaking(turn, dip=True)
         rules = pause_rules(turn, self._end_of_turn is not None)
         silence_ms = self._silence * 1000 / self._rate
         if self._silence:
@@ -228,27 +240,48 @@ class VadStage(Stage):
 
     def _judge_pause(self, rules: PauseRules, silence_ms: float) -> None:
         """Within a pause: start speculative STT, then ask the semantic model, each once per pause.
-        A speculation waits while STT still has turns queued (it would only add to their wait)."""
-        if (
-            rules.speculate_ms is not None
-            and silence_ms >= rules.speculate_ms
-            and not self._speculated_in_pause
-            and (self.outbox is None or len(self.outbox) == 0)
-        ):
-            self._speculated_in_pause = True
-            self._speculate()
+        The speculation is the draft cut in this pause when it stands for the turn so far
+        (``gateway.pipeline.drafts``); a new transcription waits while STT still has turns queued
+        (it would only add to their wait)."""
+        if rules.speculate_ms is not None and silence_ms >= rules.speculate_ms and not self._speculated_in_pause:
+            draft = self._drafts.take()
+            if draft or self.outbox is None or len(self.outbox) == 0:
+                self._speculated_in_pause = True
+                self._speculate(draft)
         if rules.check_ms is not None and self._pause_probability is None and silence_ms >= rules.check_ms:
             self._pause_probability = self._ask_model()
             if self._pause_probability is not None and self._pause_probability > rules.complete_above:
                 self.semantic_complete += 1
 
-    def _speculate(self) -> None:
+    def _speculate(self, draft: int = 0) -> None:
+        """Send the pause's speculative transcript: the turn so far, or ``draft``'s text (> 0: the
+        number of the draft that stands for it)."""
         self._speculation += 1
         self._speculation_stands = True
         self.speculations += 1
         audio = np.concatenate(self._utterance)
+        if not draft:
+            self._drafts.covered(audio.size)
         self._speculation_voided = voided = threading.Event()
-        self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, voided=voided))
+        self.emit(
+            Utterance(
+                self._call, audio=audio, speculative=True, speculation=self._speculation, voided=voided, draft=draft
+            )
+        )
+
+    def _draft_while_speaking(self, turn: TurnDetection, dip: bool) -> None:
+        """At a chunk of a turn (not one held under the reply's audio; ``dip``: a silent one): send
+        the turn so far to STT as a draft when one is due (``gateway.pipeline.drafts``), speculative
+        STT is on and STT has nothing queued."""
+        if not (turn.speculative_stt and turn.speaking_drafts) or self._barge.held:
+            return
+        if self.outbox is not None and len(self.outbox) > 0:
+            return
+        samples = sum(chunk.size for chunk in self._utterance)
+        if self._drafts.due(samples, dip, self._silence):
+            number, voided = self._drafts.sent(samples, dip)
+            audio = np.concatenate(self._utterance)
+            self.emit(Utterance(self._call, audio=audio, speculative=True, speaking=True, voided=voided, draft=number))
 
     def _void_speculation(self) -> None:
         """What follows the pause's speculation is not silence: it no longer stands for the turn
@@ -309,6 +342,7 @@ class VadStage(Stage):
         self._silence = 0
         self._reset_pause()
         self._speculation_stands = False
+        self._drafts.start()
         self._utterance = utterance
         self._prefix.clear()
         self._candidate = []
@@ -509,6 +543,7 @@ class VadStage(Stage):
         self._utterance, self._in_speech, self._silence = [], False, 0
         self._reset_pause()
         self._speculation_stands = False
+        self._drafts.void()  # the turn's own transcript overtakes any draft still waiting
         committed = InputCommitted(self._call, audio_ms=self._ms(len(audio)))
         return committed, Utterance(self._call, audio=audio, latency=latency, speculation=speculation)
 

@@ -129,10 +129,13 @@ class UnitLease:
         tools: list[FunctionTool],
         tool_choice: str,
         audio: bool = True,
+        reply: bool = True,
     ) -> None:
         """See ``PipelineControl.read_ahead``; ignored once released."""
         if self.live:
-            self._unit.read_ahead(messages, max_tokens=max_tokens, tools=tools, tool_choice=tool_choice, audio=audio)
+            self._unit.read_ahead(
+                messages, max_tokens=max_tokens, tools=tools, tool_choice=tool_choice, audio=audio, reply=reply
+            )
 
     def keep_alive(self) -> None:
         """See ``PipelineControl.keep_alive``; ignored once released."""

@@ -101,18 +101,20 @@ class UnitControl(UnitLifecycle):
         tools: list[FunctionTool],
         tool_choice: str,
         audio: bool = True,
+        reply: bool = True,
     ) -> None:
         """See ``PipelineControl.read_ahead``: by an engine with a ``read_ahead`` method (llama.cpp,
-        which schedules by deadline), the preemptive reply when the call's ``preemptive_reply`` is
-        on and it can start (``gateway.pool.preemptive``), else the prompt read ahead when
-        ``llm_read_ahead`` is on; an earlier preemptive reply is discarded. Ignored unless a call is served."""
+        which schedules by deadline), the preemptive reply when ``reply`` and the call's
+        ``preemptive_reply`` are on and it can start (``gateway.pool.preemptive``), else the prompt
+        read ahead when ``llm_read_ahead`` is on; an earlier preemptive reply is discarded. Ignored
+        unless a call is served."""
         read = getattr(self.models.llm, "read_ahead", None)
         call_id = self._active_call()
         if call_id is None or read is None:
             return
         self._discard_preemptive()  # a newer draft: the caller went on after the earlier pause
         request = self._request_key(messages, max_tokens, tools, tool_choice)
-        if self.settings.preemptive_reply:
+        if reply and self.settings.preemptive_reply:
             queue = getattr(self.models.llm, "queue", None)
             held = self.preemptive.begin(self.scope, self.playout, queue, request, audio)
             if held is not None:

@@ -43,11 +43,13 @@ class PipelineControl(Protocol):
         tools: list[FunctionTool],
         tool_choice: str,
         audio: bool = True,
+        reply: bool = True,
     ) -> None:
         """A hint, at the caller's pause: the reply to the turn so far would be ``messages`` (with
         ``max_tokens``, ``tools``, ``tool_choice``, ``audio`` as :meth:`create_response` takes them);
         the LLM may read that prompt now, or start that reply held unheard (the preemptive reply),
-        while the end of the turn is decided. Used only if the response that follows asks for
+        while the end of the turn is decided. ``reply`` False: the caller still speaks (a draft of
+        the turn so far): the prompt may be read, no reply started. Used only if the response that follows asks for
         exactly this (the caller's words compared normalised); nothing is sent for it before that
         response's own events, nothing at all if it is not used. Returns at once."""
 

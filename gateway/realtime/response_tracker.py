@@ -215,17 +215,22 @@ class ResponseTracker:
         self.launch_when_ready()
         return response
 
-    def read_ahead(self, transcript: str) -> None:
+    def read_ahead(self, transcript: str, reply: bool = True) -> None:
         """The caller paused with ``transcript`` said so far: have the LLM read the prompt of the
         response :meth:`start` would make if the turn ends here (the session's tools and modality,
         the conversation with ``transcript`` as its newest user turn), or start that reply held
-        (the preemptive reply). Nothing is sent; it is used only if that response's prompt comes
-        out the same."""
+        (the preemptive reply; not when ``reply`` is False: a draft while the caller still speaks).
+        Nothing is sent; it is used only if that response's prompt comes out the same."""
         call = self._settings.call
         draft = message_item("user", [{"type": "input_audio", "transcript": transcript}])
         messages = self._conversation.prompt(PromptSpec(extra=[draft]), call.instructions)
         self._control.read_ahead(
-            messages, max_tokens=None, tools=list(call.tools), tool_choice=call.tool_choice, audio=self._settings.audio
+            messages,
+            max_tokens=None,
+            tools=list(call.tools),
+            tool_choice=call.tool_choice,
+            audio=self._settings.audio,
+            reply=reply,
         )
 
     def _open_message(self, response: Response) -> None:

@@ -396,7 +396,7 @@ class RealtimeSession:
         # Only when this turn's end would start a response at once. (STT keeps order: a turn still
         # awaiting its transcript now is the one this draft is of, committed during the pause.)
         if self.responses.active() is None and self.answers_by_itself() and has_words(event.transcript):
-            self.responses.read_ahead(event.transcript)
+            self.responses.read_ahead(event.transcript, reply=not event.speaking)
 
     def _on_speech_resumed(self, event: pe.SpeechResumed) -> None:
         # The caller spoke on after a pause: the same turn goes on, so no client event (OpenAI's

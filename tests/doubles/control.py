@@ -35,6 +35,7 @@ class PipelineControlDouble:
         self.touches = 0
         self.prepared: list[tuple[str, list, str]] = []  # (instructions, tools, tool_choice) of each apply
         self.read_aheads: list[tuple[list[ChatMessage], Optional[int], list, str]] = []
+        self.read_ahead_replies: list[bool] = []  # each read_ahead's ``reply``
 
     def current_settings(self) -> CallSettings:
         return self.settings
@@ -44,9 +45,17 @@ class PipelineControlDouble:
         self.prepared.append((settings.instructions, list(settings.tools), settings.tool_choice))
 
     def read_ahead(
-        self, messages: list[ChatMessage], *, max_tokens, tools: list, tool_choice: str, audio: bool = True
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens,
+        tools: list,
+        tool_choice: str,
+        audio: bool = True,
+        reply: bool = True,
     ) -> None:
         self.read_aheads.append((list(messages), max_tokens, list(tools), tool_choice))
+        self.read_ahead_replies.append(reply)
 
     def keep_alive(self) -> None:
         self.touches += 1

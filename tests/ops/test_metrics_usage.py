@@ -69,7 +69,8 @@ async def test_a_spoken_turn_shows_in_metrics_and_usage(models, speech, gateway_
             assert value(parsed, "vg_responses_total", status=done["status"]) == 1
             assert value(parsed, "vg_tokens_total", kind="output") == done["usage"]["output_tokens"] > 0
             assert value(parsed, "vg_turn_latency_ms_count", stage="voice_to_voice") == 1
-            assert value(parsed, "vg_stt_speculative_total", result="started") is not None
+            for result in ("started", "drafts", "from_drafts"):  # drafts: made while the caller spoke
+                assert value(parsed, "vg_stt_speculative_total", result=result) is not None, result
             for outcome in ("used", "discarded", "skipped"):  # the preemptive replies (gateway.pool.preemptive)
                 assert value(parsed, "vg_preemptive_replies_total", outcome=outcome) is not None, outcome
             assert value(parsed, "vg_draining") == 0

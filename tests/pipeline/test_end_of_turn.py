@@ -38,7 +38,7 @@ def stopped_after_ms(chain: Chain, voiced_s: float) -> float:
 
 def test_caller_who_pauses_and_goes_on_gets_one_transcript_of_the_whole_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     model = EndOfTurnDouble(0.3)  # "not finished": the 300 ms pause does not end the turn
-    chain = Chain(TurnDetection(), model)
+    chain = Chain(TurnDetection(speaking_drafts=False), model)
     # The STT stage's clock advances only while the STT double transcribes: 0.25 s for the first
     # call, 0.5 s for the second, so the compute a discarded speculation wasted is known.
     now = [0.0]
@@ -68,7 +68,7 @@ def test_caller_who_pauses_and_goes_on_gets_one_transcript_of_the_whole_turn(mon
 def test_speech_after_the_speculation_voids_it() -> None:
     """A voiced chunk after the speculative snapshot voids it, even a 100 ms one: the transcript
     then comes from audio that includes it."""
-    chain = Chain(TurnDetection(detector="silence", silence_duration_ms=500), None)
+    chain = Chain(TurnDetection(detector="silence", silence_duration_ms=500, speaking_drafts=False), None)
     chain.play(np.concatenate([silence(0.3), tone(1.0), silence(0.2), tone(0.1), silence(0.8)]))
     assert chain.transcripts() == ["one two"]
     first, second = [u.speculation for u in chain.sent if u.speculative]
@@ -80,7 +80,7 @@ def test_speech_after_the_speculation_voids_it() -> None:
 def test_the_caller_going_on_voids_the_pause_draft_for_stt() -> None:
     """The pause's speculative utterance carries ``voided``, set when speech follows the pause (STT
     then skips it if it still waits for the speech models); the draft that stands is never set."""
-    chain = Chain(TurnDetection(detector="silence", silence_duration_ms=500), None)
+    chain = Chain(TurnDetection(detector="silence", silence_duration_ms=500, speaking_drafts=False), None)
     chain.play(np.concatenate([silence(0.3), tone(1.0), silence(0.2), tone(0.5), silence(0.8)]))
     first, second = [u for u in chain.sent if u.speculative]
     assert first.voided is not None and first.voided.is_set()

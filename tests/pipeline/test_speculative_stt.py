@@ -88,7 +88,7 @@ def test_finished_question_ends_early_with_its_speculative_transcript(
     tts: PiperTextToSpeech, whisper: WhisperSpeechToText, vad: SileroVad
 ) -> None:
     stt = RecordingStt(whisper)
-    chain = Chain(TurnDetection(), SmartTurnDetector(), vad=vad, stt=stt)
+    chain = Chain(TurnDetection(speaking_drafts=False), SmartTurnDetector(), vad=vad, stt=stt)  # the pause's own
     chain.play(np.concatenate([silence(0.5), speak(tts, "What is the capital of France?"), silence(1.0)]))
 
     (transcript,) = chain.transcripts()
@@ -96,3 +96,24 @@ def test_finished_question_ends_early_with_its_speculative_transcript(
     assert chain.vad.semantic_checks >= 1 and chain.vad.semantic_complete == 1
     assert chain.stt.speculation.snapshot()["hits"] == 1
     assert len(stt.texts) == 1  # the speculative transcription was the only one
+
+
+@pytest.mark.slow  # 1.5 s of real models on 2 cores; the default suite is near its bar
+def test_a_question_is_drafted_while_it_is_said_and_transcribed_the_same(
+    tts: PiperTextToSpeech, whisper: WhisperSpeechToText, vad: SileroVad
+) -> None:
+    stt = RecordingStt(whisper)
+    chain = Chain(TurnDetection(), SmartTurnDetector(), vad=vad, stt=stt)  # drafts on, as configured by default
+    question = "Could you tell me what the weather will be like in Paris tomorrow morning?"
+    chain.play(np.concatenate([silence(0.5), speak(tts, question), silence(1.0)]))
+
+    (transcript,) = chain.transcripts()
+    assert says(transcript, question), transcript
+    drafts = [u for u in chain.sent if u.speaking]
+    assert len(drafts) >= 2, "a 4 s question is drafted while it is said"
+    (pause,) = [u for u in chain.sent if u.speculative and not u.speaking]
+    assert drafts[0].audio.size < pause.audio.size  # the first draft before the caller stopped
+    stats = chain.stt.speculation.snapshot()
+    # The pause's transcript: the last draft when it was cut in that pause, else its own transcription.
+    assert len(stt.texts) == stats["drafts"] + (0 if stats["from_drafts"] else 1), (stt.texts, stats)
+    assert stats["hits"] == 1

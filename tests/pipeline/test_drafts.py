@@ -1,0 +1,100 @@
+"""Drafts of the caller's turn while the caller speaks (``gateway.pipeline.drafts``), VAD + STT
+driven by hand with the doubles of ``test_end_of_turn`` (the STT double names the voiced segments it
+was given: "one two" for two), and the session's answer to a draft: read the prompt, start no reply.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gateway.models.compute.core_use import CORE_USE
+from gateway.pipeline.drafts import DIP_DRAFT_WITHIN_MS, SpeakingDrafts
+from gateway.pipeline.events import SpeechStopped, TranscriptDrafted, TranscriptionCompleted
+from gateway.pipeline.turn import TurnDetection
+from tests.doubles import RATE, Chain, EndOfTurnDouble
+from tests.pipeline.test_end_of_turn import silence, tone
+from tests.realtime.harness import SID, Harness, speech_started
+
+
+def three_words(last_s: float = 0.6) -> np.ndarray:
+    """Three 0.6 s "words" with 100 ms dips between them (shorter than the 120 ms pause that
+    starts the pause's transcript), the last ``last_s`` long, then a second of silence."""
+    gap = silence(0.1)
+    return np.concatenate([silence(0.3), tone(0.6), gap, tone(0.6), gap, tone(last_s), silence(1.0)])
+
+
+def drafted(chain: Chain, speaking: bool) -> list[str]:
+    return [e.transcript for e in chain.ctx.of(TranscriptDrafted) if e.speaking is speaking]
+
+
+def test_the_turn_is_drafted_in_its_dips_and_the_pause_takes_the_last_draft_as_its_transcript() -> None:
+    chain = Chain(TurnDetection(), EndOfTurnDouble(0.9))  # the turn ends at the first check
+    chain.play(three_words())
+
+    assert drafted(chain, speaking=True) == ["one", "one two", "one two three"]  # at each dip, while speaking
+    drafts = [u for u in chain.sent if u.speaking]
+    (stopped,) = chain.ctx.of(SpeechStopped)
+    assert all(u.audio.size * 1000 / RATE <= stopped.audio_end_ms + DIP_DRAFT_WITHIN_MS for u in drafts)
+    (pause,) = [u for u in chain.sent if u.speculative and not u.speaking]
+    assert pause.draft == drafts[-1].draft  # the draft cut in the pause stands for the turn so far
+    assert drafted(chain, speaking=False) == ["one two three"]  # the pause's transcript, a reply may start
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two three"]
+    assert chain.stt_model.calls == ["one", "one two", "one two three"]  # nothing transcribed twice
+    stats = chain.stt.speculation.snapshot()
+    assert stats["drafts"] == 3 and stats["from_drafts"] == 1 and stats["hits"] == 1, stats
+
+
+def test_a_pause_too_soon_after_the_last_draft_is_transcribed_itself() -> None:
+    chain = Chain(TurnDetection(), EndOfTurnDouble(0.9))
+    chain.play(three_words(last_s=0.3))  # the last dip comes 0.4 s after the draft before it: none there
+
+    assert drafted(chain, speaking=True) == ["one", "one two"]
+    (pause,) = [u for u in chain.sent if u.speculative and not u.speaking]
+    assert pause.draft == 0
+    assert chain.stt_model.calls == ["one", "one two", "one two three"]  # the pause's own transcription
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two three"]
+    assert chain.stt.speculation.snapshot()["from_drafts"] == 0
+
+
+def test_speech_that_never_dips_is_drafted_every_two_seconds() -> None:
+    chain = Chain(TurnDetection(), EndOfTurnDouble(0.9))
+    chain.play(np.concatenate([silence(0.3), tone(4.5), silence(1.0)]))
+
+    drafts = [u for u in chain.sent if u.speaking]
+    # At 2 s and 4 s of the turn's audio (its prefix padding included), then at the final dip.
+    assert [round(u.audio.size / RATE, 1) for u in drafts[:2]] == [2.0, 4.0]
+    (pause,) = [u for u in chain.sent if u.speculative and not u.speaking]
+    assert len(drafts) == 3 and drafts[-1].draft == pause.draft
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one"]
+
+
+def test_no_drafts_when_off_or_with_more_calls_than_the_cores_leave_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    off = Chain(TurnDetection(speaking_drafts=False), EndOfTurnDouble(0.9))
+    off.play(three_words())
+    assert not [u for u in off.sent if u.speaking] and off.stt_model.calls == ["one two three"]
+
+    monkeypatch.setattr(CORE_USE, "calls", 3)
+    busy = Chain(TurnDetection(), EndOfTurnDouble(0.9))
+    busy.play(three_words())
+    assert not [u for u in busy.sent if u.speaking] and busy.stt_model.calls == ["one two three"]
+
+
+def test_a_draft_that_waited_past_a_newer_one_is_skipped() -> None:
+    drafts = SpeakingDrafts(RATE)
+    first, voided_first = drafts.sent(RATE, dip=True)
+    second, voided_second = drafts.sent(2 * RATE, dip=True)
+    assert voided_first.is_set() and not voided_second.is_set() and second == first + 1
+    assert drafts.take() == second  # it stands: the pause's transcript...
+    drafts.void()
+    assert not voided_second.is_set()  # ...which the turn's end no longer voids
+    assert drafts.take() == 0
+
+
+def test_a_draft_makes_the_session_read_the_prompt_but_start_no_reply() -> None:
+    h = Harness()
+    h.run(speech_started(0))
+    assert h.run(lambda h: TranscriptDrafted(SID, transcript="What is the", speaking=True)) == []
+    assert h.run(lambda h: TranscriptDrafted(SID, transcript="What is the capital of France?")) == []
+    assert [m[0][-1].content for m in h.pipeline.read_aheads] == ["What is the", "What is the capital of France?"]
+    assert h.pipeline.read_ahead_replies == [False, True]
