@@ -26,9 +26,9 @@ and phrase are both tuning material. **held-out**: the other voices (Kokoro ``jf
 read while the fuzzy spellings were chosen, so they are not clean held-out material. **fresh**:
 phrases and voice variants (:data:`FRESH_PHRASES`, :data:`FRESH_VOICES`: Kokoro voices read slower
 or faster, Piper joe lower and slower) added once the rules were frozen, measured once and never
-tuned on. **fresh2**, **fresh3** and **fresh4** (:data:`FRESH2_PHRASES`, :data:`FRESH3_PHRASES`,
-:data:`FRESH4_PHRASES` and their voices and recording cuts): later fresh sets, each made before the
-rules it judged were measured on it, measured once, and never part of ``--split all``.
+tuned on. **fresh2** to **fresh5** (:data:`FRESH2_PHRASES` ... :data:`FRESH5_PHRASES` and their
+voices and recording cuts): later fresh sets, each made before the rules it judged were measured on
+it, measured once, and never part of ``--split all``.
 """
 
 from __future__ import annotations
@@ -210,6 +210,43 @@ FRESH4_VOICES: tuple[tuple[str, str, float], ...] = (
     ("fresh4-piper-joe-quick", "piper", 1.18),
 )
 
+# The fifth fresh set, made on 2026-12-05 (issue 29, h51) after the command words
+# (``backchannels.ENGLISH.commands``) were chosen and before they were run on it, measured once:
+# interruptions led by a command word ("Stop there.", "Hang on a sec.") and backchannels said in no
+# earlier set, some near a command ("Fair enough.", "Of course."), in voices heard in none.
+FRESH5_PHRASES: tuple[tuple[str, str], ...] = (
+    ("Sure thing.", BACKCHANNEL),
+    ("Of course.", BACKCHANNEL),
+    ("Yup, got it.", BACKCHANNEL),
+    ("Oh, nice.", BACKCHANNEL),
+    ("Absolutely.", BACKCHANNEL),
+    ("Fair enough.", BACKCHANNEL),
+    ("Cool, cool.", BACKCHANNEL),
+    ("Okay, I see.", BACKCHANNEL),
+    ("Stop there.", INTERRUPTION),
+    ("Hang on a sec.", INTERRUPTION),
+    ("Excuse me, one thing.", INTERRUPTION),
+    ("Hold it.", INTERRUPTION),
+    ("Pause for a second.", INTERRUPTION),
+    ("Okay, stop.", INTERRUPTION),
+    ("Enough, thank you.", INTERRUPTION),
+    ("Sorry, hold on.", INTERRUPTION),
+)
+FRESH5_VOICES: tuple[tuple[str, str, float], ...] = (
+    ("fresh5-kokoro-gongitsune+kumo-fast", "jf_gongitsune+jm_kumo", 1.1),
+    ("fresh5-kokoro-tebukuro+alpha-slow", "jf_tebukuro+jf_alpha", 0.92),
+    ("fresh5-kokoro-nezumi+kumo+tebukuro", "jf_nezumi+jm_kumo+jf_tebukuro", 1.0),
+    ("fresh5-kokoro-gongitsune-fast", "jf_gongitsune", 1.12),
+    ("fresh5-piper-joe-lower", "piper", 0.85),
+)
+# The sets, in the order the tables list them; the fresh sets from fresh2 on are never in "all".
+SPLITS = ("tuning", "held-out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
+FRESH_SETS: dict[str, tuple[tuple[tuple[str, str, float], ...], tuple[tuple[str, str], ...], tuple]] = {
+    "fresh3": (FRESH3_VOICES, FRESH3_PHRASES, FRESH3_CUTS),
+    "fresh4": (FRESH4_VOICES, FRESH4_PHRASES, ()),
+    "fresh5": (FRESH5_VOICES, FRESH5_PHRASES, ()),
+}
+
 KOKORO_VOICES = ("jf_alpha", "jm_kumo", "jf_gongitsune", "jf_nezumi", "jf_tebukuro")
 TUNING_VOICES = ("piper-joe-fast", "kokoro-jf_alpha", "kokoro-jm_kumo")
 # Real recordings cut to one interruption each: (voice name, file, seconds to keep from the start).
@@ -235,14 +272,9 @@ class Clip:
 
     @property
     def split(self) -> str:
-        if self.voice.startswith("fresh4-"):
-            return "fresh4"
-        if self.voice.startswith("fresh3-"):
-            return "fresh3"
-        if self.voice.startswith("fresh2-"):
-            return "fresh2"
-        if self.voice.startswith("fresh-"):
-            return "fresh"
+        for split in SPLITS[2:]:
+            if self.voice.startswith(f"{split}-"):
+                return split
         return "tuning" if self.voice in TUNING_VOICES and self.tuning_phrase else "held-out"
 
     @property
@@ -406,11 +438,9 @@ def clips(split: str = "all", voices: tuple[str, ...] = ()) -> Iterator[Clip]:
                 yield Clip(voice, text, kind, False, _read_wav(path))
     if split == "fresh2":  # never part of "all": it is judged once
         yield from _fresh2(voices)
-    if split == "fresh3":  # the same
-        yield from _fresh2(voices, FRESH3_VOICES, FRESH3_PHRASES, FRESH3_CUTS)
-    if split == "fresh4":  # the same
-        yield from _fresh2(voices, FRESH4_VOICES, FRESH4_PHRASES, ())
-    if split in ("tuning", "fresh", "fresh2", "fresh3", "fresh4"):
+    if split in FRESH_SETS:  # the same
+        yield from _fresh2(voices, *FRESH_SETS[split])
+    if split != "held-out" and split in SPLITS:
         return
     for name, file, keep_s in RECORDINGS:
         for pitch in RECORDING_PITCH:
@@ -454,9 +484,7 @@ def _recording_text(file: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--split", default="all", choices=("tuning", "held-out", "fresh", "fresh2", "fresh3", "fresh4", "all")
-    )
+    parser.add_argument("--split", default="all", choices=(*SPLITS, "all"))
     parser.add_argument("--voice", action="append", default=[], help="only this voice (repeatable)")
     parser.add_argument("--transcribe", action="store_true", help="print Whisper base's text of each whole clip")
     args = parser.parse_args()

@@ -18,7 +18,9 @@ Interruption ("Wait, stop." in the caller voice, then the recording if given):
   the interrupted answer received (0 when the answer was between two sentences); these include
   the VAD's ``min_speech_ms`` echo guard (96 ms by default);
 - speech_started -> last voiced frame: what the caller still heard after the gateway's event;
-- decided: voice onset -> ``gateway.barge_in`` received (the words were judged);
+- decided: voice onset -> ``gateway.barge_in`` received (the words were judged); and the same
+  decision in the gateway's input-stream time (its ``decided_ms - audio_start_ms``: the rules and
+  the probes, without the audio's way in);
 - drain: hang-up request -> the unit is idle again (the gateway's own state change).
 
 Backchannels ("Yeah.", "Okay.", "Right." in the caller voice) under the answer: voice onset ->
@@ -139,6 +141,9 @@ async def one_run(url: str, unit: PipelineUnit, question: np.ndarray, interrupti
         "heard": max(0.0, last_old - spoke_at) * 1000,
         "after_event": max(0.0, last_old - client.time_of(started)) * 1000,
         "decided": (client.time_of(decided) - spoke_at) * 1000,
+        # The same decision in the gateway's input-stream time, from where its VAD found the speech:
+        # what the rules and the probes took, without the way in (the client's send, RTP, decode).
+        "in_stream": float(decided["decided_ms"] - decided["audio_start_ms"]),
     }
     hung_up = time.monotonic()
     await client.hangup()
@@ -169,6 +174,7 @@ INTERRUPT_ROWS = [
     ("heard", "caller voice onset -> last voiced reply frame"),
     ("after_event", "speech_started received -> last voiced reply frame"),
     ("decided", "caller voice onset -> gateway.barge_in (interrupted)"),
+    ("in_stream", "speech start -> decision, input-stream time"),
     ("drain", "hang-up -> unit idle (drain)"),
 ]
 BACKCHANNEL_ROWS = [

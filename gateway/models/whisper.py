@@ -194,7 +194,8 @@ class WhisperSpeechToText:
             return ""
         if not self.trim:
             return self.transcribe_full_window(piece, language)
-        decoded = self._decode_trimmed(piece, language)
+        encoded = self._encode(piece)
+        decoded = self._decode_trimmed(encoded, language)
         reason = _rejection(decoded.text, decoded.hit_cap, piece)
         if reason is not None and self.retry_repetition_penalty != 1.0:
             log.info(
@@ -204,7 +205,7 @@ class WhisperSpeechToText:
             )
             with self._lock:
                 self.retries += 1
-            decoded = self._decode_trimmed(piece, language, repetition_penalty=self.retry_repetition_penalty)
+            decoded = self._decode_trimmed(encoded, language, repetition_penalty=self.retry_repetition_penalty)
             reason = _rejection(decoded.text, decoded.hit_cap, piece)
         if reason is None:
             return decoded.likely
@@ -223,35 +224,41 @@ class WhisperSpeechToText:
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)[-int(MAX_PIECE_S * SAMPLE_RATE) :]
         if samples.size < MIN_PIECE_SAMPLES:
             return ScoredTranscript("")
-        decoded = self._decode_trimmed(samples, language, scores=True)
+        encoded = self._encode(samples)
+        decoded = self._decode_trimmed(encoded, language, scores=True)
         reason = _rejection(decoded.text, decoded.hit_cap, samples)
         if reason is not None and self.retry_repetition_penalty != 1.0:
             with self._lock:
                 self.retries += 1
             penalty = self.retry_repetition_penalty
-            decoded = self._decode_trimmed(samples, language, scores=True, repetition_penalty=penalty)
+            decoded = self._decode_trimmed(encoded, language, scores=True, repetition_penalty=penalty)
             reason = _rejection(decoded.text, decoded.hit_cap, samples)
         tokenizer = self._tokenizer(language)
         return ScoredTranscript(decoded.text, words_of(decoded.scored, tokenizer.decode), trusted=reason is None)
 
-    def _decode_trimmed(
-        self, piece: np.ndarray, language: str, scores: bool = False, repetition_penalty: float = 1.0
-    ) -> Decoded:
-        """Greedy decode of ``piece`` + padding (``repetition_penalty`` > 1 discourages tokens
-        already chosen); with ``scores`` each text token also comes with its probability."""
-        from faster_whisper.transcribe import get_suppressed_tokens
-
-        duration_s = piece.size / SAMPLE_RATE
+    def _encode(self, piece: np.ndarray) -> Encoded:
+        """Whisper's encoder over ``piece`` (16 kHz) + padding: most of a short decode's compute
+        (~156 of ~190 ms for a probe on 2 cores, h51), so a retry of a rejected decode reuses it."""
         features = self._model.feature_extractor(piece)  # (80, frames), 100 frames per second
         content_frames = features.shape[1]
+        duration_s = piece.size / SAMPLE_RATE
         # Padded as the 30 s path pads (zeros in the log-mel domain), to TRIM_PADDING_S past the
         # turn and at least TRIM_MIN_WINDOW_S in all.
         frames = min(int(max(duration_s + TRIM_PADDING_S, TRIM_MIN_WINDOW_S) * 100), _MAX_FRAMES)
         features = np.pad(features, ((0, 0), (0, max(0, frames - features.shape[1]))))[:, :_MAX_FRAMES]
+        return Encoded(self._model.encode(features), content_frames, duration_s)
+
+    def _decode_trimmed(
+        self, encoded: Encoded, language: str, scores: bool = False, repetition_penalty: float = 1.0
+    ) -> Decoded:
+        """Greedy decode of an encoded piece (``repetition_penalty`` > 1 discourages tokens already
+        chosen); with ``scores`` each text token also comes with its probability."""
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        encoder_output, content_frames, duration_s = encoded
         tokenizer = self._tokenizer(language)
         prompt = self._model.get_prompt(tokenizer, [], without_timestamps=True)
         budget = int(_TOKENS_BASE + _TOKENS_PER_S * duration_s)
-        encoder_output = self._model.encode(features)
         result = self._model.model.generate(
             encoder_output,
             [prompt],
@@ -288,6 +295,15 @@ class WhisperSpeechToText:
                 )
                 self._tokenizers[language] = tokenizer
             return tokenizer
+
+
+class Encoded(NamedTuple):
+    """One piece through Whisper's encoder: ``output`` (CTranslate2's encoder output, padded),
+    ``content_frames`` (its log-mel frames before the padding, 100 a second) and ``duration_s``."""
+
+    output: Any
+    content_frames: int
+    duration_s: float
 
 
 class Decoded(NamedTuple):

@@ -49,6 +49,11 @@ TRAILING_PROBABILITY = 0.6
 CUE_SURE = 0.5
 NOISE_PROBABILITY = 0.2
 UNSURE_CUE_MS = 600
+# A command word (``Backchannels.commands``: a cue no backchannel was heard as) counts from this
+# probability, also as the last word of speech still going on: the first probes hear a command said
+# in a voice Whisper knows badly unsure ("Stop" 0.45, "Excuse" 0.36-0.49, "Hold" 0.31), sure only
+# 200-400 ms later (h51). Whisper's guesses at a noise stay below NOISE_PROBABILITY.
+COMMAND_SURE = 0.3
 # The shape of a backchannel off the list: at most this many words off it, this much voiced speech (ms).
 SHAPE_MAX_WORDS = 2
 SHAPE_MAX_MS = 1300
@@ -107,21 +112,28 @@ def _near(heard: str, listed: str) -> bool:
 class Backchannels:
     """One language's list: ``words`` (single-word backchannels), ``phrases`` (of two or more
     words), ``noise`` (what the STT writes for a breath or a noise), ``cues`` (words that ask for
-    the turn) and ``cue_spellings`` (what the STT writes for a cue word said in a voice it hears
-    badly: "weight" for "Wait"; matched exactly, never fuzzily: a backchannel never holds one).
-    Written naturally; matched in canonical form (the cached ``*_forms``)."""
+    the turn), ``cue_spellings`` (what the STT writes for a cue word said in a voice it hears
+    badly: "weight" for "Wait"; matched exactly, never fuzzily: a backchannel never holds one) and
+    ``commands`` (cue words that ask to stop and that the STT never wrote for a backchannel: they
+    count from :data:`COMMAND_SURE`; exact words, not their spellings). Written naturally; matched
+    in canonical form (the cached ``*_forms``)."""
 
     words: tuple[str, ...]
     phrases: tuple[str, ...] = ()
     noise: tuple[str, ...] = ()
     cues: tuple[str, ...] = ()
     cue_spellings: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
 
     @cached_property
     def cue_forms(self) -> frozenset[str]:
         """Words that ask for the turn in any sentence, and the STT's usual spellings of them,
         canonical (:func:`judge`)."""
         return frozenset(canonical(word) for word in (*self.cues, *self.cue_spellings))
+
+    @cached_property
+    def command_forms(self) -> frozenset[str]:
+        return frozenset(canonical(word) for word in self.commands)
 
     @cached_property
     def word_forms(self) -> frozenset[str]:
@@ -168,6 +180,12 @@ ENGLISH = Backchannels(
     # noise floor ("with", "Wear", "Boyd"), and common words a backchannel may be heard as ("we",
     # "note": "Noted.").
     cue_spellings=("weight", "whiz", "stove", "stalk", "start", "style", "holder", "nose"),
+    # The cues no backchannel probe held at any probability (every voice and split of
+    # scripts/bargein_corpus.py, two-part clips included, h51). Left out: the cues backchannels are
+    # heard as, unsure: "no" ("Nice." -> "No" 0.40-0.51), "wait" ("Right." -> "Wait" 0.28-0.42),
+    # "what" ("Right.", "Uh-huh." -> "What" 0.10-0.53), "actually" (next to "exactly"), numbers;
+    # and "enough", a word of the phrase "fair enough" ("Fair enough." -> "Very enough" 0.38-0.49).
+    commands=("stop", "hold", "hang", "excuse", "pause", "quiet", "shut"),
 )  # fmt: skip
 LANGUAGES: dict[str, Backchannels] = {
     "en": ENGLISH,
@@ -329,9 +347,10 @@ def judge(
     ``words`` as for :func:`interrupting_words`; ``complete`` False while the caller still speaks;
     ``voiced_ms`` the speech so far (its voiced chunks and short dips, pauses left out, ms); ``question``
     the transcript has a "?". While the caller speaks: TURN on a cue word (:data:`CUE_SURE`, or
-    unsure past :data:`UNSURE_CUE_MS`), or on sure words off the list that no backchannel has
-    (:data:`SURE_WORDS` different ones, or any past :data:`SHAPE_MAX_MS`); else UNDECIDED (hear
-    more). Once the speech is over: TURN on a cue word (unsure ones past :data:`UNSURE_CUE_MS`), a
+    unsure past :data:`UNSURE_CUE_MS`; a command word from :data:`COMMAND_SURE`), or on sure words
+    off the list that no backchannel has (:data:`SURE_WORDS` different ones, or any past
+    :data:`SHAPE_MAX_MS`); else UNDECIDED (hear more). Once the speech is over: TURN on a cue word
+    (unsure ones past :data:`UNSURE_CUE_MS`; a command word from :data:`COMMAND_SURE`), a
     question, or words off the list unlike a backchannel's shape (more different ones than
     :data:`SHAPE_MAX_WORDS` above Whisper's noise guesses, :data:`NOISE_PROBABILITY`, or past
     :data:`SHAPE_MAX_MS`), however unsure; else SHAPED (words off the list of a backchannel's
@@ -344,6 +363,8 @@ def judge(
         return TRAILING_PROBABILITY if heard.last and not complete else MIN_PROBABILITY
 
     def counts(heard: _Heard) -> bool:
+        if heard.form in table.command_forms and heard.probability >= COMMAND_SURE:
+            return True
         return _is_cue(heard, table) and (
             heard.probability >= CUE_SURE
             or (voiced_ms >= UNSURE_CUE_MS and heard.probability >= NOISE_PROBABILITY and (complete or not heard.last))

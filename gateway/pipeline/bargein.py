@@ -13,7 +13,8 @@ known:
   :data:`PROBE_PAUSE_MS` or at the end of the turn); each answer comes with its words'
   probabilities;
 - words that ask for the turn (``gateway.pipeline.backchannels.judge``: a cue word such as "wait"
-  or "what" the decoder is sure of, or two different sure words off the backchannel list), at
+  or "what" the decoder is sure of, a command word no backchannel is heard as, such as "stop" or
+  "excuse", even unsure, or two different sure words off the backchannel list), at
   least ``min_interruption_words`` of them -> **interrupt**, at once, even mid-speech;
 - the speech over (a pause, or the end of the turn): its words all backchannels, sounds or noise
   -> **resume**; few short words off the list with no cue and no question (a backchannel Whisper

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from gateway.models import whisper
 from gateway.models.caller_voice import caller_voice_only
 from gateway.models.piper_tts import PiperTextToSpeech
 from gateway.models.whisper import (
@@ -210,3 +211,24 @@ def test_a_few_milliseconds_of_audio_are_heard_as_nothing_not_a_failure(stt: Whi
     for size in (1, 64, 80, 319):
         for audio in (np.zeros(size, np.float32), rng.normal(0, 0.01, size).astype(np.float32)):
             assert stt.transcribe(audio) == "", size
+
+
+def test_a_rejected_decode_is_decoded_again_on_the_same_encoder_output(
+    stt: WhisperSpeechToText, tts: PiperTextToSpeech, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A barge-in probe of "Hold on, please." decoded as "Hold on. Hold on. Hold on. Hold" (rejected)
+    # is decoded again with the repetition penalty; that retry ran Whisper's encoder once more (~155
+    # of a probe's ~190 ms on 2 cores): the probe's answer came ~470 ms after it was sent instead of
+    # ~200, and the caller's "Hold on" was decided a probe later (h51). Before: 2 encodes.
+    audio = speak(tts, "Hold on.")
+    encodes: list[tuple[int, ...]] = []
+    encode = stt._model.encode
+    monkeypatch.setattr(stt._model, "encode", lambda features: encodes.append(features.shape) or encode(features))
+    for transcribe in (stt.transcribe_words, lambda piece: stt.transcribe(as_turn(piece))):
+        verdicts = iter(["repeated phrase"])  # the first decode rejected, the retry accepted
+        monkeypatch.setattr(whisper, "_rejection", lambda text, hit_cap, audio, verdicts=verdicts: next(verdicts, None))
+        encodes.clear()
+        retries, fallbacks = stt.retries, stt.fallbacks
+        transcribe(audio)
+        assert (stt.retries, stt.fallbacks) == (retries + 1, fallbacks)
+        assert len(encodes) == 1, encodes

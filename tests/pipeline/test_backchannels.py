@@ -189,3 +189,43 @@ def test_no_backchannel_holds_a_cue_spelling() -> None:
         assert not _is_backchannel_word(form, ENGLISH) and not VOCABLES.match(form), spelling
         assert form not in phrase_words, spelling
         assert judge([HeardWord(spelling, 0.9)], voiced_ms=500)[0] is Verdict.TURN, spelling
+
+
+@pytest.mark.parametrize(
+    "heard",
+    [
+        [HeardWord("Stop", 0.45)],  # "Stop, that's enough." (Kokoro jf_gongitsune), the first probe
+        [HeardWord("Stop", 0.46)],  # "Stop." (jm_kumo slow)
+        [HeardWord("Excuse", 0.37)],  # "Excuse me?" (jf_nezumi), the second probe
+        [HeardWord("Hold", 0.31)],  # "Hold on, please." (jf_nezumi + jf_gongitsune, slow)
+    ],
+)
+def test_an_unsure_command_word_asks_for_the_turn_while_the_caller_still_speaks(heard: list[HeardWord]) -> None:
+    # The first probes hear a command said in a voice Whisper knows badly unsure, and sure only
+    # 200-400 ms later. Before: UNDECIDED (a cue needed 0.5 while the caller spoke), decided at
+    # 838-1062 ms after the onset by the next probe's sure word.
+    verdict, words = judge(heard, complete=False, voiced_ms=350)
+    assert verdict is Verdict.TURN and words == [heard[0].text.lower()]
+
+
+@pytest.mark.parametrize(
+    "heard",
+    [
+        HeardWord("No", 0.44),  # "Nice." (Kokoro jf_nezumi + jf_gongitsune, slow)
+        HeardWord("Wait", 0.42),  # "Right." (jf_alpha)
+        HeardWord("What", 0.45),  # "Right." (jf_alpha)
+        HeardWord("Stop", 0.25),  # a command under Whisper's noise guesses
+    ],
+)
+def test_an_unsure_cue_a_backchannel_is_heard_as_still_waits_for_more(heard: HeardWord) -> None:
+    assert judge([heard], complete=False, voiced_ms=350)[0] is Verdict.UNDECIDED
+
+
+def test_no_backchannel_is_a_command_word() -> None:
+    # A command counts unsure: no backchannel word, sound or word of a phrase may be one ("Fair
+    # enough." is heard "Very enough", "enough" at 0.38-0.49).
+    phrase_words = {word for phrase in ENGLISH.phrase_forms for word in phrase}
+    for command in ENGLISH.commands:
+        form = canonical(command)
+        assert form in ENGLISH.cue_forms and not _is_backchannel_word(form, ENGLISH), command
+        assert not VOCABLES.match(form) and form not in phrase_words, command

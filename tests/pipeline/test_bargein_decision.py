@@ -213,13 +213,16 @@ def test_a_looping_probe_under_the_reply_interrupts_nothing_and_the_timeout_resu
 
 
 def test_words_of_a_backchannels_shape_at_a_pause_resume_only_once_the_turn_ended() -> None:
-    # "Hold on, what about tomorrow?": at the comma Whisper heard "Hold on" with "Hold" unsure (a
-    # backchannel's shape). Before, the answer resumed there, and the caller went on talking over it.
+    # "Wait, can you repeat that?": at the comma Whisper heard "Wait" unsure (0.37, as it hears
+    # "Right." in some voices: a backchannel's shape). Before, the answer resumed there, and the
+    # caller went on talking over it. (The first case was "Hold on," with "Hold" at 0.45: a command
+    # word, which now interrupts at once.)
+    wait = (HeardWord("Wait", 0.37),)
     decider = BargeInDecider(RATE)
     decider.begin(0, BargeInRules())
     chunks(decider, 0, [True] * 14 + [False] * 3)
     decider.probe_sent(1, 512 * 17)
-    assert decider.heard(1, "Hold on,", (HeardWord("Hold", 0.45), HeardWord("on", 0.9))) is Action.NONE
+    assert decider.heard(1, "Wait,", wait) is Action.NONE
     assert decider.paused and Action.RESUME not in chunks(decider, 512 * 17, [False] * 30)
     assert decider.turn_ended() is Action.RESUME  # nothing more was said: a backchannel after all
     decider = BargeInDecider(RATE)
@@ -228,11 +231,11 @@ def test_words_of_a_backchannels_shape_at_a_pause_resume_only_once_the_turn_ende
     decider.begin(0, BargeInRules())
     chunks(decider, 0, [True] * 14 + [False] * 3)
     decider.probe_sent(1, 512 * 17)
-    assert decider.heard(1, "Hold on,", (HeardWord("Hold", 0.45), HeardWord("on", 0.9))) is Action.NONE
+    assert decider.heard(1, "Wait,", wait) is Action.NONE
     chunks(decider, 512 * 17, [True] * 10 + [False] * 3)
     decider.probe_sent(2, 512 * 30)
-    heard = (HeardWord("Hold", 0.45), HeardWord("on", 0.9), HeardWord("what", 0.9), HeardWord("about", 0.8))
-    assert decider.heard(2, "Hold on, what about", heard) is Action.INTERRUPT
+    heard = (*wait, HeardWord("can", 0.9), HeardWord("you", 0.9), HeardWord("repeat", 0.8))
+    assert decider.heard(2, "Wait, can you repeat", heard) is Action.INTERRUPT
 
 
 def test_the_replys_own_words_echoed_under_the_callers_are_not_the_callers() -> None:
@@ -310,16 +313,16 @@ def test_a_starved_probe_never_drops_an_interruption_its_late_words_stop_the_ans
 
 
 def test_a_starved_probe_decides_by_the_words_already_heard() -> None:
-    # The first probe heard "Stop" unsure (0.45: not enough while the caller still spoke); every
+    # The first probe heard "Wait" unsure (0.45: not enough while the caller still spoke); every
     # later one is starved. Before, the in-flight timeout resumed the answer over it. Now the words
     # known, the speech over, decide at that timeout: an unsure cue over 600 ms of speech stops it.
-    unsure = ScoredTranscript("Stop", (HeardWord("Stop", 0.45),))
-    chain = starved_chain(ScoredSttDouble(unsure, ScoredTranscript("Stop, stop.")), answered_probes=1)
+    unsure = ScoredTranscript("Wait", (HeardWord("Wait", 0.45),))
+    chain = starved_chain(ScoredSttDouble(unsure, ScoredTranscript("Wait, stop.")), answered_probes=1)
     chain.play(quiet(0.3))
     chain.play(tone(0.9))
     chain.play(quiet(3.5))
     [decided] = chain.ctx.of(BargeInDecided)
-    assert decided.decision == "interrupted" and decided.transcript == "Stop"
+    assert decided.decision == "interrupted" and decided.transcript == "Wait"
     waited = decided.decided_ms - decided.audio_start_ms
     assert STARVED_TIMEOUTS * 1000 <= waited < STARVED_TIMEOUTS * 1000 + 64
     assert chain.ctx.of(SpeechStarted)
@@ -361,3 +364,20 @@ def test_a_resumed_turn_whose_last_probe_was_not_trusted_is_dropped_once_it_ende
     assert Action.RESUME in actions  # the timeout, no answer awaited any more
     assert decider.held and decider.turn_ended() is Action.NONE
     assert chunks(decider, 512 * 22, [False])[0] is Action.RESUME  # dropped: ended, nothing awaited
+
+
+def test_an_unsure_stop_interrupts_at_the_first_probe_while_the_caller_still_speaks() -> None:
+    # "Stop, that's enough." in a voice Whisper knows badly: the first probe heard "Stop" at 0.45.
+    # Before, a cue needed 0.5 while the caller spoke: the answer stayed paused until a later probe
+    # ("Stop" 0.78, 838 ms after the onset offline); now a command word counts from COMMAND_SURE.
+    first = ScoredTranscript("Stop", (HeardWord("Stop", 0.45),))
+    later = ScoredTranscript("Stop, that's", (HeardWord("Stop", 0.45), HeardWord("that's", 0.3)))
+    chain = Chain(TurnDetection(detector="silence"), None, stt=ScoredSttDouble(first, later))
+    chain.ctx.playing = True
+    chain.play(quiet(0.3))
+    chain.play(tone(1.0))
+    chain.play(quiet(1.0))
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "interrupted" and decided.transcript == "Stop"
+    assert decided.decided_ms - decided.audio_start_ms < 300  # the first probe, 200 ms in
+    assert chain.ctx.of(SpeechStarted)
