@@ -14,6 +14,9 @@ held at that pause had not yet its first token when the turn ended; that transcr
   (``TranscriptDrafted.speaking``), which has the LLM read the prompt ahead
   (``PipelineControl.read_ahead`` with ``reply=False``: no reply is started from it); the prompt
   of the pause's transcript then shares every token up to the first word that changed.
+- At the turn's start, an empty draft (``TranscriptDrafted`` with no words, from the VAD stage):
+  the LLM reads the conversation up to the caller's words (the user turn's header), which a short
+  turn with no other draft would otherwise read after its pause (3 of its ~8 prompt tokens).
 - At the pause (``SPECULATE_AFTER_MS``), a draft cut in this pause with nothing but silence after
   it *stands* for the turn so far: it is the pause's transcript (``Utterance.draft``), and STT
   does not transcribe the turn again. Otherwise the pause's transcript is made as before.
@@ -78,10 +81,14 @@ class SpeakingDrafts:
         self.void()
         self._drafted = 0
 
+    def allowed(self) -> bool:
+        """Whether drafts are sent now: at most ``max_calls`` calls connected (``CoreUse.calls``)."""
+        return CORE_USE.calls <= self._max_calls
+
     def due(self, turn_samples: int, dip: bool = False, silence_samples: int = 0) -> bool:
         """True when the turn (``turn_samples`` of audio so far) should be drafted now: at a voiced
         chunk (``dip`` False) or a silent one ``silence_samples`` into a dip."""
-        if CORE_USE.calls > self._max_calls:
+        if not self.allowed():
             return False
         if dip:
             early = silence_samples * 1000 <= DIP_DRAFT_WITHIN_MS * self._rate

@@ -67,8 +67,9 @@ class TranscriptDrafted(PipelineEvent):
     before the turn is known to be over. Never reported to the client: the session may have the
     LLM read the reply's prompt ahead (``PipelineControl.read_ahead``); the finished turn's
     :class:`TranscriptionCompleted` follows, with this text when the caller said nothing more.
-    ``speaking``: a draft made while the caller still speaks (``gateway.pipeline.drafts``): the
-    prompt may be read ahead, but no reply started from it."""
+    ``speaking``: a draft made while the caller still speaks (``gateway.pipeline.drafts``; at the
+    turn's start one with no words, from the VAD stage): the prompt may be read ahead, but no reply
+    started from it."""
 
     transcript: str = ""
     speaking: bool = False

@@ -22,6 +22,7 @@ from gateway.pipeline.events import (
     SpeechResumed,
     SpeechStarted,
     SpeechStopped,
+    TranscriptDrafted,
 )
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, Message, Utterance
@@ -334,6 +335,9 @@ class VadStage(HeldTurnStage):
             return
         # The unit cancels any reply first and then reports the event: barge-in is not delayed by it.
         self.ctx.on_speech_started(event)
+        if turn.speculative_stt and turn.speaking_drafts and self._drafts.allowed():
+            # The first draft: nothing said yet, but the LLM may read the prompt up to the caller's words.
+            self.ctx.notify(TranscriptDrafted(self._call, transcript="", speaking=True))
 
     def _begin_speech(self, utterance: list[np.ndarray]) -> None:
         """The caller is speaking: a turn's ``utterance`` so far; the pause state, the speculation, the

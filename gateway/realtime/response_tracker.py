@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from gateway.models.base import FunctionTool, ToolCall
+from gateway.models.base import ChatMessage, FunctionTool, ToolCall
 from gateway.pipeline import events as pe
 from gateway.pipeline.events import Interruption
 from gateway.pipeline.latency import TurnLatency
@@ -220,10 +220,14 @@ class ResponseTracker:
         response :meth:`start` would make if the turn ends here (the session's tools and modality,
         the conversation with ``transcript`` as its newest user turn), or start that reply held
         (the preemptive reply; not when ``reply`` is False: a draft while the caller still speaks).
-        Nothing is sent; it is used only if that response's prompt comes out the same."""
+        A ``transcript`` with no words (the turn's start) reads the prompt up to the caller's words:
+        an empty user message (its header is what later prompts share). Nothing is sent; it is
+        used only if that response's prompt comes out the same."""
         call = self._settings.call
         draft = message_item("user", [{"type": "input_audio", "transcript": transcript}])
         messages = self._conversation.prompt(PromptSpec(extra=[draft]), call.instructions)
+        if not has_words(transcript):
+            messages.append(ChatMessage("user", ""))
         self._control.read_ahead(
             messages,
             max_tokens=None,

@@ -395,7 +395,9 @@ class RealtimeSession:
     def _on_transcript_drafted(self, event: pe.TranscriptDrafted) -> None:
         # Only when this turn's end would start a response at once. (STT keeps order: a turn still
         # awaiting its transcript now is the one this draft is of, committed during the pause.)
-        if self.responses.active() is None and self.answers_by_itself() and has_words(event.transcript):
+        # A draft while the caller speaks may have no words yet (the turn's start: the prompt up to them).
+        words = has_words(event.transcript) or event.speaking
+        if self.responses.active() is None and self.answers_by_itself() and words:
             self.responses.read_ahead(event.transcript, reply=not event.speaking)
 
     def _on_speech_resumed(self, event: pe.SpeechResumed) -> None:

@@ -32,7 +32,8 @@ def test_the_turn_is_drafted_in_its_dips_and_the_pause_takes_the_last_draft_as_i
     chain = Chain(TurnDetection(), EndOfTurnDouble(0.9))  # the turn ends at the first check
     chain.play(three_words())
 
-    assert drafted(chain, speaking=True) == ["one", "one two", "one two three"]  # at each dip, while speaking
+    # At the turn's start (no words yet: the prompt up to them), then at each dip while speaking.
+    assert drafted(chain, speaking=True) == ["", "one", "one two", "one two three"]
     drafts = [u for u in chain.sent if u.speaking]
     (stopped,) = chain.ctx.of(SpeechStopped)
     assert all(u.audio.size * 1000 / RATE <= stopped.audio_end_ms + DIP_DRAFT_WITHIN_MS for u in drafts)
@@ -49,7 +50,7 @@ def test_a_pause_too_soon_after_the_last_draft_is_transcribed_itself() -> None:
     chain = Chain(TurnDetection(), EndOfTurnDouble(0.9))
     chain.play(three_words(last_s=0.3))  # the last dip comes 0.4 s after the draft before it: none there
 
-    assert drafted(chain, speaking=True) == ["one", "one two"]
+    assert drafted(chain, speaking=True) == ["", "one", "one two"]
     (pause,) = [u for u in chain.sent if u.speculative and not u.speaking]
     assert pause.draft == 0
     assert chain.stt_model.calls == ["one", "one two", "one two three"]  # the pause's own transcription
@@ -73,11 +74,13 @@ def test_no_drafts_when_off_or_with_more_calls_than_the_cores_leave_idle(monkeyp
     off = Chain(TurnDetection(speaking_drafts=False), EndOfTurnDouble(0.9))
     off.play(three_words())
     assert not [u for u in off.sent if u.speaking] and off.stt_model.calls == ["one two three"]
+    assert drafted(off, speaking=True) == []
 
     monkeypatch.setattr(CORE_USE, "calls", 3)
     busy = Chain(TurnDetection(), EndOfTurnDouble(0.9))
     busy.play(three_words())
     assert not [u for u in busy.sent if u.speaking] and busy.stt_model.calls == ["one two three"]
+    assert drafted(busy, speaking=True) == []
 
 
 def test_a_draft_that_waited_past_a_newer_one_is_skipped() -> None:
@@ -94,7 +97,11 @@ def test_a_draft_that_waited_past_a_newer_one_is_skipped() -> None:
 def test_a_draft_makes_the_session_read_the_prompt_but_start_no_reply() -> None:
     h = Harness()
     h.run(speech_started(0))
-    assert h.run(lambda h: TranscriptDrafted(SID, transcript="What is the", speaking=True)) == []
+    for text in ("", "What is the"):  # the turn's start (no words yet), then a dip's draft
+        assert h.run(lambda h, text=text: TranscriptDrafted(SID, transcript=text, speaking=True)) == []
     assert h.run(lambda h: TranscriptDrafted(SID, transcript="What is the capital of France?")) == []
-    assert [m[0][-1].content for m in h.pipeline.read_aheads] == ["What is the", "What is the capital of France?"]
-    assert h.pipeline.read_ahead_replies == [False, True]
+    assert h.run(lambda h: TranscriptDrafted(SID, transcript="...")) == []  # a pause's breath: no words
+    said = ["", "What is the", "What is the capital of France?"]
+    assert [m[0][-1].content for m in h.pipeline.read_aheads] == said
+    assert [m[0][-1].role for m in h.pipeline.read_aheads] == ["user"] * 3
+    assert h.pipeline.read_ahead_replies == [False, False, True]
