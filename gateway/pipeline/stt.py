@@ -144,6 +144,9 @@ class SttStage(Stage):
         self._discard_kept()  # an older speculation was overtaken by this one
         drafted = self._drafted
         if message.draft and drafted is not None and drafted[0] == message.draft:
+            if message.voided is not None and message.voided.is_set():  # the caller went on meanwhile
+                self.speculation.add(skipped=1)
+                return
             self._keep_draft(message, drafted[1])
             return
         started = time.monotonic()

@@ -5,14 +5,19 @@ was given: "one two" for two), and the session's answer to a draft: read the pro
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.drafts import DIP_DRAFT_WITHIN_MS, SpeakingDrafts
 from gateway.pipeline.events import SpeechStopped, TranscriptDrafted, TranscriptionCompleted
+from gateway.pipeline.messages import Utterance
+from gateway.pipeline.queues import StageQueue
+from gateway.pipeline.stt import SttStage
 from gateway.pipeline.turn import TurnDetection
-from tests.doubles import RATE, Chain, EndOfTurnDouble
+from tests.doubles import CALL, RATE, Chain, ContextDouble, EndOfTurnDouble, SttDouble
 from tests.pipeline.test_end_of_turn import silence, tone
 from tests.realtime.harness import SID, Harness, speech_started
 
@@ -105,3 +110,22 @@ def test_a_draft_makes_the_session_read_the_prompt_but_start_no_reply() -> None:
     assert [m[0][-1].content for m in h.pipeline.read_aheads] == said
     assert [m[0][-1].role for m in h.pipeline.read_aheads] == ["user"] * 3
     assert h.pipeline.read_ahead_replies == [False, False, True]
+
+
+def test_a_pause_that_took_a_draft_but_the_caller_went_on_before_stt_came_to_it_starts_nothing() -> None:
+    """The pause takes the draft still being transcribed; the caller speaks again before STT comes to
+    the pause's message (its ``voided`` set): no pause transcript is drafted to the session (it would
+    start a preemptive reply for a pause that is over), nothing is kept for the turn."""
+    ctx = ContextDouble()
+    model = SttDouble()
+    stage = SttStage(ctx, StageQueue(), None, model)
+    words = np.concatenate([silence(0.3), tone(0.6)])
+    stage.handle(Utterance(CALL, audio=words, speculative=True, speaking=True, draft=1))
+    went_on = threading.Event()
+    went_on.set()
+    stage.handle(Utterance(CALL, audio=words, speculative=True, speculation=1, draft=1, voided=went_on))
+    assert [e.speaking for e in ctx.of(TranscriptDrafted)] == [True]  # the draft's own, not a pause's
+    assert stage.speculation.snapshot()["from_drafts"] == 0
+    longer = np.concatenate([words, silence(0.2), tone(0.6)])
+    stage.handle(Utterance(CALL, audio=longer))  # the finished turn names no speculation: transcribed whole
+    assert [e.transcript for e in ctx.of(TranscriptionCompleted)] == ["one two"]
