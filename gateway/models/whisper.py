@@ -362,6 +362,8 @@ def _rejection(text: str, hit_cap: bool, audio: np.ndarray) -> str | None:
         return "compression ratio"
     if has_repeated_phrase(text):
         return "repeated phrase"
+    if ends_in_a_cut_repeat(text):
+        return "repeat cut mid-word"
     return None
 
 
@@ -386,6 +388,28 @@ def has_repeated_phrase(text: str, min_repeats: int = 2, min_words: int = 6, max
                 repeats += 1
             if repeats >= min_repeats and repeats * n >= min_words:
                 return True
+    return False
+
+
+def ends_in_a_cut_repeat(text: str, max_n: int = 3) -> bool:
+    """True when ``text`` ends in a phrase of 1..``max_n`` words said again and again with nothing
+    between (three times for one word, twice for more) and then the start of its first word: the
+    decoder looping and stopping mid-word ("Ther Ther Ther Th" for "Fair enough.", too short for
+    :func:`has_repeated_phrase`). Tokens are split at spaces and compared with their punctuation, case
+    ignored: a speaker's repeats come with commas ("No, no, no.") and whole words, and are not this."""
+    tokens = text.lower().split()
+    if len(tokens) < 3 or not tokens[-1].isalnum():
+        return False
+    tail, before = tokens[-1], tokens[:-1]
+    for n in range(1, max_n + 1):
+        phrase = before[-n:]
+        if len(phrase) < n or not (phrase[0].startswith(tail) and phrase[0] != tail):
+            continue
+        repeats = 1
+        while before[-(repeats + 1) * n : len(before) - repeats * n] == phrase:
+            repeats += 1
+        if repeats >= (3 if n == 1 else 2):
+            return True
     return False
 
 

@@ -278,7 +278,7 @@ class VadStage(HeldTurnStage):
             return
         if self.outbox is not None and len(self.outbox) > 0:
             return
-        samples = sum(chunk.size for chunk in self._utterance)
+        samples = len(self._utterance) * self._chunk  # every chunk of a turn is one VAD chunk
         if self._drafts.due(samples, dip, self._silence):
             number, voided = self._drafts.sent(samples, dip)
             audio = np.concatenate(self._utterance)
@@ -324,7 +324,7 @@ class VadStage(HeldTurnStage):
             self._barge.begin(self._speech_start, rules)  # words decide: see _act
             # The reply's words that may echo in the probes' audio: those played from the echo path's
             # longest delay before the probes' first sample (the turn's prefix) on.
-            heard_s = sum(chunk.size for chunk in self._utterance) / self._rate
+            heard_s = len(self._utterance) * self._chunk / self._rate
             self._echo_since = received_at - heard_s - MAX_DELAY_MS / 1000
             self._probe_skip = self._echoed_prefix(prefix, turn, received_at)
             log.debug(

@@ -19,6 +19,7 @@ from gateway.models.whisper import (
     WhisperSpeechToText,
     clearly_voiced,
     compression_ratio,
+    ends_in_a_cut_repeat,
     has_repeated_phrase,
     split_at_quiet_points,
 )
@@ -171,6 +172,12 @@ def test_loop_detectors() -> None:
     assert not has_repeated_phrase("No, no, no.")
     assert not has_repeated_phrase("And so my fellow Americans, ask not what your country can do for you.")
     assert compression_ratio("the same sentence again. " * 13) > 2.4
+    # A short loop cut mid-word ("Fair enough." in a fresh5 voice): too short for the phrase rule.
+    assert not has_repeated_phrase("Ther Ther Ther Th")
+    assert ends_in_a_cut_repeat("Ther Ther Ther Th") and whisper._rejection("Ther Ther Ther Th", False, silence(1.0))
+    assert ends_in_a_cut_repeat("hold on hold on ho")
+    for said in ("No, no, no.", "Yeah yeah yeah", "Ther Ther Th", "Okay, okay. Ok", "hold on ho", "Mm mm mm-hmm"):
+        assert not ends_in_a_cut_repeat(said), said
     assert compression_ratio("And so my fellow Americans, ask not what your country can do for you.") < 2.4
 
 
