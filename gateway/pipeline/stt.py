@@ -77,6 +77,12 @@ SPECULATION_DUE_S = 0.3
 DROPPED_TURN = "the turn was dropped unheard: speech-to-text had more audio waiting than it keeps"
 
 
+def _voided(message: Utterance) -> bool:
+    """True once a speculative ``message`` was overtaken (its ``voided`` set: the caller went on, a
+    newer draft, the turn's end, a client's clear): its text no longer stands for the turn so far."""
+    return message.voided is not None and message.voided.is_set()
+
+
 @dataclass
 class _Speculation:
     number: int
@@ -144,7 +150,7 @@ class SttStage(Stage):
         self._discard_kept()  # an older speculation was overtaken by this one
         drafted = self._drafted
         if message.draft and drafted is not None and drafted[0] == message.draft:
-            if message.voided is not None and message.voided.is_set():  # the caller went on meanwhile
+            if _voided(message):  # the caller went on meanwhile
                 self.speculation.add(skipped=1)
                 return
             self._keep_draft(message, drafted[1])
@@ -154,6 +160,9 @@ class SttStage(Stage):
         heard = self._heard(message, started if message.probe else started + SPECULATION_DUE_S)
         if heard is None:  # the caller went on before the draft's turn for the speech models came
             self.speculation.add(skipped=1)
+            return
+        if not message.probe and _voided(message):  # ...or while it was transcribed: the pause is over
+            self.speculation.add(started=1, discarded=1, wasted_s=time.monotonic() - started)
             return
         if heard.trusted:  # a decode that looped never stands for the finished turn
             self._kept = _Speculation(message.speculation, heard.text, time.monotonic() - started)
@@ -167,13 +176,17 @@ class SttStage(Stage):
         """A draft made while the caller speaks: transcribed when no due work waits for the speech
         models (skipped if a newer draft or the turn's end overtook it while it waited), its text
         to the session (``TranscriptDrafted.speaking``) and remembered: the pause's speculative
-        utterance may name it as its transcript (``Utterance.draft``)."""
+        utterance may name it as its transcript (``Utterance.draft``). One overtaken while it was
+        transcribed (a newer draft, the turn's end, a client's clear) goes nowhere: something newer
+        follows, and a cleared turn's words must not be read into a prompt."""
         text = self._transcribe(message, NO_DEADLINE)
         if text is None:
             self.speculation.add(skipped=1)
             return
-        self._drafted = (message.draft, text)
         self.speculation.add(drafts=1)
+        if _voided(message):  # overtaken while transcribed (a newer draft, the turn's end, a clear)
+            return
+        self._drafted = (message.draft, text)
         if text.strip():
             self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text, speaking=True))
 

@@ -12,12 +12,18 @@ import pytest
 
 from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.drafts import DIP_DRAFT_WITHIN_MS, SpeakingDrafts
-from gateway.pipeline.events import SpeechStopped, TranscriptDrafted, TranscriptionCompleted
-from gateway.pipeline.messages import Utterance
+from gateway.pipeline.events import (
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    TranscriptDrafted,
+    TranscriptionCompleted,
+)
+from gateway.pipeline.messages import AudioIn, ClearInput, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stt import SttStage
 from gateway.pipeline.turn import TurnDetection
-from tests.doubles import CALL, RATE, Chain, ContextDouble, EndOfTurnDouble, SttDouble
+from tests.doubles import CALL, RATE, Chain, ContextDouble, EndOfTurnDouble, MeanwhileSttDouble, SttDouble
 from tests.pipeline.test_end_of_turn import silence, tone
 from tests.realtime.harness import SID, Harness, speech_started
 
@@ -129,3 +135,51 @@ def test_a_pause_that_took_a_draft_but_the_caller_went_on_before_stt_came_to_it_
     longer = np.concatenate([words, silence(0.2), tone(0.6)])
     stage.handle(Utterance(CALL, audio=longer))  # the finished turn names no speculation: transcribed whole
     assert [e.transcript for e in ctx.of(TranscriptionCompleted)] == ["one two"]
+
+
+def vad_hears(chain: Chain, audio: np.ndarray) -> None:
+    """Feed ``audio`` to the VAD stage only (20 ms frames), as its thread does while STT is busy."""
+    samples = (audio * 32767).astype(np.int16)
+    for start in range(0, samples.size, 320):
+        chain.clock += 0.02
+        chain.vad.handle(AudioIn(CALL, samples=samples[start : start + 320], received_at=chain.clock))
+
+
+def test_a_pause_whose_caller_went_on_while_stt_transcribed_it_drafts_nothing() -> None:
+    """The caller speaks again while STT transcribes the pause's own transcript (Whisper takes
+    0.2-0.5 s; the VAD voids it and reports SpeechResumed meanwhile): that transcript must not go to
+    the session after the SpeechResumed, as a pause's (``speaking`` False) it would start a
+    preemptive reply for a pause that is over, generating while the caller talks."""
+    chain = Chain(
+        TurnDetection(speaking_drafts=False),
+        EndOfTurnDouble(0.9),
+        stt=MeanwhileSttDouble(at=1, meanwhile=lambda: vad_hears(chain, tone(0.6))),
+    )
+    chain.play(np.concatenate([silence(0.3), tone(0.6), silence(1.0)]))
+
+    kinds = [type(e) for e in chain.ctx.events if isinstance(e, (SpeechResumed, TranscriptDrafted))]
+    assert kinds == [SpeechResumed, TranscriptDrafted]  # only the later pause's
+    assert drafted(chain, speaking=False) == ["one two"]
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two"]
+    stats = chain.stt.speculation.snapshot()
+    assert stats["started"] == 2 and stats["discarded"] == 1 and stats["hits"] == 1, stats
+
+
+def test_a_draft_being_transcribed_when_the_client_clears_the_buffer_reaches_no_prompt() -> None:
+    """``input_audio_buffer.clear`` while STT transcribes a draft (the VAD voids it): the cleared
+    words are not drafted to the session (it would have the LLM read them into a prompt ahead); the
+    caller's next turn is drafted and transcribed from its own audio only."""
+    cleared_at: list[int] = []
+
+    def clear() -> None:
+        cleared_at.append(len(chain.ctx.events))
+        chain.vad.handle(ClearInput(CALL))
+
+    chain = Chain(TurnDetection(), EndOfTurnDouble(0.9), stt=MeanwhileSttDouble(at=1, meanwhile=clear))
+    chain.play(three_words())
+
+    after = chain.ctx.events[cleared_at[0] :]
+    next_turn = next(i for i, e in enumerate(after) if isinstance(e, SpeechStarted))
+    assert not [e for e in after[:next_turn] if isinstance(e, TranscriptDrafted)]
+    assert chain.stt_model.calls[0] == "one"  # the cleared draft was transcribed (it had started)
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two"]
