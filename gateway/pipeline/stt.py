@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import HeardWord, ScoredTranscript, SpeechToText
-from gateway.models.compute.deadline import NO_DEADLINE, speech_model_call
+from gateway.models.compute.deadline import NO_DEADLINE, Due, speech_model_call
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
 from gateway.pipeline.messages import Message, TurnsDropped, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -110,7 +110,8 @@ class SttStage(Stage):
     :class:`TranscriptionFailed`, so the session's items stay in commit order. Transcriptions by an
     engine that computes here run in slots of the shared speech models (``SPEECH_MODELS``, by
     deadline): a finished turn's is due when the turn ended, a probe's at once, a pause's draft
-    :data:`SPECULATION_DUE_S` later.
+    :data:`SPECULATION_DUE_S` later, a draft made while the caller speaks none (speculative) until
+    the work queued behind it waits on it (then at once).
     """
 
     name = "stt"
@@ -179,7 +180,7 @@ class SttStage(Stage):
         utterance may name it as its transcript (``Utterance.draft``). One overtaken while it was
         transcribed (a newer draft, the turn's end, a client's clear) goes nowhere: something newer
         follows, and a cleared turn's words must not be read into a prompt."""
-        text = self._transcribe(message, NO_DEADLINE)
+        text = self._transcribe(message, self._draft_due)
         if text is None:
             self.speculation.add(skipped=1)
             return
@@ -189,6 +190,12 @@ class SttStage(Stage):
         self._drafted = (message.draft, text)
         if text.strip():
             self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text, speaking=True))
+
+    def _draft_due(self) -> float:
+        """A waiting draft's deadline (monotonic s), asked again while it waits for the speech
+        models: none (speculative work) while nothing waits behind it in STT; now once something
+        does (the pause that takes it, the finished turn), as that work waits on it."""
+        return time.monotonic() if len(self.inbox) else NO_DEADLINE
 
     def _keep_draft(self, message: Utterance, text: str) -> None:
         """The pause's speculative ``message`` is a draft's ``text`` (no transcription): kept for
@@ -213,10 +220,11 @@ class SttStage(Stage):
             heard: ScoredTranscript = scoring(message.audio, language=self.ctx.settings.language)
         return heard
 
-    def _transcribe(self, message: Utterance, due: float, timed: bool = False) -> Optional[str]:
+    def _transcribe(self, message: Utterance, due: Due, timed: bool = False) -> Optional[str]:
         """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken
-        at ``due`` (monotonic s); ``timed``: the slot's time is the turn's ``stt_started``. None when
-        the message's ``voided`` was set while it waited for the slot."""
+        at ``due`` (monotonic s, or a function giving it, asked again while it waits); ``timed``:
+        the slot's time is the turn's ``stt_started``. None when the message's ``voided`` was set
+        while it waited for the slot."""
         voided = message.voided
         with speech_model_call(self._stt, due, voided.is_set if voided is not None else lambda: False) as granted:
             if not granted:

@@ -6,11 +6,14 @@ was given: "one two" for two), and the session's answer to a draft: read the pro
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
+from gateway.models.compute import deadline
 from gateway.models.compute.core_use import CORE_USE
+from gateway.models.compute.deadline import DeadlineGate
 from gateway.pipeline.drafts import DIP_DRAFT_WITHIN_MS, SpeakingDrafts
 from gateway.pipeline.events import (
     SpeechResumed,
@@ -24,6 +27,7 @@ from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stt import SttStage
 from gateway.pipeline.turn import TurnDetection
 from tests.doubles import CALL, RATE, Chain, ContextDouble, EndOfTurnDouble, MeanwhileSttDouble, SttDouble
+from tests.helpers import wait_for
 from tests.pipeline.test_end_of_turn import silence, tone
 from tests.realtime.harness import SID, Harness, speech_started
 
@@ -183,3 +187,33 @@ def test_a_draft_being_transcribed_when_the_client_clears_the_buffer_reaches_no_
     assert not [e for e in after[:next_turn] if isinstance(e, TranscriptDrafted)]
     assert chain.stt_model.calls[0] == "one"  # the cleared draft was transcribed (it had started)
     assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two"]
+
+
+def test_a_draft_waiting_for_the_speech_models_is_due_once_the_turn_waits_behind_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A draft waits for the shared speech models with no deadline (speculative work); once the
+    pause that takes it (or the finished turn) is queued behind it in STT, that work waits on the
+    draft: the draft is due now, before another call's sentence due in 2 s, not after it (on two
+    calls, the turn's transcript waited behind every due-ahead call of the speech models)."""
+    gate = DeadlineGate(slots=1, poll_s=0.005)
+    monkeypatch.setattr(deadline, "SPEECH_MODELS", gate)
+    order: list[str] = []
+    inbox = StageQueue()
+    stage = SttStage(ContextDouble(), inbox, None, MeanwhileSttDouble(at=1, meanwhile=lambda: order.append("draft")))
+    words = np.concatenate([silence(0.3), tone(0.6)])
+    draft = Utterance(CALL, audio=words, speculative=True, speaking=True, draft=1)
+
+    def other_call() -> None:  # another call's next sentence, due in 2 s
+        with gate.slot(time.monotonic() + 2.0):
+            order.append("other")
+
+    with gate.slot(time.monotonic()):  # the speech models are busy when the draft comes
+        threads = [threading.Thread(target=stage.handle, args=(draft,)), threading.Thread(target=other_call)]
+        for thread in threads:
+            thread.start()
+        assert wait_for(lambda: gate.waiting == 2)
+        inbox.put(Utterance(CALL, audio=words, speculative=True, speculation=1, draft=1))  # the pause takes it
+    for thread in threads:
+        thread.join(10)
+    assert order == ["draft", "other"]
