@@ -98,6 +98,17 @@ def test_no_drafts_when_off_or_with_more_calls_than_the_cores_leave_idle(monkeyp
     assert drafted(busy, speaking=True) == []
 
 
+def test_no_drafts_when_the_turn_starts_no_response() -> None:
+    """A transcription session (``create_response`` off: no reply, so no prompt to read ahead) or a
+    client that answers turns with its own ``response.create``: the turn is transcribed once, at
+    its pause, as without drafts; no draft costs the shared speech models anything."""
+    chain = Chain(TurnDetection(create_response=False), EndOfTurnDouble(0.9))
+    chain.play(three_words())
+    assert not [u for u in chain.sent if u.speaking] and drafted(chain, speaking=True) == []
+    assert chain.stt_model.calls == ["one two three"]
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two three"]
+
+
 def test_a_draft_that_waited_past_a_newer_one_is_skipped() -> None:
     drafts = SpeakingDrafts(RATE)
     first, voided_first = drafts.sent(RATE, dip=True)
