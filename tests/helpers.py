@@ -9,6 +9,7 @@ import difflib
 import importlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -57,6 +58,15 @@ def serve(
 ) -> AbstractAsyncContextManager[tuple[str, web.Application]]:
     """Run a gateway app on loopback for the test; ``async with`` yields (base_url, app)."""
     return running_gateway(config, models, **kwargs)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Wait on this thread (polling every 5 ms) until ``predicate()`` is true; its value at the end.
+    For tests of stage threads and gates; on the event loop use :func:`wait_until`."""
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return predicate()
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:

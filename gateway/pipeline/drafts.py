@@ -22,11 +22,13 @@ held at that pause had not yet its first token when the turn ended; that transcr
   does not transcribe the turn again. Otherwise the pause's transcript is made as before.
 
 Drafts are speculative work of the shared models: STT transcribes one only when no due work waits
-for the speech models (:data:`~gateway.models.compute.deadline.NO_DEADLINE`) and skips it once a
-newer draft, the pause's own transcript or the end of the turn overtook it (its ``voided``). They
-are sent only while this process serves at most :data:`DRAFT_MAX_CALLS` calls: with more, the
-cores are never idle while a caller speaks, and a draft's transcription (which cannot be stopped
-once started) would make another caller's first clause wait.
+for the speech models (:data:`~gateway.models.compute.deadline.NO_DEADLINE`; due at once when the
+pause that takes it or the finished turn is queued behind it in STT) and skips it once a newer
+draft, the pause's own transcript or the end of the turn overtook it (its ``voided``); one
+overtaken while it was transcribed goes nowhere. They are sent only while this process serves at
+most :data:`DRAFT_MAX_CALLS` calls: with more, the cores are never idle while a caller speaks, and
+a draft's transcription (which cannot be stopped once started) would make another caller's first
+clause wait; and only when the turn starts a response (``TurnDetection.drafts_while_speaking``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import HeardWord, ScoredTranscript, SpeechToText
-from gateway.models.compute.deadline import NO_DEADLINE, speech_model_call
+from gateway.models.compute.deadline import NO_DEADLINE, Due, speech_model_call
 from gateway.pipeline.events import TranscriptDrafted, TranscriptionCompleted, TranscriptionFailed
 from gateway.pipeline.messages import Message, TurnsDropped, Utterance
 from gateway.pipeline.queues import StageQueue
@@ -77,6 +77,12 @@ SPECULATION_DUE_S = 0.3
 DROPPED_TURN = "the turn was dropped unheard: speech-to-text had more audio waiting than it keeps"
 
 
+def _voided(message: Utterance) -> bool:
+    """True once a speculative ``message`` was overtaken (its ``voided`` set: the caller went on, a
+    newer draft, the turn's end, a client's clear): its text no longer stands for the turn so far."""
+    return message.voided is not None and message.voided.is_set()
+
+
 @dataclass
 class _Speculation:
     number: int
@@ -104,7 +110,8 @@ class SttStage(Stage):
     :class:`TranscriptionFailed`, so the session's items stay in commit order. Transcriptions by an
     engine that computes here run in slots of the shared speech models (``SPEECH_MODELS``, by
     deadline): a finished turn's is due when the turn ended, a probe's at once, a pause's draft
-    :data:`SPECULATION_DUE_S` later.
+    :data:`SPECULATION_DUE_S` later, a draft made while the caller speaks none (speculative) until
+    the work queued behind it waits on it (then at once).
     """
 
     name = "stt"
@@ -144,7 +151,7 @@ class SttStage(Stage):
         self._discard_kept()  # an older speculation was overtaken by this one
         drafted = self._drafted
         if message.draft and drafted is not None and drafted[0] == message.draft:
-            if message.voided is not None and message.voided.is_set():  # the caller went on meanwhile
+            if _voided(message):  # the caller went on meanwhile
                 self.speculation.add(skipped=1)
                 return
             self._keep_draft(message, drafted[1])
@@ -154,6 +161,9 @@ class SttStage(Stage):
         heard = self._heard(message, started if message.probe else started + SPECULATION_DUE_S)
         if heard is None:  # the caller went on before the draft's turn for the speech models came
             self.speculation.add(skipped=1)
+            return
+        if not message.probe and _voided(message):  # ...or while it was transcribed: the pause is over
+            self.speculation.add(started=1, discarded=1, wasted_s=time.monotonic() - started)
             return
         if heard.trusted:  # a decode that looped never stands for the finished turn
             self._kept = _Speculation(message.speculation, heard.text, time.monotonic() - started)
@@ -167,15 +177,25 @@ class SttStage(Stage):
         """A draft made while the caller speaks: transcribed when no due work waits for the speech
         models (skipped if a newer draft or the turn's end overtook it while it waited), its text
         to the session (``TranscriptDrafted.speaking``) and remembered: the pause's speculative
-        utterance may name it as its transcript (``Utterance.draft``)."""
-        text = self._transcribe(message, NO_DEADLINE)
+        utterance may name it as its transcript (``Utterance.draft``). One overtaken while it was
+        transcribed (a newer draft, the turn's end, a client's clear) goes nowhere: something newer
+        follows, and a cleared turn's words must not be read into a prompt."""
+        text = self._transcribe(message, self._draft_due)
         if text is None:
             self.speculation.add(skipped=1)
             return
-        self._drafted = (message.draft, text)
         self.speculation.add(drafts=1)
+        if _voided(message):  # overtaken while transcribed (a newer draft, the turn's end, a clear)
+            return
+        self._drafted = (message.draft, text)
         if text.strip():
             self.ctx.notify(TranscriptDrafted(message.call_id, transcript=text, speaking=True))
+
+    def _draft_due(self) -> float:
+        """A waiting draft's deadline (monotonic s), asked again while it waits for the speech
+        models: none (speculative work) while nothing waits behind it in STT; now once something
+        does (the pause that takes it, the finished turn), as that work waits on it."""
+        return time.monotonic() if len(self.inbox) else NO_DEADLINE
 
     def _keep_draft(self, message: Utterance, text: str) -> None:
         """The pause's speculative ``message`` is a draft's ``text`` (no transcription): kept for
@@ -200,10 +220,11 @@ class SttStage(Stage):
             heard: ScoredTranscript = scoring(message.audio, language=self.ctx.settings.language)
         return heard
 
-    def _transcribe(self, message: Utterance, due: float, timed: bool = False) -> Optional[str]:
+    def _transcribe(self, message: Utterance, due: Due, timed: bool = False) -> Optional[str]:
         """The text of ``message``'s audio, transcribed in a slot of the shared speech models taken
-        at ``due`` (monotonic s); ``timed``: the slot's time is the turn's ``stt_started``. None when
-        the message's ``voided`` was set while it waited for the slot."""
+        at ``due`` (monotonic s, or a function giving it, asked again while it waits); ``timed``:
+        the slot's time is the turn's ``stt_started``. None when the message's ``voided`` was set
+        while it waited for the slot."""
         voided = message.voided
         with speech_model_call(self._stt, due, voided.is_set if voided is not None else lambda: False) as granted:
             if not granted:

@@ -87,6 +87,14 @@ class TurnDetection:
     echo_guard: bool = True
     echo_guard_correlation: float = 0.6
 
+    @property
+    def drafts_while_speaking(self) -> bool:
+        """Whether the turn is drafted while the caller speaks (``gateway.pipeline.drafts``):
+        ``speculative_stt`` and ``speaking_drafts`` on, and ``create_response``: a draft is for the
+        reply's prompt read ahead, which a session whose turns start no response (a transcription
+        session, a client that sends ``response.create`` itself) never reads."""
+        return self.speculative_stt and self.speaking_drafts and self.create_response
+
     def updated(self, settings: Optional[dict]) -> TurnDetection:
         """A copy with a validated ``turn_detection`` object applied (its None fields left as they
         are); None switches to manual turns. A client's ``server_vad`` gets plain silence,

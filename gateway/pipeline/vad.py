@@ -272,9 +272,9 @@ class VadStage(HeldTurnStage):
 
     def _draft_while_speaking(self, turn: TurnDetection, dip: bool) -> None:
         """At a chunk of a turn (not one held under the reply's audio; ``dip``: a silent one): send
-        the turn so far to STT as a draft when one is due (``gateway.pipeline.drafts``), speculative
-        STT is on and STT has nothing queued."""
-        if not (turn.speculative_stt and turn.speaking_drafts) or self._barge.held:
+        the turn so far to STT as a draft when one is due (``gateway.pipeline.drafts``), the turn
+        is drafted (``TurnDetection.drafts_while_speaking``) and STT has nothing queued."""
+        if not turn.drafts_while_speaking or self._barge.held:
             return
         if self.outbox is not None and len(self.outbox) > 0:
             return
@@ -335,7 +335,7 @@ class VadStage(HeldTurnStage):
             return
         # The unit cancels any reply first and then reports the event: barge-in is not delayed by it.
         self.ctx.on_speech_started(event)
-        if turn.speculative_stt and turn.speaking_drafts and self._drafts.allowed():
+        if turn.drafts_while_speaking and self._drafts.allowed():
             # The first draft: nothing said yet, but the LLM may read the prompt up to the caller's words.
             self.ctx.notify(TranscriptDrafted(self._call, transcript="", speaking=True))
 

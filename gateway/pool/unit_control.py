@@ -77,10 +77,14 @@ class UnitControl(UnitLifecycle):
         once, so the VAD thread reads the new ``turn`` from its next audio chunk and STT the new
         ``language``; a ``filler`` cue's audio is made now, and the shared LLM reads the prompt of
         the new instructions and tools ahead (an engine with a ``prepare`` method: llama.cpp;
-        others ignore it). Ignored unless a call is served."""
+        others ignore it). A held preemptive reply is discarded when the update changes how replies
+        speak (``voice``, ``speed``): the turn's response is asked after it, and the held one was
+        made with the settings of the pause. Ignored unless a call is served."""
         if self._active_call() is None:
             return
-        self.call_state.settings = settings
+        earlier, self.call_state.settings = self.call_state.settings, settings
+        if (earlier.voice, earlier.speed) != (settings.voice, settings.speed):
+            self._discard_preemptive()
         prepare_filler(self)
         prepare = getattr(self.models.llm, "prepare", None)
         if prepare is None:

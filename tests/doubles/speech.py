@@ -4,7 +4,7 @@ doubles of the hand-driven VAD -> STT chain (16 kHz, 512-sample chunks)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Optional
 
 import numpy as np
@@ -184,3 +184,19 @@ class SttDouble:
         text = " ".join(NUMBERS[:segments])
         self.calls.append(text)
         return text
+
+
+class MeanwhileSttDouble(SttDouble):
+    """An :class:`SttDouble` during whose ``at``-th transcription (1: the first) ``meanwhile`` runs
+    once: what another stage thread does while STT transcribes (the VAD hears the caller go on, a
+    client's clear), deterministic."""
+
+    def __init__(self, at: int, meanwhile: Callable[[], None]) -> None:
+        super().__init__()
+        self.at = at
+        self.meanwhile = meanwhile
+
+    def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
+        if len(self.calls) + 1 == self.at:
+            self.meanwhile()
+        return super().transcribe(audio, language)

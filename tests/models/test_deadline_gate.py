@@ -9,13 +9,7 @@ import threading
 import time
 
 from gateway.models.compute.deadline import NO_DEADLINE, DeadlineGate, Urgency, urgency
-
-
-def wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return predicate()
+from tests.helpers import wait_for
 
 
 def test_the_slot_goes_earliest_deadline_first_and_speculative_work_last() -> None:

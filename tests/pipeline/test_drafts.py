@@ -6,18 +6,28 @@ was given: "one two" for two), and the session's answer to a draft: read the pro
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
+from gateway.models.compute import deadline
 from gateway.models.compute.core_use import CORE_USE
+from gateway.models.compute.deadline import DeadlineGate
 from gateway.pipeline.drafts import DIP_DRAFT_WITHIN_MS, SpeakingDrafts
-from gateway.pipeline.events import SpeechStopped, TranscriptDrafted, TranscriptionCompleted
-from gateway.pipeline.messages import Utterance
+from gateway.pipeline.events import (
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    TranscriptDrafted,
+    TranscriptionCompleted,
+)
+from gateway.pipeline.messages import AudioIn, ClearInput, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stt import SttStage
 from gateway.pipeline.turn import TurnDetection
-from tests.doubles import CALL, RATE, Chain, ContextDouble, EndOfTurnDouble, SttDouble
+from tests.doubles import CALL, RATE, Chain, ContextDouble, EndOfTurnDouble, MeanwhileSttDouble, SttDouble
+from tests.helpers import wait_for
 from tests.pipeline.test_end_of_turn import silence, tone
 from tests.realtime.harness import SID, Harness, speech_started
 
@@ -88,6 +98,17 @@ def test_no_drafts_when_off_or_with_more_calls_than_the_cores_leave_idle(monkeyp
     assert drafted(busy, speaking=True) == []
 
 
+def test_no_drafts_when_the_turn_starts_no_response() -> None:
+    """A transcription session (``create_response`` off: no reply, so no prompt to read ahead) or a
+    client that answers turns with its own ``response.create``: the turn is transcribed once, at
+    its pause, as without drafts; no draft costs the shared speech models anything."""
+    chain = Chain(TurnDetection(create_response=False), EndOfTurnDouble(0.9))
+    chain.play(three_words())
+    assert not [u for u in chain.sent if u.speaking] and drafted(chain, speaking=True) == []
+    assert chain.stt_model.calls == ["one two three"]
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two three"]
+
+
 def test_a_draft_that_waited_past_a_newer_one_is_skipped() -> None:
     drafts = SpeakingDrafts(RATE)
     first, voided_first = drafts.sent(RATE, dip=True)
@@ -129,3 +150,81 @@ def test_a_pause_that_took_a_draft_but_the_caller_went_on_before_stt_came_to_it_
     longer = np.concatenate([words, silence(0.2), tone(0.6)])
     stage.handle(Utterance(CALL, audio=longer))  # the finished turn names no speculation: transcribed whole
     assert [e.transcript for e in ctx.of(TranscriptionCompleted)] == ["one two"]
+
+
+def vad_hears(chain: Chain, audio: np.ndarray) -> None:
+    """Feed ``audio`` to the VAD stage only (20 ms frames), as its thread does while STT is busy."""
+    samples = (audio * 32767).astype(np.int16)
+    for start in range(0, samples.size, 320):
+        chain.clock += 0.02
+        chain.vad.handle(AudioIn(CALL, samples=samples[start : start + 320], received_at=chain.clock))
+
+
+def test_a_pause_whose_caller_went_on_while_stt_transcribed_it_drafts_nothing() -> None:
+    """The caller speaks again while STT transcribes the pause's own transcript (Whisper takes
+    0.2-0.5 s; the VAD voids it and reports SpeechResumed meanwhile): that transcript must not go to
+    the session after the SpeechResumed, as a pause's (``speaking`` False) it would start a
+    preemptive reply for a pause that is over, generating while the caller talks."""
+    chain = Chain(
+        TurnDetection(speaking_drafts=False),
+        EndOfTurnDouble(0.9),
+        stt=MeanwhileSttDouble(at=1, meanwhile=lambda: vad_hears(chain, tone(0.6))),
+    )
+    chain.play(np.concatenate([silence(0.3), tone(0.6), silence(1.0)]))
+
+    kinds = [type(e) for e in chain.ctx.events if isinstance(e, (SpeechResumed, TranscriptDrafted))]
+    assert kinds == [SpeechResumed, TranscriptDrafted]  # only the later pause's
+    assert drafted(chain, speaking=False) == ["one two"]
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two"]
+    stats = chain.stt.speculation.snapshot()
+    assert stats["started"] == 2 and stats["discarded"] == 1 and stats["hits"] == 1, stats
+
+
+def test_a_draft_being_transcribed_when_the_client_clears_the_buffer_reaches_no_prompt() -> None:
+    """``input_audio_buffer.clear`` while STT transcribes a draft (the VAD voids it): the cleared
+    words are not drafted to the session (it would have the LLM read them into a prompt ahead); the
+    caller's next turn is drafted and transcribed from its own audio only."""
+    cleared_at: list[int] = []
+
+    def clear() -> None:
+        cleared_at.append(len(chain.ctx.events))
+        chain.vad.handle(ClearInput(CALL))
+
+    chain = Chain(TurnDetection(), EndOfTurnDouble(0.9), stt=MeanwhileSttDouble(at=1, meanwhile=clear))
+    chain.play(three_words())
+
+    after = chain.ctx.events[cleared_at[0] :]
+    next_turn = next(i for i, e in enumerate(after) if isinstance(e, SpeechStarted))
+    assert not [e for e in after[:next_turn] if isinstance(e, TranscriptDrafted)]
+    assert chain.stt_model.calls[0] == "one"  # the cleared draft was transcribed (it had started)
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two"]
+
+
+def test_a_draft_waiting_for_the_speech_models_is_due_once_the_turn_waits_behind_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A draft waits for the shared speech models with no deadline (speculative work); once the
+    pause that takes it (or the finished turn) is queued behind it in STT, that work waits on the
+    draft: the draft is due now, before another call's sentence due in 2 s, not after it (on two
+    calls, the turn's transcript waited behind every due-ahead call of the speech models)."""
+    gate = DeadlineGate(slots=1, poll_s=0.005)
+    monkeypatch.setattr(deadline, "SPEECH_MODELS", gate)
+    order: list[str] = []
+    inbox = StageQueue()
+    stage = SttStage(ContextDouble(), inbox, None, MeanwhileSttDouble(at=1, meanwhile=lambda: order.append("draft")))
+    words = np.concatenate([silence(0.3), tone(0.6)])
+    draft = Utterance(CALL, audio=words, speculative=True, speaking=True, draft=1)
+
+    def other_call() -> None:  # another call's next sentence, due in 2 s
+        with gate.slot(time.monotonic() + 2.0):
+            order.append("other")
+
+    with gate.slot(time.monotonic()):  # the speech models are busy when the draft comes
+        threads = [threading.Thread(target=stage.handle, args=(draft,)), threading.Thread(target=other_call)]
+        for thread in threads:
+            thread.start()
+        assert wait_for(lambda: gate.waiting == 2)
+        inbox.put(Utterance(CALL, audio=words, speculative=True, speculation=1, draft=1))  # the pause takes it
+    for thread in threads:
+        thread.join(10)
+    assert order == ["draft", "other"]

@@ -6,6 +6,7 @@ trace when the words differ or the caller goes on."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from gateway.models.base import ChatMessage
 from gateway.pipeline.events import PipelineEvent, ResponseFinished, ResponseTextDelta, SpeechResumed
@@ -145,6 +146,34 @@ async def test_a_held_reply_gives_its_place_to_another_callers_turn_and_is_then_
         assert await wait_until(lambda: any(isinstance(e, ResponseFinished) for e in events), 60)
         assert generations(events) == {generation}
         assert unit.preemptive.counts() == {"used": 0, "discarded": 1, "skipped": 0}
+    finally:
+        unit.close()
+        unit.join(5)
+
+
+async def test_a_held_reply_is_not_used_once_the_client_changed_how_replies_speak(models, gateway_config):
+    """A ``session.update`` of ``audio.output.speed`` (or ``voice``) while the pause's reply is held:
+    the turn's response, asked after the update, speaks as the update says; the held reply, made
+    with the settings of the pause, is discarded. An update that changes nothing of how replies
+    speak (turn detection) leaves it held."""
+    events: list[PipelineEvent] = []
+    unit = PipelineUnit(0, models, gateway_config(), asyncio.get_running_loop())
+    try:
+        assert unit.claim("rtc_preemptive_speed", events.append)
+        draft = [SYSTEM, ChatMessage("user", "Name one planet.")]
+        unit.read_ahead(draft, max_tokens=6, tools=[], tool_choice="none", audio=True)
+        held = unit.preemptive.held
+        assert held is not None
+        settings = unit.settings
+        unit.apply_settings(replace(settings, turn=replace(settings.turn, silence_duration_ms=700)))
+        assert unit.preemptive.held is held, "turn detection is nothing of how the reply speaks"
+
+        unit.apply_settings(replace(unit.settings, speed=1.5))
+        generation = unit.create_response(draft, audio=True, max_tokens=6, tool_choice="none")
+        assert generation != held.generation and not unit.is_current(held.generation)
+        assert unit.preemptive.last_discarded is held
+        assert unit.preemptive.counts()["used"] == 0
+        unit.interrupt()
     finally:
         unit.close()
         unit.join(5)

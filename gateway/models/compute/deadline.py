@@ -183,11 +183,12 @@ def computes_here(engine: object) -> bool:
 
 
 @contextmanager
-def speech_model_call(engine: object, due: float, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+def speech_model_call(engine: object, due: Due, should_stop: Callable[[], bool] = lambda: False) -> Iterator[bool]:
     """Around one call of speech model ``engine``: a slot of :data:`SPEECH_MODELS` taken at ``due``
-    (monotonic s) and the core counted busy, when the engine computes here; nothing otherwise.
-    Yields True, or False when ``should_stop`` turned True while the call waited for its slot (the
-    caller then skips the call: the work is no longer wanted)."""
+    (monotonic s, or a function giving it: :meth:`DeadlineGate.slot`) and the core counted busy,
+    when the engine computes here; nothing otherwise. Yields True, or False when ``should_stop``
+    turned True while the call waited for its slot (the caller then skips the call: the work is
+    no longer wanted)."""
     if not computes_here(engine):
         yield True
         return
