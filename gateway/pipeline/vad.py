@@ -133,6 +133,7 @@ class VadStage(HeldTurnStage):
         self._speculation = 0  # number of the last speculative utterance sent this call
         self._speculation_stands = False  # True while nothing voiced came after it
         self._speculation_voided = threading.Event()  # the last one's: set when the caller went on
+        self._quiet_void = False  # the last one was voided by a quiet chunk, and the caller not yet went on
         self._drafts.start()
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
@@ -222,7 +223,7 @@ class VadStage(HeldTurnStage):
         else:
             self._silence += self._chunk
             if probability >= _SPECULATION_VOID_ABOVE:
-                self._void_speculation()
+                self._void_speculation(went_on=False)
                 self._drafts.spoke()
             else:
                 self._draft_while_speaking(turn, dip=True)
@@ -264,6 +265,7 @@ class VadStage(HeldTurnStage):
         if not draft:
             self._drafts.covered(audio.size)
         self._speculation_voided = voided = threading.Event()
+        self._quiet_void = False
         self.emit(
             Utterance(
                 self._call, audio=audio, speculative=True, speculation=self._speculation, voided=voided, draft=draft
@@ -284,13 +286,24 @@ class VadStage(HeldTurnStage):
             audio = np.concatenate(self._utterance)
             self.emit(Utterance(self._call, audio=audio, speculative=True, speaking=True, voided=voided, draft=number))
 
-    def _void_speculation(self) -> None:
+    def _void_speculation(self, went_on: bool = True) -> None:
         """What follows the pause's speculation is not silence: it no longer stands for the turn
-        (SpeechResumed, once: a preemptive reply made from it is discarded)."""
+        (SpeechResumed, once: a preemptive reply made from it is discarded). ``went_on``: the
+        caller spoke again (or the client cleared the turn): STT need not transcribe the
+        speculation, and drops its text if it was transcribing it. Not for a quiet chunk (under the
+        turn's threshold: often a word's tail, and the words the same): the pause's text still goes
+        to the session, whose reply made from it the finished turn adopts when its transcript is
+        the same (jfk's "country.": ~400 ms sooner than the turn's own transcript); until the
+        caller speaks again in that pause."""
         if self._speculation_stands:
             self._speculation_stands = False
-            self._speculation_voided.set()  # STT need not transcribe it, if it has not yet
+            self._quiet_void = not went_on
+            if went_on:
+                self._speculation_voided.set()
             self.ctx.notify(SpeechResumed(self._call))
+        elif went_on and self._quiet_void:
+            self._quiet_void = False
+            self._speculation_voided.set()
 
     def _ask_model(self) -> Optional[float]:
         """The semantic model's probability that the turn so far (its last 8 s) is complete; None
@@ -345,7 +358,7 @@ class VadStage(HeldTurnStage):
         self._in_speech = True
         self._silence = 0
         self._reset_pause()
-        self._speculation_stands = False
+        self._speculation_stands = self._quiet_void = False
         self._drafts.start()
         self._utterance = utterance
         self._prefix.clear()

@@ -26,7 +26,17 @@ from gateway.pipeline.messages import AudioIn, ClearInput, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stt import SttStage
 from gateway.pipeline.turn import TurnDetection
-from tests.doubles import CALL, RATE, Chain, ContextDouble, EndOfTurnDouble, MeanwhileSttDouble, SttDouble
+from tests.doubles import (
+    CALL,
+    RATE,
+    Chain,
+    ContextDouble,
+    EndOfTurnDouble,
+    GradedVadStreamDouble,
+    MeanwhileSttDouble,
+    SttDouble,
+    VadDouble,
+)
 from tests.helpers import wait_for
 from tests.pipeline.test_end_of_turn import silence, tone
 from tests.realtime.harness import SID, Harness, speech_started
@@ -178,6 +188,28 @@ def test_a_pause_whose_caller_went_on_while_stt_transcribed_it_drafts_nothing() 
     assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one two"]
     stats = chain.stt.speculation.snapshot()
     assert stats["started"] == 2 and stats["discarded"] == 1 and stats["hits"] == 1, stats
+
+
+def test_a_pause_voided_by_a_quiet_chunk_while_stt_transcribed_it_still_drafts_its_text() -> None:
+    """A quiet chunk after the pause's cut (under the turn's threshold: the tail of jfk's "country.")
+    voids the speculation, but the caller did not go on: its text still goes to the session (a reply
+    made from it is adopted by the finished turn if that is heard the same, ~400 ms before the
+    turn's own transcript), and the turn is transcribed whole. Speech after the quiet chunk would
+    drop it (the test above)."""
+    quiet = (0.004 * np.random.default_rng(3).standard_normal(int(0.064 * RATE))).astype(np.float32)
+    chain = Chain(
+        TurnDetection(speaking_drafts=False),
+        EndOfTurnDouble(0.9),
+        stt=MeanwhileSttDouble(at=1, meanwhile=lambda: vad_hears(chain, quiet)),
+        vad=VadDouble(GradedVadStreamDouble),
+    )
+    chain.play(np.concatenate([silence(0.3), tone(0.6), silence(1.0)]))
+
+    kinds = [type(e) for e in chain.ctx.events if isinstance(e, (SpeechResumed, TranscriptDrafted))]
+    assert kinds == [SpeechResumed, TranscriptDrafted]  # the pause's text, after the quiet chunk
+    assert drafted(chain, speaking=False) == ["one"]
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one"]
+    assert chain.stt_model.calls == ["one", "one"]  # the turn transcribed whole: the pause's did not stand
 
 
 def test_a_draft_being_transcribed_when_the_client_clears_the_buffer_reaches_no_prompt() -> None:
