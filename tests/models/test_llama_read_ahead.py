@@ -160,6 +160,7 @@ def test_a_session_warm_takes_the_prefix_sequence_of_a_read_ahead(llm) -> None:
         decoder.close()
 
 
+@pytest.mark.slow  # real decoder steps (~8 s on this 2-core box); CI runs it with -m slow
 def test_the_llm_load_the_admission_learns_counts_no_work_that_yields(llm) -> None:
     """The admission's LLM share (``LoadMeter``'s ``llm_share``, from the decoder's ``busy_s``)
     counted every step, read-aheads and held preemptive replies included: work that gives way to

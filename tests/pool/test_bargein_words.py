@@ -95,6 +95,7 @@ async def test_wait_stop_still_stops_the_answer(models, speech, caller_speech, g
         await client.hangup()
 
 
+@pytest.mark.slow  # two real calls with echo (~11 s; needs 100 voiced frames, load-sensitive); CI runs it with -m slow
 async def test_own_echo_fires_no_barge_in_and_a_voice_over_it_still_does(
     models, speech, caller_speech, gateway_config, caplog
 ):
