@@ -225,8 +225,7 @@ class SttStage(Stage):
         at ``due`` (monotonic s, or a function giving it, asked again while it waits); ``timed``:
         the slot's time is the turn's ``stt_started``. None when the message's ``voided`` was set
         while it waited for the slot."""
-        voided = message.voided
-        with speech_model_call(self._stt, due, voided.is_set if voided is not None else lambda: False) as granted:
+        with speech_model_call(self._stt, due, lambda: _voided(message)) as granted:
             if not granted:
                 return None
             if timed:
