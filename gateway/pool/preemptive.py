@@ -58,15 +58,22 @@ def normalised(request: tuple[Any, ...]) -> tuple[Any, ...]:
     return (words, *request[1:])
 
 
+def speaking(audio: bool, voice: Optional[str], speed: float) -> tuple[Any, ...]:
+    """How a reply speaks, as a held one must match the turn's: () text only, else its TTS
+    ``voice`` and ``speed`` (a ``session.update`` of either while a reply is held: the turn's
+    response speaks as the update says, the held one is not used)."""
+    return (voice, speed) if audio else ()
+
+
 @dataclass
 class HeldReply:
     """A preemptive reply: its ``generation``, the ``request`` key it answers (normalised) and
-    whether it is ``audio``, its ``hold`` and ``latency`` (the stages mark it), and the ``events``
-    of its generation kept until it is used (None once they were handed on)."""
+    how it ``speaks`` (:func:`speaking`), its ``hold`` and ``latency`` (the stages mark it), and the
+    ``events`` of its generation kept until it is used (None once they were handed on)."""
 
     generation: int
     request: tuple[Any, ...]
-    audio: bool
+    speaks: tuple[Any, ...]
     hold: ReplyHold
     latency: TurnLatency
     events: Optional[list[PipelineEvent]] = field(default_factory=list)
@@ -109,30 +116,31 @@ class PreemptiveReplies:
             self.held = reply
 
     def begin(
-        self, scope: CancelScope, playout: PlayoutBuffer, queue: Any, request: tuple[Any, ...], audio: bool
+        self, scope: CancelScope, playout: PlayoutBuffer, queue: Any, request: tuple[Any, ...], speaks: tuple[Any, ...]
     ) -> Optional[HeldReply]:
         """Start a preemptive reply to ``request`` (a request key: messages, max_tokens, options; not
-        normalised) as a new generation of ``scope``, its audio held in ``playout``, and return it
-        (the unit queues it on its LLM stage). None, counted ``skipped``, when a reply of the call
-        still generates or plays, or the shared LLM's ``queue`` (None: an engine without one) has
-        no free turn. Event loop."""
+        normalised) that ``speaks`` so (:func:`speaking`) as a new generation of ``scope``, its
+        audio held in ``playout``, and return it (the unit queues it on its LLM stage). None,
+        counted ``skipped``, when a reply of the call still generates or plays, or the shared LLM's
+        ``queue`` (None: an engine without one) has no free turn. Event loop."""
         if scope.live or playout.holds(scope.current) or (queue and queue.load().saturated):
             self.count("skipped")
             return None
         generation = scope.begin()
         hold = ReplyHold(lambda: queue is not None and queue.waiting > 0)
         playout.hold(generation)
-        reply = HeldReply(generation, normalised(request), audio, hold, TurnLatency())
+        reply = HeldReply(generation, normalised(request), speaks, hold, TurnLatency())
         self.start(reply)
         return reply
 
     def adopt(
-        self, scope: CancelScope, playout: PlayoutBuffer, request: tuple[Any, ...], audio: bool, now: float
+        self, scope: CancelScope, playout: PlayoutBuffer, request: tuple[Any, ...], speaks: tuple[Any, ...], now: float
     ) -> Optional[HeldReply]:
-        """The turn's response asks for ``request`` at ``now`` (monotonic s): the held reply if it
-        answers it (:meth:`take`: used; the unit releases its audio and kept events), else None and
-        any held reply is discarded (:meth:`discard`). Event loop."""
-        held = self.take(request, audio, now)
+        """The turn's response asks for ``request``, spoken so (:func:`speaking`), at ``now``
+        (monotonic s): the held reply if it answers it (:meth:`take`: used; the unit releases its
+        audio and kept events), else None and any held reply is discarded (:meth:`discard`). Event
+        loop."""
+        held = self.take(request, speaks, now)
         if held is None:
             self.discard(scope, playout)
         return held
@@ -148,13 +156,13 @@ class PreemptiveReplies:
             scope.cancel()
         playout.drop(held.generation)
 
-    def take(self, request: tuple[Any, ...], audio: bool, now: float) -> Optional[HeldReply]:
-        """The held reply if it answers ``request`` (its key, not normalised) with the same
-        modality and had not given way: it is used, adopted at ``now`` (monotonic s; its events are
-        kept until :meth:`release_events`); else None."""
+    def take(self, request: tuple[Any, ...], speaks: tuple[Any, ...], now: float) -> Optional[HeldReply]:
+        """The held reply if it answers ``request`` (its key, not normalised), speaks as the turn's
+        response would (``speaks``: :func:`speaking`) and had not given way: it is used, adopted at
+        ``now`` (monotonic s; its events are kept until :meth:`release_events`); else None."""
         with self._lock:
             held = self.held
-            if held is None or held.audio != audio or held.request != normalised(request):
+            if held is None or held.speaks != speaks or held.request != normalised(request):
                 return None
             if not held.hold.adopt(now):  # it gave way to another caller: discarded
                 return None

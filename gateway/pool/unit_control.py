@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, Optional
 
 from gateway.media.playout import PlayoutBuffer
 from gateway.media.thinking_cue import ThinkingCue
@@ -26,7 +26,7 @@ from gateway.pipeline.messages import ClearInput, CommitInput, ResponseRequest
 from gateway.pipeline.preemption import ReplyHold
 from gateway.pool.call_state import CallState
 from gateway.pool.lifecycle import UnitLifecycle, UnitState
-from gateway.pool.preemptive import PreemptiveReplies
+from gateway.pool.preemptive import PreemptiveReplies, speaking
 from gateway.pool.read_ahead import LatestPromptWarm, PromptReadAhead
 from gateway.pool.thinking import arm_cue, prepare_filler
 
@@ -77,14 +77,10 @@ class UnitControl(UnitLifecycle):
         once, so the VAD thread reads the new ``turn`` from its next audio chunk and STT the new
         ``language``; a ``filler`` cue's audio is made now, and the shared LLM reads the prompt of
         the new instructions and tools ahead (an engine with a ``prepare`` method: llama.cpp;
-        others ignore it). A held preemptive reply is discarded when the update changes how replies
-        speak (``voice``, ``speed``): the turn's response is asked after it, and the held one was
-        made with the settings of the pause. Ignored unless a call is served."""
+        others ignore it). Ignored unless a call is served."""
         if self._active_call() is None:
             return
-        earlier, self.call_state.settings = self.call_state.settings, settings
-        if (earlier.voice, earlier.speed) != (settings.voice, settings.speed):
-            self._discard_preemptive()
+        self.call_state.settings = settings
         prepare_filler(self)
         prepare = getattr(self.models.llm, "prepare", None)
         if prepare is None:
@@ -120,7 +116,7 @@ class UnitControl(UnitLifecycle):
         request = self._request_key(messages, max_tokens, tools, tool_choice)
         if reply and self.settings.preemptive_reply:
             queue = getattr(self.models.llm, "queue", None)
-            held = self.preemptive.begin(self.scope, self.playout, queue, request, audio)
+            held = self.preemptive.begin(self.scope, self.playout, queue, request, self._speaking(audio))
             if held is not None:
                 self._queue_reply(call_id, held.generation, request, audio, held.latency, held.hold)
                 self.prompt_read.let_go()  # the reply reads its prompt itself
@@ -170,6 +166,11 @@ class UnitControl(UnitLifecycle):
         tokens = self.settings.max_tokens if max_tokens is None else max_tokens
         return list(messages), tokens, GenerationOptions(tools=list(tools or []), tool_choice=tool_choice)
 
+    def _speaking(self, audio: bool) -> tuple[Any, ...]:
+        """How a reply asked now speaks (``gateway.pool.preemptive.speaking``): a held reply is
+        used only for a response that speaks as it does."""
+        return speaking(audio, self.settings.voice, self.settings.speed)
+
     def keep_alive(self) -> None:
         """The call has work pending (an armed ``idle_timeout_ms``): restart its idle watchdog."""
         if self._active_call() is not None:
@@ -210,7 +211,7 @@ class UnitControl(UnitLifecycle):
         request = self._request_key(messages, max_tokens, tools, tool_choice)
         now = time.monotonic()
         # The reply started at the pause, if it is this one; else one to other words is discarded.
-        held = self.preemptive.adopt(self.scope, self.playout, request, audio, now)
+        held = self.preemptive.adopt(self.scope, self.playout, request, self._speaking(audio), now)
         if held is None:
             self.prompt_read.keep_only_for(request)  # a read of another prompt would only compete
             generation, latency = self.scope.begin(), latency or TurnLatency()

@@ -155,7 +155,7 @@ async def test_a_held_reply_is_not_used_once_the_client_changed_how_replies_spea
     """A ``session.update`` of ``audio.output.speed`` (or ``voice``) while the pause's reply is held:
     the turn's response, asked after the update, speaks as the update says; the held reply, made
     with the settings of the pause, is discarded. An update that changes nothing of how replies
-    speak (turn detection) leaves it held."""
+    speak (turn detection), or one undone before the turn's response, leaves it to be used."""
     events: list[PipelineEvent] = []
     unit = PipelineUnit(0, models, gateway_config(), asyncio.get_running_loop())
     try:
@@ -168,11 +168,21 @@ async def test_a_held_reply_is_not_used_once_the_client_changed_how_replies_spea
         unit.apply_settings(replace(settings, turn=replace(settings.turn, silence_duration_ms=700)))
         assert unit.preemptive.held is held, "turn detection is nothing of how the reply speaks"
 
+        # The turn's response is what decides: a change undone before it asks uses the held reply.
+        unit.apply_settings(replace(unit.settings, speed=1.5))
+        unit.apply_settings(replace(unit.settings, speed=settings.speed))
+        assert unit.create_response(draft, audio=True, max_tokens=6, tool_choice="none") == held.generation
+        assert unit.preemptive.counts()["used"] == 1
+        unit.interrupt()
+
+        unit.read_ahead(draft, max_tokens=6, tools=[], tool_choice="none", audio=True)
+        held = unit.preemptive.held
+        assert held is not None
         unit.apply_settings(replace(unit.settings, speed=1.5))
         generation = unit.create_response(draft, audio=True, max_tokens=6, tool_choice="none")
         assert generation != held.generation and not unit.is_current(held.generation)
         assert unit.preemptive.last_discarded is held
-        assert unit.preemptive.counts()["used"] == 0
+        assert unit.preemptive.counts()["used"] == 1
         unit.interrupt()
     finally:
         unit.close()
