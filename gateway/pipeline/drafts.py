@@ -18,8 +18,9 @@ held at that pause had not yet its first token when the turn ended; that transcr
   the LLM reads the conversation up to the caller's words (the user turn's header), which a short
   turn with no other draft would otherwise read after its pause (3 of its ~8 prompt tokens).
 - At the pause (``SPECULATE_AFTER_MS``), a draft cut in this pause with nothing but silence after
-  it *stands* for the turn so far: it is the pause's transcript (``Utterance.draft``), and STT
-  does not transcribe the turn again. Otherwise the pause's transcript is made as before.
+  it (or a quiet chunk only after a still one: no tail of its last word) *stands* for the turn so
+  far: it is the pause's transcript (``Utterance.draft``), and STT does not transcribe the turn
+  again. Otherwise the pause's transcript is made as before.
 
 Drafts are speculative work of the shared models: STT transcribes one only when no due work waits
 for the speech models (:data:`~gateway.models.compute.deadline.NO_DEADLINE`; due at once when the
@@ -54,7 +55,8 @@ class SpeakingDrafts:
 
     :meth:`start` at a turn's start; :meth:`due` at each chunk of the turn (``dip``: a silent one
     early in a dip); :meth:`sent` when a draft goes to STT (its number and ``voided`` event
-    returned); :meth:`spoke` at a chunk that is not silence; :meth:`take` at the pause, for the
+    returned); :meth:`spoke` at a chunk that is not silence, :meth:`still` at one that is;
+    :meth:`take` at the pause, for the
     pause's transcript: the last draft when it *stands* for the turn so far (cut in a silence, and
     nothing but silence after it), so STT need not transcribe the turn again; :meth:`covered`
     when the pause's own transcript is made instead; :meth:`void` when the turn ends. VAD stage
@@ -74,6 +76,7 @@ class SpeakingDrafts:
         self._drafted = 0  # samples of the turn at its last draft
         self._voided: Optional[threading.Event] = None
         self._stands = False
+        self._still_after_cut = False  # a still chunk followed the standing draft's cut
         self.number = 0  # the last draft's number (this stage's drafts, all calls)
         self.sent_count = 0  # drafts sent (all calls), for metrics and tests
         self.taken = 0  # drafts that stood for the turn at its pause (all calls)
@@ -104,12 +107,21 @@ class SpeakingDrafts:
         self.number += 1
         self.sent_count += 1
         self._stands = dip
+        self._still_after_cut = False
         self._voided = threading.Event()
         return self.number, self._voided
 
-    def spoke(self) -> None:
-        """A chunk that is not silence: the last draft no longer covers the turn so far."""
-        self._stands = False
+    def spoke(self, quiet: bool = False) -> None:
+        """A chunk that is not silence: the last draft no longer covers the turn so far; unless
+        ``quiet`` (under the turn's threshold) after a still chunk followed the draft's cut (no
+        tail of its last word: ``gateway.pipeline.vad._SPECULATION_VOID_ABOVE``)."""
+        if not (quiet and self._still_after_cut):
+            self._stands = False
+
+    def still(self) -> None:
+        """A still chunk (silence, not a quiet one): from now on a quiet chunk leaves a draft that
+        stands standing."""
+        self._still_after_cut = self._stands
 
     def take(self) -> int:
         """At the pause: the number of the last draft if it stands for the turn so far (it is the

@@ -38,7 +38,11 @@ log = logging.getLogger(__name__)
 _HYSTERESIS = 0.15
 # A speculative transcript stands only if what follows its cut is silence: a chunk this likely to
 # be speech (the quiet end of a word, a fricative like the "s" of "France", below the turn's
-# threshold but not silence) voids it, so the finished turn is transcribed whole instead.
+# threshold but not silence) voids it, so the finished turn is transcribed whole instead; but only
+# until a still chunk (under it) followed the cut: a word's tail runs on from the word, and a
+# quiet chunk after a still one (a breath, a click: jfk's "country." 0.06, 0.04, then 0.13 on the
+# chunk that ended the turn) is no word the transcript lacks. Before, that chunk voided the pause's
+# transcript and the turn was transcribed again after its end (~420 ms of Whisper, stop 48).
 _SPECULATION_VOID_ABOVE = 0.1
 # Caller audio the echo guard compares with the reply's, ms (the turn's first chunks and before).
 _ECHO_WINDOW_MS = 256
@@ -134,6 +138,7 @@ class VadStage(HeldTurnStage):
         self._speculation_stands = False  # True while nothing voiced came after it
         self._speculation_voided = threading.Event()  # the last one's: set when the caller went on
         self._quiet_void = False  # the last one was voided by a quiet chunk, and the caller not yet went on
+        self._still_after_cut = False  # a still chunk followed the standing one's cut: quiet ones no longer void it
         self._drafts.start()
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
@@ -223,9 +228,12 @@ class VadStage(HeldTurnStage):
         else:
             self._silence += self._chunk
             if probability >= _SPECULATION_VOID_ABOVE:
-                self._void_speculation(went_on=False)
-                self._drafts.spoke()
+                if not self._still_after_cut:
+                    self._void_speculation(went_on=False)
+                self._drafts.spoke(quiet=True)
             else:
+                self._still_after_cut = self._speculation_stands
+                self._drafts.still()
                 self._draft_while_speaking(turn, dip=True)
         rules = pause_rules(turn, self._end_of_turn is not None)
         silence_ms = self._silence * 1000 / self._rate
@@ -265,7 +273,7 @@ class VadStage(HeldTurnStage):
         if not draft:
             self._drafts.covered(audio.size)
         self._speculation_voided = voided = threading.Event()
-        self._quiet_void = False
+        self._quiet_void = self._still_after_cut = False
         self.emit(
             Utterance(
                 self._call, audio=audio, speculative=True, speculation=self._speculation, voided=voided, draft=draft

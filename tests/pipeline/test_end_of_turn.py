@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from gateway.pipeline import stt as stt_stage
-from gateway.pipeline.events import InputCommitted, SpeechStopped, TranscriptionCompleted
+from gateway.pipeline.events import InputCommitted, SpeechResumed, SpeechStopped, TranscriptionCompleted
 from gateway.pipeline.messages import CommitInput
 from gateway.pipeline.turn import EAGERNESS, SEMANTIC_CHECK_MS, TurnDetection, pause_rules
 from tests.doubles import CALL, RATE, Chain, EndOfTurnDouble, GradedVadStreamDouble, VadDouble
@@ -202,3 +202,43 @@ def test_a_quiet_word_ending_after_the_speculative_cut_voids_the_speculation() -
     final = [u for u in chain.sent if not u.speculative]
     assert speculative, "a speculation was made at the pause"
     assert len(final) == 1 and final[0].speculation == 0, "the speculation missed the quiet tail: it must not stand"
+
+
+def test_a_quiet_chunk_after_a_still_one_leaves_the_speculation_standing() -> None:
+    """After the cut, a still chunk, then a quiet one (a breath or a click, not the tail of a word:
+    jfk's "country." 0.06, 0.04, then 0.13 on the chunk that ended the turn): the pause's transcript
+    stands for the turn, which is not transcribed again. Before, it was (~420 ms of Whisper after
+    the turn's end, stop 48)."""
+    chain = Chain(
+        TurnDetection(detector="silence", silence_duration_ms=500), None, vad=VadDouble(GradedVadStreamDouble)
+    )
+    chunk = 512  # the VAD's chunk: each part below is whole chunks, so none mixes two levels
+    loud = (0.3 * np.sin(np.arange(19 * chunk) * 0.05)).astype(np.float32)
+    breath = (0.004 * np.random.default_rng(2).standard_normal(2 * chunk)).astype(np.float32)
+    still = np.zeros(6 * chunk, np.float32)  # the cut at its 4th chunk (120 ms), then two still ones
+    chain.play(np.concatenate([loud, still, breath, np.zeros(25 * chunk, np.float32)]))
+    speculative = [u for u in chain.sent if u.speculative and not u.speaking]  # the pause's (no drafts)
+    final = [u for u in chain.sent if not u.speculative]
+    assert len(speculative) == 1 and len(final) == 1
+    assert final[0].speculation == speculative[0].speculation, "the breath after a still chunk voided it"
+    assert not chain.ctx.of(SpeechResumed)
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one"]
+    stats = chain.stt.speculation.snapshot()
+    assert stats["started"] == 1 and stats["hits"] == 1, stats
+
+
+def test_a_quiet_chunk_after_a_still_one_leaves_a_dip_draft_standing() -> None:
+    """The same for a draft cut at the dip's first still chunk: a still chunk, then a quiet one,
+    before the pause's speculation (120 ms): the draft still is the pause's transcript, so STT
+    transcribes the turn once."""
+    chain = Chain(
+        TurnDetection(detector="silence", silence_duration_ms=500), None, vad=VadDouble(GradedVadStreamDouble)
+    )
+    chunk = 512
+    loud = (0.3 * np.sin(np.arange(19 * chunk) * 0.05)).astype(np.float32)
+    breath = (0.004 * np.random.default_rng(2).standard_normal(chunk)).astype(np.float32)
+    still = np.zeros(2 * chunk, np.float32)  # the draft's cut at the first, the second still after it
+    chain.play(np.concatenate([loud, still, breath, np.zeros(25 * chunk, np.float32)]))
+    stats = chain.stt.speculation.snapshot()
+    assert stats["drafts"] == 1 and stats["from_drafts"] == 1 and stats["hits"] == 1, stats
+    assert [e.transcript for e in chain.ctx.of(TranscriptionCompleted)] == ["one"]
