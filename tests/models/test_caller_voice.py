@@ -106,16 +106,23 @@ def test_background_talkers_are_not_written_down(
 def test_unsure_words_heard_in_the_babble_are_dropped(
     stt: WhisperSpeechToText, caller: np.ndarray, babble: list[np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 5 dB office noise, seed 12: without the word filter Whisper writes two words the caller did not
-    # say for "in Paris" ("is pairs" on one machine, "is tears" on another: CPUs round differently);
-    # the unsure one(s) go, the caller's sure words stay.
-    turn = office_turn(caller, babble, snr_db=5.0, seed=12)
+    # 5 dB office noise: without the word filter Whisper writes words the caller did not say for
+    # "in Paris" ("is pairs" on one machine, "is tears" on another; on an AVX-512 box seed 12 gave
+    # "the weather like is": CPUs round differently). So the test takes the first of a few seeds
+    # whose unfiltered decode invents two words; the unsure one(s) go, the caller's sure words stay.
     assert stt.min_word_probability == MIN_WORD_PROBABILITY == GatewayConfig().stt_min_word_probability
+    tried = []
+    for seed in (12, 13, 14, 15, 16, 17):
+        turn = office_turn(caller, babble, snr_db=5.0, seed=seed)
+        monkeypatch.setattr(stt, "min_word_probability", 0.0)
+        unfiltered = stt.transcribe(turn)
+        monkeypatch.setattr(stt, "min_word_probability", MIN_WORD_PROBABILITY)
+        invented = [w for w in words(unfiltered) if w not in words(CALLER)]
+        tried.append(unfiltered)
+        if len(invented) >= 2 and {"weather", "right", "now"} <= set(words(unfiltered)):
+            break
+    assert len(invented) >= 2, tried  # before the filter
     heard = stt.transcribe(turn)
-    monkeypatch.setattr(stt, "min_word_probability", 0.0)
-    unfiltered = stt.transcribe(turn)
-    invented = [w for w in words(unfiltered) if w not in words(CALLER)]
-    assert len(invented) >= 2, unfiltered  # before the filter
     kept = [w for w in words(heard) if w not in words(CALLER)]
     assert len(kept) < len(invented) and set(kept) <= set(invented), (heard, unfiltered)
     assert {"weather", "right", "now"} <= set(words(heard)), heard  # the sure words stay

@@ -251,12 +251,14 @@ class BaresipPhone:
 
     async def converse(self, url: str, call_id: str, question: str, press: str = "") -> str:
         """Over a sideband of the answered call ``call_id``: the phone's ``question`` is heard
-        (its transcript says it), answered to the end of its audio, then the keys ``press`` are
-        pressed and seen (RFC 4733 or SIP INFO, as the phone sends them). Returns what the model said."""
+        (its transcript says it, one content word allowed to go: over a phone's 8 kHz leg Whisper
+        base wrote "What is the capital of friends?" on an AVX-512 box, "France" on AVX2 ones),
+        answered to the end of its audio, then the keys ``press`` are pressed and seen (RFC 4733 or
+        SIP INFO, as the phone sends them). Returns what the model said."""
         from tests.transports.websocket.ws_client import EventClient
 
         async with EventClient(url, query=f"?call_id={call_id}") as control:
-            said = await control.answered_turn(question)
+            said = await control.answered_turn(question, misses=1)
             played_to = self._recorded_s()
             if press:
                 assert (await self.command("sndcode", press))["ok"]
