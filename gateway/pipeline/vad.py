@@ -366,7 +366,7 @@ class VadStage(HeldTurnStage):
         self._in_speech = True
         self._silence = 0
         self._reset_pause()
-        self._speculation_stands = self._quiet_void = False
+        self._speculation_stands = self._quiet_void = self._still_after_cut = False
         self._drafts.start()
         self._utterance = utterance
         self._prefix.clear()

@@ -36,7 +36,7 @@ async def test_a_call_through_kamailio_is_answered_and_hung_up_by_the_gateway(
         assert call.dialog.route_set and f":{proxy.port}" in call.dialog.route_set[0]  # the proxy's Record-Route
         async with EventClient(url, query=f"?call_id={call_id}") as control:
             heard = await control.wait_for("conversation.item.input_audio_transcription.completed", timeout=60)
-            assert says(heard["transcript"], QUESTION), heard["transcript"]
+            assert says(heard["transcript"], QUESTION, misses=1), heard["transcript"]  # 8 kHz: BaresipPhone.converse
             await control.wait_for("response.done", timeout=90)
         async with aiohttp.ClientSession() as http:
             async with http.post(f"{url}/v1/realtime/calls/{call_id}/hangup") as hung:
