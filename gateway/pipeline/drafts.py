@@ -56,11 +56,10 @@ class SpeakingDrafts:
     :meth:`start` at a turn's start; :meth:`due` at each chunk of the turn (``dip``: a silent one
     early in a dip); :meth:`sent` when a draft goes to STT (its number and ``voided`` event
     returned); :meth:`spoke` at a chunk that is not silence, :meth:`still` at one that is;
-    :meth:`take` at the pause, for the
-    pause's transcript: the last draft when it *stands* for the turn so far (cut in a silence, and
-    nothing but silence after it), so STT need not transcribe the turn again; :meth:`covered`
-    when the pause's own transcript is made instead; :meth:`void` when the turn ends. VAD stage
-    thread only."""
+    :meth:`take` at the pause, for the pause's transcript: the last draft when it *stands* for the
+    turn so far (cut in a silence, and nothing but silence after it), so STT need not transcribe
+    the turn again; :meth:`covered` when the pause's own transcript is made instead; :meth:`void`
+    when the turn ends. VAD stage thread only."""
 
     def __init__(
         self,
