@@ -38,16 +38,19 @@ from gateway.config import GatewayConfig
 from gateway.loadgen.speech import trailing_silence_s
 from gateway.loadgen.turns import event_for, final_turn_response, percentile, voiced_since, wait_pool_idle
 from gateway.media.audio_file import read_audio_file
-from gateway.pipeline.latency import STAGES
+from gateway.pipeline.latency import DETAIL, STAGES
 from gateway.server.app import CONFIG, MODELS, POOL
 from gateway.server.runner import free_port, running_gateway
 
 # (key, label): the gateway's stages (its gateway.latency keys, in order), then this client's own
-# voice-to-voice, measured on what it sent and heard.
+# voice-to-voice, measured on what it sent and heard, then where the turn's time went in finer steps
+# (its ``detail_ms``: waits for a shared model apart from compute; a reply held from the pause
+# started before the turn's response was asked, so its ``llm_queue`` is negative).
 ROWS: tuple[tuple[str, str], ...] = (
     *STAGES,
     ("client_voice_to_voice", "Voice-to-voice (client, loopback)"),
     ("prompt_read", "LLM prompt tokens read in the turn (count)"),
+    *((f"detail_{key}", f"  detail: {key}") for key, _start, _end in DETAIL),
 )
 
 
@@ -89,6 +92,7 @@ async def one_call(url: str, audio: np.ndarray, tail_s: float = 0.0, session: di
         latency = await event_for(client, "gateway.latency", response_id)
         started = await event_for(client, "output_audio_buffer.started", response_id)
         result = dict(latency["latency_ms"])
+        result.update({f"detail_{key}": ms for key, ms in (latency.get("detail_ms") or {}).items()})
         spoke_until = client.mic.finished_at - tail_s if client.mic.finished_at else None
         reply_from = client.time_of(started) - 0.5
         voiced = await voiced_since(client, reply_from)
