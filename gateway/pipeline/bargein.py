@@ -11,7 +11,8 @@ known:
   speculative STT: the first once :data:`FIRST_PROBE_MS` of speech is in, then each time the last
   answer is back and :data:`PROBE_EVERY_MS` more was said, and once more at its first pause of
   :data:`PROBE_PAUSE_MS` or at the end of the turn); each answer comes with its words'
-  probabilities;
+  probabilities, and a word the last answer heard at the same place counts as sure enough
+  (``backchannels.agreed``: two decodes agree, though each was unsure);
 - words that ask for the turn (``gateway.pipeline.backchannels.judge``: a cue word such as "wait"
   or "what" the decoder is sure of, a command word no backchannel is heard as, such as "stop" or
   "excuse", even unsure, or two different sure words off the backchannel list), at
@@ -62,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gateway.models.base import HeardWord
-from gateway.pipeline.backchannels import Verdict, judge, without_echo
+from gateway.pipeline.backchannels import Verdict, agreed, judge, without_echo
 
 # Speech heard before the first probe, ms (from its onset), and speech between two probes while it
 # goes on (each also waits for the last answer: one probe at a time).
@@ -125,6 +126,7 @@ class _Held:
     answered: bool = False  # the last probe's words are known
     transcript: str = ""
     words: tuple[HeardWord, ...] = field(default_factory=tuple)  # the last answer's, the reply's echo left out
+    heard_words: tuple[HeardWord, ...] = field(default_factory=tuple)  # the last trusted answer's, all
     voiced_end: int = 0  # end of the last voiced chunk
     voiced_after_probe: bool = False
     probed_this_pause: bool = False
@@ -343,7 +345,8 @@ class BargeInDecider:
         if not trusted:
             return self._next_probe(held, self._position) if not held.ended else Action.NONE
         held.answered = True
-        held.words, _ = without_echo(words or tuple(HeardWord(word) for word in transcript.split()), echo)
+        held.heard_words = agreed(held.heard_words, words or tuple(HeardWord(word) for word in transcript.split()))
+        held.words, _ = without_echo(held.heard_words, echo)
         complete = not held.voiced_after_probe and (held.ended or self._ms(self._silence) >= PROBE_PAUSE_MS)
         if complete:
             return self._decide()

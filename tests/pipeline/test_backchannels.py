@@ -13,6 +13,7 @@ from gateway.pipeline.backchannels import (
     VOCABLES,
     Verdict,
     _is_backchannel_word,
+    agreed,
     canonical,
     interrupting_words,
     judge,
@@ -229,3 +230,16 @@ def test_no_backchannel_is_a_command_word() -> None:
         form = canonical(command)
         assert form in ENGLISH.cue_forms and not _is_backchannel_word(form, ENGLISH), command
         assert not VOCABLES.match(form) and form not in phrase_words, command
+
+
+def test_words_two_probes_agree_on_count_as_sure_up_to_the_first_change() -> None:
+    before = (HeardWord("and", 0.30), HeardWord("so", 0.55))
+    now = (HeardWord("And", 0.40), HeardWord("so", 0.49), HeardWord("my", 0.62))
+    assert [round(w.probability, 2) for w in agreed(before, now)] == [0.5, 0.55, 0.62]
+    # a changed word ends the agreement, even if a later one matches again
+    changed = (HeardWord("Answer", 0.26), HeardWord("so", 0.3))
+    assert [w.probability for w in agreed(before, changed)] == [0.26, 0.3]
+    # a guess at a noise in either decode stays one
+    assert agreed((HeardWord("but", 0.07),), (HeardWord("but", 0.6),))[0].probability == 0.6
+    assert agreed((HeardWord("but", 0.5),), (HeardWord("but", 0.11),))[0].probability == 0.11
+    assert agreed((), now) == now

@@ -381,3 +381,42 @@ def test_an_unsure_stop_interrupts_at_the_first_probe_while_the_caller_still_spe
     assert decided.decision == "interrupted" and decided.transcript == "Stop"
     assert decided.decided_ms - decided.audio_start_ms < 300  # the first probe, 200 ms in
     assert chain.ctx.of(SpeechStarted)
+
+
+def probed_under_reply(speech_s: float, *answers: ScoredTranscript) -> tuple[Chain, ScoredSttDouble]:
+    """A tone of ``speech_s`` under the reply's audio, its probes answered ``answers`` in turn."""
+    stt = ScoredSttDouble(*answers)
+    chain = Chain(TurnDetection(detector="silence"), None, stt=stt)
+    chain.ctx.playing = True
+    chain.play(quiet(0.3))
+    chain.play(tone(speech_s))
+    chain.play(quiet(1.5))
+    return chain, stt
+
+
+def test_an_unsure_cue_two_probes_agree_on_interrupts_at_the_second_probe() -> None:
+    # "No, that's wrong." in a voice Whisper knows badly (kokoro jm_kumo, held-out): "No" at 0.36,
+    # then 0.34, under CUE_SURE both times; before, the answer stayed paused until the fourth probe
+    # was sure of "that's wrong" (937 ms after the onset offline). Heard again at the same place by
+    # the second probe, the word is no guess: it counts (backchannels.agreed).
+    first = ScoredTranscript("No", (HeardWord("No", 0.36),))
+    second = ScoredTranscript("No, that", (HeardWord("No,", 0.34), HeardWord("that", 0.28)))
+    sure = ScoredTranscript("No, that's wrong.", (HeardWord("No,", 0.9), HeardWord("that's", 0.9)))
+    chain, _stt = probed_under_reply(1.0, first, second, sure)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "interrupted" and decided.transcript == "No, that"
+    assert decided.decided_ms - decided.audio_start_ms < 500  # the second probe's, 360 ms in
+    assert chain.ctx.of(SpeechStarted)
+
+
+def test_a_noise_guess_two_probes_agree_on_still_keeps_the_answer() -> None:
+    # "Yep." (kokoro jf_nezumi): "Yeah, but..." twice, "but" at 0.07 and 0.11; agreed, it would be a
+    # cue ("but") and cut the answer. Under NOISE_PROBABILITY in either decode it stays no word.
+    first = ScoredTranscript("Yeah", (HeardWord("Yeah", 0.57),))
+    second = ScoredTranscript("Yeah, but", (HeardWord("Yeah,", 0.36), HeardWord("but", 0.07)))
+    third = ScoredTranscript("Yeah, but...", (HeardWord("Yeah,", 0.35), HeardWord("but...", 0.11)))
+    chain, stt = probed_under_reply(0.7, first, second, third)
+    [decided] = chain.ctx.of(BargeInDecided)
+    assert decided.decision == "resumed"
+    assert len(stt.calls) >= 3
+    assert not chain.ctx.of(SpeechStarted)
