@@ -38,6 +38,7 @@ import threading
 from typing import Optional
 
 from gateway.models.compute.core_use import CORE_USE
+from gateway.pipeline.standing_cut import StandingCut
 
 # A draft is sent once the turn holds this much more audio than at its last draft, ms: at the first
 # silent chunk of a dip in the speech (the words so far are whole), or at a voiced chunk when the
@@ -74,8 +75,7 @@ class SpeakingDrafts:
         self._max_calls = max_calls
         self._drafted = 0  # samples of the turn at its last draft
         self._voided: Optional[threading.Event] = None
-        self._stands = False
-        self._still_after_cut = False  # a still chunk followed the standing draft's cut
+        self._cut = StandingCut()  # the last draft's: it stands while only silence followed it
         self.number = 0  # the last draft's number (this stage's drafts, all calls)
         self.sent_count = 0  # drafts sent (all calls), for metrics and tests
         self.taken = 0  # drafts that stood for the turn at its pause (all calls)
@@ -105,29 +105,30 @@ class SpeakingDrafts:
         self.covered(turn_samples)
         self.number += 1
         self.sent_count += 1
-        self._stands = dip
-        self._still_after_cut = False
+        self._cut.cut(stands=dip)
         self._voided = threading.Event()
         return self.number, self._voided
 
     def spoke(self, quiet: bool = False) -> None:
         """A chunk that is not silence: the last draft no longer covers the turn so far; unless
         ``quiet`` (under the turn's threshold) after a still chunk followed the draft's cut (no
-        tail of its last word: ``gateway.pipeline.vad._SPECULATION_VOID_ABOVE``)."""
-        if not (quiet and self._still_after_cut):
-            self._stands = False
+        tail of its last word: ``gateway.pipeline.standing_cut``)."""
+        if quiet:
+            self._cut.quiet()
+        else:
+            self._cut.voiced()
 
     def still(self) -> None:
         """A still chunk (silence, not a quiet one): from now on a quiet chunk leaves a draft that
         stands standing."""
-        self._still_after_cut = self._stands
+        self._cut.still()
 
     def take(self) -> int:
         """At the pause: the number of the last draft if it stands for the turn so far (it is the
         pause's transcript from now on: nothing voids it), else 0."""
-        if not self._stands:
+        if not self._cut.drop():
             return 0
-        self._stands, self._voided = False, None
+        self._voided = None
         self.taken += 1
         return self.number
 
@@ -140,7 +141,7 @@ class SpeakingDrafts:
     def void(self) -> None:
         """The last draft is overtaken (a newer draft, the pause's transcript, the turn's end): STT
         skips it if it has not started yet."""
-        self._stands = False
+        self._cut.drop()
         if self._voided is not None:
             self._voided.set()
             self._voided = None

@@ -28,6 +28,7 @@ from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import AudioIn, BargeInHeard, ClearInput, CommitInput, Message, Utterance
 from gateway.pipeline.queues import StageQueue
 from gateway.pipeline.stage import StageContext
+from gateway.pipeline.standing_cut import QUIET_ABOVE, StandingCut
 from gateway.pipeline.turn import PauseRules, TurnDetection, pause_rules
 from gateway.pipeline.vad_held import HeldTurnStage
 
@@ -36,14 +37,6 @@ log = logging.getLogger(__name__)
 # Speech ends when the probability falls this far below the threshold (hysteresis, as silero's own
 # get_speech_timestamps does), so a turn does not flicker on and off at the threshold.
 _HYSTERESIS = 0.15
-# A speculative transcript stands only if what follows its cut is silence: a chunk this likely to
-# be speech (the quiet end of a word, a fricative like the "s" of "France", below the turn's
-# threshold but not silence) voids it, so the finished turn is transcribed whole instead; but only
-# until a still chunk (under it) followed the cut: a word's tail runs on from the word, and a
-# quiet chunk after a still one (a breath, a click: jfk's "country." 0.06, 0.04, then 0.13 on the
-# chunk that ended the turn) is no word the transcript lacks. Before, that chunk voided the pause's
-# transcript and the turn was transcribed again after its end (~420 ms of Whisper, stop 48).
-_SPECULATION_VOID_ABOVE = 0.1
 # Caller audio the echo guard compares with the reply's, ms (the turn's first chunks and before).
 _ECHO_WINDOW_MS = 256
 # Audio kept after a held turn ended, for a second part that joins it (the pause and that part's
@@ -135,10 +128,9 @@ class VadStage(HeldTurnStage):
         self._call = ""
         self._reset_pause()
         self._speculation = 0  # number of the last speculative utterance sent this call
-        self._speculation_stands = False  # True while nothing voiced came after it
+        self._cut = StandingCut()  # the last one's: it stands while only silence followed it
         self._speculation_voided = threading.Event()  # the last one's: set when the caller went on
         self._quiet_void = False  # the last one was voided by a quiet chunk, and the caller not yet went on
-        self._still_after_cut = False  # a still chunk followed the standing one's cut: quiet ones no longer void it
         self._drafts.start()
         self._barge.clear()
         self._held_start: Optional[SpeechStarted] = None  # the held turn's SpeechStarted
@@ -227,12 +219,12 @@ class VadStage(HeldTurnStage):
             self._draft_while_speaking(turn, dip=False)
         else:
             self._silence += self._chunk
-            if probability >= _SPECULATION_VOID_ABOVE:
-                if not self._still_after_cut:
-                    self._void_speculation(went_on=False)
+            if probability >= QUIET_ABOVE:
+                if self._cut.quiet():
+                    self._speculation_ended(went_on=False)
                 self._drafts.spoke(quiet=True)
             else:
-                self._still_after_cut = self._speculation_stands
+                self._cut.still()
                 self._drafts.still()
                 self._draft_while_speaking(turn, dip=True)
         rules = pause_rules(turn, self._end_of_turn is not None)
@@ -267,13 +259,13 @@ class VadStage(HeldTurnStage):
         """Send the pause's speculative transcript: the turn so far, or ``draft``'s text (> 0: the
         number of the draft that stands for it)."""
         self._speculation += 1
-        self._speculation_stands = True
+        self._cut.cut()
         self.speculations += 1
         audio = np.concatenate(self._utterance)
         if not draft:
             self._drafts.covered(audio.size)
         self._speculation_voided = voided = threading.Event()
-        self._quiet_void = self._still_after_cut = False
+        self._quiet_void = False
         self.emit(
             Utterance(
                 self._call, audio=audio, speculative=True, speculation=self._speculation, voided=voided, draft=draft
@@ -294,24 +286,27 @@ class VadStage(HeldTurnStage):
             audio = np.concatenate(self._utterance)
             self.emit(Utterance(self._call, audio=audio, speculative=True, speaking=True, voided=voided, draft=number))
 
-    def _void_speculation(self, went_on: bool = True) -> None:
-        """What follows the pause's speculation is not silence: it no longer stands for the turn
-        (SpeechResumed, once: a preemptive reply made from it is discarded). ``went_on``: the
-        caller spoke again (or the client cleared the turn): STT need not transcribe the
-        speculation, and drops its text if it was transcribing it. Not for a quiet chunk (under the
-        turn's threshold: often a word's tail, and the words the same): the pause's text still goes
-        to the session, whose reply made from it the finished turn adopts when its transcript is
-        the same (jfk's "country.": ~400 ms sooner than the turn's own transcript); until the
-        caller speaks again in that pause."""
-        if self._speculation_stands:
-            self._speculation_stands = False
-            self._quiet_void = not went_on
-            if went_on:
-                self._speculation_voided.set()
-            self.ctx.notify(SpeechResumed(self._call))
-        elif went_on and self._quiet_void:
+    def _void_speculation(self) -> None:
+        """The caller spoke again (or the client cleared the turn): the pause's speculation no longer
+        stands for the turn (SpeechResumed, once: a preemptive reply made from it is discarded), STT
+        need not transcribe it, and drops its text if it was transcribing it; also one a quiet
+        chunk ended before (``_speculation_ended``)."""
+        if self._cut.voiced():
+            self._speculation_ended(went_on=True)
+        elif self._quiet_void:
             self._quiet_void = False
             self._speculation_voided.set()
+
+    def _speculation_ended(self, went_on: bool) -> None:
+        """The standing speculation was ended by a voiced chunk (``went_on``) or by a quiet one
+        (``gateway.pipeline.standing_cut``: often a word's tail, and the words the same): then the
+        pause's text still goes to the session, whose reply made from it the finished turn adopts
+        when its transcript is the same (jfk's "country.": ~400 ms sooner than the turn's own
+        transcript), until the caller speaks again in that pause."""
+        self._quiet_void = not went_on
+        if went_on:
+            self._speculation_voided.set()
+        self.ctx.notify(SpeechResumed(self._call))
 
     def _ask_model(self) -> Optional[float]:
         """The semantic model's probability that the turn so far (its last 8 s) is complete; None
@@ -366,7 +361,8 @@ class VadStage(HeldTurnStage):
         self._in_speech = True
         self._silence = 0
         self._reset_pause()
-        self._speculation_stands = self._quiet_void = self._still_after_cut = False
+        self._cut.drop()
+        self._quiet_void = False
         self._drafts.start()
         self._utterance = utterance
         self._prefix.clear()
@@ -436,10 +432,10 @@ class VadStage(HeldTurnStage):
         audio = np.concatenate(self._utterance)
         now = time.monotonic()
         latency = TurnLatency(speech_end=self._last_voiced_at or now, end_of_turn=now)
-        speculation = self._speculation if self._speculation_stands and not manual else 0
+        speculation = self._speculation if self._cut.stands and not manual else 0
         self._utterance, self._in_speech, self._silence = [], False, 0
         self._reset_pause()
-        self._speculation_stands = False
+        self._cut.drop()
         self._drafts.void()  # the turn's own transcript overtakes any draft still waiting
         committed = InputCommitted(self._call, audio_ms=self._ms(len(audio)))
         return committed, Utterance(self._call, audio=audio, latency=latency, speculation=speculation)

@@ -20,6 +20,7 @@ from gateway.pipeline.bargein import PROBE_PREFIX_MS, Action, BargeInDecider
 from gateway.pipeline.events import BargeInDecided, InputCommitted, SpeechStarted, SpeechStopped
 from gateway.pipeline.messages import BargeInHeard, Utterance
 from gateway.pipeline.stage import Stage
+from gateway.pipeline.standing_cut import StandingCut
 from gateway.pipeline.turn import TurnDetection
 
 log = logging.getLogger("gateway.pipeline.vad")
@@ -43,7 +44,7 @@ class HeldTurnStage(Stage):
     _resume_reported: bool
     _probe_skip: int  # samples of the held turn's echoed prefix its probes leave out
     _speculation: int
-    _speculation_stands: bool
+    _cut: StandingCut  # the last speculation's standing
     _speculated_in_pause: bool
     speculations: int
     backchannels: int
@@ -121,7 +122,7 @@ class HeldTurnStage(Stage):
             self._held_end[2].speculation = self._speculation  # the probe covers the whole turn
         else:
             audio = np.concatenate(self._utterance)
-            self._speculation_stands = True
+            self._cut.cut()
         audio = audio[self._probe_skip :]  # an echoed prefix: PROBE_PREFIX_MS of it, not all
         self._barge.probe_sent(self._speculation, self._position)
         self.emit(Utterance(self._call, audio=audio, speculative=True, speculation=self._speculation, probe=True))
