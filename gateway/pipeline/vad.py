@@ -298,11 +298,11 @@ class VadStage(HeldTurnStage):
             self._speculation_voided.set()
 
     def _speculation_ended(self, went_on: bool) -> None:
-        """The standing speculation was ended by a voiced chunk (``went_on``) or by a quiet one
-        (``gateway.pipeline.standing_cut``: often a word's tail, and the words the same): then the
-        pause's text still goes to the session, whose reply made from it the finished turn adopts
-        when its transcript is the same (jfk's "country.": ~400 ms sooner than the turn's own
-        transcript), until the caller speaks again in that pause."""
+        """The standing speculation was ended: by a voiced chunk (``went_on``: STT need not
+        transcribe it), or by a quiet one (``gateway.pipeline.standing_cut``: often a word's tail,
+        and the words the same), when the pause's text still goes to the session, whose reply made
+        from it the finished turn adopts when its transcript is the same (jfk's "country.": ~400 ms
+        sooner than the turn's own transcript), until the caller speaks again in that pause."""
         self._quiet_void = not went_on
         if went_on:
             self._speculation_voided.set()
