@@ -4,10 +4,12 @@ for a step only while none runs (real default model, shared instance)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from gateway.models.base import ChatMessage, ModelSet
 from gateway.models.compute.core_use import CORE_USE, CoreUse, LlamaThreads
+from gateway.models.llama_cpp.schedule import BUSY_CHUNK
 
 
 def test_heavy_calls_are_counted_while_they_run_and_on_errors_let_go() -> None:
@@ -78,5 +80,31 @@ def test_the_decoder_takes_both_cores_only_while_no_heavy_call_runs(models: Mode
         finally:
             release.set()
             other.join(5)
+    finally:
+        decoder.threads, CORE_USE.calls = saved, calls
+
+
+def test_a_prompt_read_while_a_heavy_call_runs_is_cut_in_short_steps(models: ModelSet) -> None:
+    """One call connected, an end-of-turn or STT call running: the turn's prompt is read
+    ``BUSY_CHUNK`` tokens a step (each on one thread), so the first step after the call ends can
+    take both cores; with nothing else running it is read in one step."""
+    llm = models.llm
+    decoder = llm.decoder
+    saved, calls = decoder.threads, CORE_USE.calls
+    decoder.threads = LlamaThreads(decode=1, prompt=1, several=1, idle=2)
+    CORE_USE.calls = 1
+    question = "Name three rivers of South America and one city on each, please, briefly."
+    try:
+        reads = {}
+        for busy in (False, True):
+            decoder.forget()
+            before = decoder.steps
+            with CORE_USE.heavy() if busy else contextlib.nullcontext():
+                answer = llm.generate([ChatMessage("user", question)], 1, lambda: False, lambda piece: None)
+            reads[busy] = (answer.prompt_tokens - answer.cached_tokens, decoder.steps - before)
+        (free_tokens, free_steps), (busy_tokens, busy_steps) = reads[False], reads[True]
+        assert busy_tokens == free_tokens > 2 * BUSY_CHUNK, reads
+        assert free_steps <= -(-free_tokens // decoder.chunk), f"free cores: whole chunks {reads}"
+        assert busy_steps >= -(-busy_tokens // BUSY_CHUNK), f"busy: {BUSY_CHUNK} tokens a step at most {reads}"
     finally:
         decoder.threads, CORE_USE.calls = saved, calls

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gateway.models.compute.deadline import HORIZON_S, NO_DEADLINE, PAUSE_AHEAD_S
 from gateway.models.llama_cpp.holds import Evaluation
-from gateway.models.llama_cpp.schedule import SPECULATIVE_CHUNK, plan_step
+from gateway.models.llama_cpp.schedule import BUSY_CHUNK, SPECULATIVE_CHUNK, plan_step
 
 NOW = 1000.0
 
@@ -18,7 +18,9 @@ def work(seq: int, tokens: int, due: float, warm: bool = False, speculative: boo
     return Evaluation(seq, left, resolved=True, tokens=left, warm=warm, speculative=speculative, due=due)
 
 
-def plan(*pending: Evaluation, between: bool = False, capacity: int = 40, others_connected: bool = True):
+def plan(
+    *pending: Evaluation, between: bool = False, capacity: int = 40, others_connected: bool = True, busy: bool = False
+):
     return plan_step(
         list(pending),
         NOW,
@@ -27,6 +29,7 @@ def plan(*pending: Evaluation, between: bool = False, capacity: int = 40, others
         shared_chunk=16,
         turns_between_samples=between,
         speculative_chunk=SPECULATIVE_CHUNK if others_connected else None,
+        busy_chunk=BUSY_CHUNK if busy else None,
     )
 
 
@@ -95,3 +98,15 @@ def test_cancelled_work_is_never_planned() -> None:
     first_clause.abandoned = True
     reply = work(1, 1, due=NOW + 2.0)
     assert [e for e, _ in plan(first_clause, reply).items] == [reply], "the reply gets the step at once"
+
+
+def test_while_the_cores_are_busy_a_prompt_is_read_in_short_steps() -> None:
+    """A step's threads hold to its end: while a lone call's other model call runs, a turn's prompt
+    is read ``BUSY_CHUNK`` tokens a step, so that the step after that call ends takes both cores."""
+    turn = work(0, 9, due=NOW)
+    assert plan(turn, others_connected=False).items == [(turn, 9)], "free cores: the whole prompt"
+    assert plan(turn, others_connected=False, busy=True).items == [(turn, BUSY_CHUNK)]
+    assert 2 <= BUSY_CHUNK <= 4
+    reply = work(1, 1, due=NOW - 0.1)
+    step = plan(reply, turn, others_connected=False, busy=True)
+    assert step.items == [(reply, 1), (turn, BUSY_CHUNK)], "decodes are untouched, prompts capped"

@@ -44,7 +44,7 @@ from gateway.models.compute.core_use import CORE_USE, LlamaThreads
 from gateway.models.compute.decode_capacity import StepTimes
 from gateway.models.llama_cpp.holds import Evaluation, SequenceLease, Warm
 from gateway.models.llama_cpp.kv_sequences import KvSequence, KvSequences
-from gateway.models.llama_cpp.schedule import SPECULATIVE_CHUNK, StepPlan, plan_step
+from gateway.models.llama_cpp.schedule import BUSY_CHUNK, SPECULATIVE_CHUNK, StepPlan, plan_step
 from gateway.models.llama_cpp.state_cache import LlamaStateCache, common_prefix
 
 log = logging.getLogger(__name__)
@@ -353,7 +353,13 @@ class BatchDecoder:
             turns_between_samples=any(s.waiting for s in self._seqs),
             leased=lambda seq: self._seqs[seq].leased,
             speculative_chunk=SPECULATIVE_CHUNK if CORE_USE.calls > 1 else None,
+            busy_chunk=BUSY_CHUNK if self._waiting_for_cores() else None,
         )
+
+    def _waiting_for_cores(self) -> bool:
+        """True while a lone call's heavy model call keeps this decoder off the ``idle`` threads
+        it would otherwise step on (``schedule.BUSY_CHUNK``)."""
+        return bool(self.threads.idle) and CORE_USE.calls <= 1 and CORE_USE.busy > 0
 
     def _idle_wait(self, plan: StepPlan) -> float:
         """How long the step thread waits for news when nothing can be stepped: a turn's next token

@@ -41,6 +41,19 @@ from gateway.models.llama_cpp.holds import Evaluation
 # can change a greedy answer's words.)
 SPECULATIVE_CHUNK = 8
 
+# Prompt tokens any step reads at most while a lone call's other heavy model call runs (the
+# decoder passes ``busy_chunk``). Such a step runs on one thread (two collapse on a busy core) and
+# its thread count holds to its end, while the other call is often short: the end-of-turn model
+# (~50-130 ms) runs just as the pause's transcript comes back and its reply's prompt is read, and a
+# 9-token read begun beside it took 355 ms on one thread, ~170 on two once the core is free.
+# Small reads cost the same per token on this CPU (1 thread: ~34-38 ms a token for 2-12
+# tokens; 2 threads: ~18), so 4-token steps let the next one take both cores as soon as they are
+# free. (The last logits of a 9- and a 36-token read came out bit-identical read whole or in 1-,
+# 4- or 8-token steps, on 1 or 2 threads, with this box's zen4 kernels.) An A/B over five held-out
+# questions (``bench_turn.py``, stop 50): the read 366 -> 290 ms for "10 of clubs", 413 -> 330 for
+# 0880; jfk's, read while its long transcript still ran, 323 -> 351 (within its spread).
+BUSY_CHUNK = 4
+
 
 @dataclass
 class StepPlan:
@@ -79,12 +92,14 @@ def plan_step(
     turns_between_samples: bool = False,
     leased: Callable[[int], bool] = lambda seq: True,
     speculative_chunk: Optional[int] = None,
+    busy_chunk: Optional[int] = None,
 ) -> StepPlan:
     """The step for the resolved, live evaluations of ``pending`` at ``now`` (see the module
     docstring). ``capacity``: tokens a step may hold; ``turns_between_samples``: a leased sequence
     is about to send its next token (it holds speculative reads back); ``leased(seq)``: the
     sequence is a turn's (its prompt is read before a warm's of the same deadline);
-    ``speculative_chunk``: prompt tokens a speculative step reads at most (None: as any other)."""
+    ``speculative_chunk``: prompt tokens a speculative step reads at most (None: as any other);
+    ``busy_chunk``: prompt tokens any step reads at most (None: no such cap; see :data:`BUSY_CHUNK`)."""
     live = [e for e in pending if e.resolved and not e.abandoned and e.tokens]
     classes = {id(e): step_class(e, now) for e in live}
     paused = [e.due - PAUSE_AHEAD_S for e in live if classes[id(e)] is Urgency.PAUSED]
@@ -106,6 +121,8 @@ def plan_step(
     share = chunk if not decoding else shared_chunk
     if wanted is Urgency.SPECULATIVE and speculative_chunk is not None:
         share = min(share, speculative_chunk)
+    if busy_chunk is not None:
+        share = min(share, busy_chunk)
     for e in reading:
         take = min(len(e.tokens), share, room)
         if take <= 0:
