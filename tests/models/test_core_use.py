@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import threading
 
+import pytest
+
 from gateway.models.base import ChatMessage, ModelSet
+from gateway.models.compute import core_use
 from gateway.models.compute.core_use import CORE_USE, CoreUse, LlamaThreads
 from gateway.models.llama_cpp.schedule import BUSY_CHUNK
 
@@ -108,3 +111,31 @@ def test_a_prompt_read_while_a_heavy_call_runs_is_cut_in_short_steps(models: Mod
         assert busy_steps >= -(-busy_tokens // BUSY_CHUNK), f"busy: {BUSY_CHUNK} tokens a step at most {reads}"
     finally:
         decoder.threads, CORE_USE.calls = saved, calls
+
+
+def test_the_decoder_takes_no_step_while_a_lone_calls_first_audio_is_synthesized(
+    models: ModelSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CoreUse.holds_llm``: a turn asked meanwhile waits, and goes on once the synthesis ends."""
+    monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 60.0)  # however slow this box is
+    llm = models.llm
+    decoder = llm.decoder
+    calls = CORE_USE.calls
+    CORE_USE.calls = 1
+    answered = threading.Event()
+
+    def turn() -> None:
+        llm.generate([ChatMessage("user", "Say one more word.")], 2, lambda: False, lambda piece: None)
+        answered.set()
+
+    try:
+        with CORE_USE.first_audio():
+            before = decoder.steps
+            asker = threading.Thread(target=turn)
+            asker.start()
+            assert not answered.wait(0.3), "no step while the first audio is made"
+            assert decoder.steps == before
+        assert answered.wait(30), "the turn goes on once it is made"
+        asker.join(5)
+    finally:
+        CORE_USE.calls = calls

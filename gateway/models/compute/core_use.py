@@ -15,12 +15,20 @@ machine) is not seen: give such a deployment ``llm_idle_threads`` 1.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
+
+# A lone call's LLM steps wait while its reply's first audio is synthesized, at most this long, s.
+# The synthesis is the last stage before the caller hears the reply, and beside the LLM's decode of
+# the rest of the reply it took 2-3 times as long as alone (Piper, one first piece each: "And so my
+# fellow Americans." 174 ms against 76, "Ten clubs." 107 against 38); the rest of the reply is not
+# heard before that first piece has played (0.5-2 s). 0: no hold.
+FIRST_AUDIO_HOLD_S = 0.4
 
 
 class CoreUse:
@@ -30,6 +38,7 @@ class CoreUse:
         self._running = 0
         self._lock = threading.Lock()
         self.calls = 0  # calls connected to this process's pool (set by the pool; 0 without one)
+        self._first_audio: list[tuple[float, Callable[[], bool]]] = []  # (since, still wanted)
 
     @property
     def busy(self) -> int:
@@ -47,6 +56,31 @@ class CoreUse:
         finally:
             with self._lock:
                 self._running -= 1
+
+    @contextmanager
+    def first_audio(self, wanted: Callable[[], bool] = lambda: True) -> Iterator[None]:
+        """Count the enclosed synthesis of a reply's first audio while it runs and ``wanted()``
+        (False once its response was cancelled or discarded) for :attr:`holds_llm`."""
+        entry = (time.monotonic(), wanted)
+        with self._lock:
+            self._first_audio.append(entry)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._first_audio.remove(entry)
+
+    @property
+    def holds_llm(self) -> bool:
+        """True while a reply's first audio is synthesized for the only call connected, still
+        wanted, since at most :data:`FIRST_AUDIO_HOLD_S`: the LLM takes no step meanwhile (with
+        other calls connected their due work goes on)."""
+        if self.calls > 1:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            holds = list(self._first_audio)
+        return any(now - since < FIRST_AUDIO_HOLD_S and wanted() for since, wanted in holds)
 
     def each_heavy(self, items: Iterable[T]) -> Iterator[T]:
         """``items`` (a model's generator, e.g. one sentence of audio per item), counting the

@@ -343,7 +343,10 @@ class BatchDecoder:
             self._cond.wait(remaining)
 
     def _plan(self) -> StepPlan:
-        """This step's (evaluation, how many of its tokens), by deadline (``schedule.plan_step``)."""
+        """This step's (evaluation, how many of its tokens), by deadline (``schedule.plan_step``);
+        none while a lone call's first reply audio is synthesized (``CoreUse.holds_llm``)."""
+        if CORE_USE.holds_llm:
+            return StepPlan(wake_at=time.monotonic())
         return plan_step(
             self._live_pending(),
             time.monotonic(),
