@@ -18,7 +18,9 @@ for one being read, ``shared_chunk`` beside decodes, earliest deadline first); n
 the next step (continuous batching). An evaluation's ``due`` comes from its caller
 (:meth:`SequenceLease.evaluate`: a reply's pace); a warm a turn waits for takes that turn's.
 Threads by load, per step (:class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` threads (2) for
-a lone call while no STT, TTS or end-of-turn call runs (``CORE_USE``), else 1 (2 collapse on a busy core).
+a lone call while no STT, TTS or end-of-turn call runs (``CORE_USE``), else 1 (2 collapse on a busy core),
+and while that lone call's other model call runs a prompt is read ``schedule.BUSY_CHUNK`` tokens a
+step; no step at all while its reply's first audio is synthesized (``CoreUse.holds_llm``).
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 

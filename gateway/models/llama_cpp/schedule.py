@@ -51,7 +51,7 @@ SPECULATIVE_CHUNK = 8
 # free. (The last logits of a 9- and a 36-token read came out bit-identical read whole or in 1-,
 # 4- or 8-token steps, on 1 or 2 threads, with this box's zen4 kernels.) An A/B over five held-out
 # questions (``bench_turn.py``, stop 50): the read 366 -> 290 ms for "10 of clubs", 413 -> 330 for
-# 0880; jfk's, read while its long transcript still ran, 323 -> 351 (within its spread).
+# 0880; jfk's 323 -> 351, within its spread (docs/BENCHMARKS.md, stop 50).
 BUSY_CHUNK = 4
 
 
