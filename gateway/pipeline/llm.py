@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Optional
 
 from gateway.models.base import Generation, GenerationOptions, LanguageModel
+from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.chunking import SentenceChunker
 from gateway.pipeline.events import ResponseTextDelta
 from gateway.pipeline.messages import Message, ResponseEnd, ResponseRequest, TextChunk
@@ -148,13 +149,27 @@ class LlmStage(Stage):
         nothing = not said if message.audio else not _WORD.search(result.text)
         return nothing and result.finish_reason == "stop" and not result.tool_calls
 
-    def _send_chunk(self, request: ResponseRequest, sentence: str, said: list[str], pace: Optional[ReplyPace]) -> None:
+    def _send_chunk(
+        self,
+        request: ResponseRequest,
+        sentence: str,
+        said: list[str],
+        pace: Optional[ReplyPace],
+    ) -> None:
+        """Hand ``sentence`` to TTS; the reply's first (with audio) holds a lone call's LLM until
+        its audio is made (``CoreUse.await_first_audio``) while its response is current."""
         words = spoken(sentence)
         if not _WORD.search(words):  # punctuation alone ("."): nothing to say
             return
         said.append(words)
         if pace is not None:
             pace.spoken(len(words.split()))
+        if request.latency.first_sentence is None and pace is not None:
+            latency, generation = request.latency, request.generation
+            CORE_USE.await_first_audio(
+                lambda: latency.tts_first_chunk is not None,
+                lambda: self.ctx.is_current(generation) and not self.retired.is_set(),
+            )
         request.latency.mark("first_sentence", time.monotonic())
         self.emit(
             TextChunk(

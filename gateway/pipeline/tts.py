@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Optional
 
 import numpy as np
@@ -12,8 +12,7 @@ from gateway.media.lead_in import trim_lead_in
 from gateway.media.playout import SAMPLE_RATE
 from gateway.media.resample import Resampler
 from gateway.models.base import TextToSpeech
-from gateway.models.compute.core_use import CORE_USE
-from gateway.models.compute.deadline import computes_here, each_speech_item
+from gateway.models.compute.deadline import each_speech_item
 from gateway.pipeline.events import ResponseAudioTranscriptDelta, ResponseFinished
 from gateway.pipeline.latency import TurnLatency
 from gateway.pipeline.messages import Message, ResponseEnd, TextChunk
@@ -91,9 +90,7 @@ class TtsStage(Stage):
                 due_at = time.monotonic() + self.ctx.playout.buffered_ms / 1000 - SYNTHESIS_LEAD_S
             return due_at if chunk.hold is None else chunk.hold.due(due_at)
 
-        wanted = (lambda: not stale()) if computes_here(self._tts) else None
-        started = _started(sentences, chunk.latency, hold_llm=wanted)
-        for audio in each_speech_item(self._tts, started, due, stale):
+        for audio in each_speech_item(self._tts, _started(sentences, chunk.latency), due, stale):
             if stale():
                 return
             if chunk.latency.tts_first_chunk is None:  # the reply's first audio
@@ -109,22 +106,14 @@ class TtsStage(Stage):
             first = False
 
 
-def _started(
-    sentences: Iterable[np.ndarray], latency: TurnLatency, hold_llm: Optional[Callable[[], bool]] = None
-) -> Iterator[np.ndarray]:
+def _started(sentences: Iterable[np.ndarray], latency: TurnLatency) -> Iterator[np.ndarray]:
     """``sentences`` (a TTS generator), marking the turn's ``tts_started`` as the first is asked
-    for (inside its speech-model slot: the wait for the slot is over). With ``hold_llm`` (whether
-    the reply is still wanted) its first audio is synthesized as ``CoreUse.first_audio``: a lone
-    call's LLM waits for it while it is wanted."""
+    for (inside its speech-model slot: the wait for the slot is over)."""
     iterator = iter(sentences)
     while True:
         latency.mark("tts_started", time.monotonic())
         try:
-            if hold_llm is not None and latency.tts_first_chunk is None:
-                with CORE_USE.first_audio(hold_llm):
-                    item = next(iterator)
-            else:
-                item = next(iterator)
+            item = next(iterator)
         except StopIteration:
             return
         yield item

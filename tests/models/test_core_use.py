@@ -116,7 +116,7 @@ def test_a_prompt_read_while_a_heavy_call_runs_is_cut_in_short_steps(models: Mod
 def test_the_decoder_takes_no_step_while_a_lone_calls_first_audio_is_synthesized(
     models: ModelSet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``CoreUse.holds_llm``: a turn asked meanwhile waits, and goes on once the synthesis ends."""
+    """``CoreUse.holds_llm``: a turn asked meanwhile waits, and goes on once the audio is made."""
     monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 60.0)  # however slow this box is
     llm = models.llm
     decoder = llm.decoder
@@ -128,14 +128,17 @@ def test_the_decoder_takes_no_step_while_a_lone_calls_first_audio_is_synthesized
         llm.generate([ChatMessage("user", "Say one more word.")], 2, lambda: False, lambda piece: None)
         answered.set()
 
+    made = threading.Event()
     try:
-        with CORE_USE.first_audio():
-            before = decoder.steps
-            asker = threading.Thread(target=turn)
-            asker.start()
-            assert not answered.wait(0.3), "no step while the first audio is made"
-            assert decoder.steps == before
+        CORE_USE.await_first_audio(made.is_set, lambda: True)
+        before = decoder.steps
+        asker = threading.Thread(target=turn)
+        asker.start()
+        assert not answered.wait(0.3), "no step while the first audio is awaited"
+        assert decoder.steps == before
+        made.set()
         assert answered.wait(30), "the turn goes on once it is made"
         asker.join(5)
     finally:
+        made.set()
         CORE_USE.calls = calls

@@ -1,74 +1,103 @@
-"""A lone call's reply: its first audio is synthesized with the LLM's steps held
-(``CoreUse.holds_llm``), so that the synthesis the caller waits for has the cores; later sentences,
-and any synthesis while other calls are connected, are not held. The real bundled Piper voice
-through the real TTS stage (no sampled noise)."""
+"""A lone call's reply: from the moment its first piece of text goes to TTS until that piece's audio
+is made, the LLM takes no step (``CoreUse.holds_llm``), so the synthesis the caller waits for has
+the cores; later pieces hold nothing; other calls' due work never waits; a cancelled reply lets go.
+The real LLM stage, streaming a scripted reply (the test double below), with the real chunker."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, Optional
 
-import numpy as np
 import pytest
 
+from gateway.models.base import Generation
 from gateway.models.compute import core_use
 from gateway.models.compute.core_use import CORE_USE
 from gateway.pipeline.latency import TurnLatency
-from gateway.pipeline.messages import TextChunk
+from gateway.pipeline.llm import LlmStage
+from gateway.pipeline.messages import ResponseRequest, TextChunk
 from gateway.pipeline.queues import StageQueue
-from gateway.pipeline.tts import TtsStage
-from tests.doubles import TtsContextDouble
-from tests.models.speech_fixtures import load_tts
+
+REPLY = ["Yes,", " of", " course.", " The", " museum", " opens", " at", " nine.", " Enjoy!"]
 
 
-class HoldWatchingTtsDouble:
-    """The real Piper voice, noting for each sentence whether the LLM was held while it was made."""
+class ScriptedReplyLanguageModelDouble:
+    """Streams ``REPLY`` word by word; after each word notes whether the LLM is held, and marks the
+    reply's first audio as made (the TTS stage's part) after word ``audio_after``."""
 
-    def __init__(self) -> None:
-        self._tts = load_tts()
-        self.sample_rate = self._tts.sample_rate
+    def __init__(self, latency: TurnLatency, audio_after: int) -> None:
+        self.latency = latency
+        self.audio_after = audio_after
         self.held: list[bool] = []
 
-    def synthesize(self, text: str, speed: float = 1.0, voice: Any = None) -> Iterator[np.ndarray]:
-        for audio in self._tts.synthesize(text, speed=speed):
-            self.held.append(CORE_USE.holds_llm)  # still inside the computing of this sentence
-            yield audio
+    def generate(
+        self, messages: Any, max_tokens: int, should_stop: Any, on_text: Any, options: Any = None
+    ) -> Generation:
+        for index, word in enumerate(REPLY):
+            on_text(word)
+            if index == self.audio_after:
+                self.latency.mark("tts_first_chunk", 1.0)
+            self.held.append(CORE_USE.holds_llm)
+        return Generation(text="".join(REPLY), tokens=len(REPLY))
 
 
-def speak_two_pieces(tts: HoldWatchingTtsDouble) -> None:
-    stage = TtsStage(TtsContextDouble(), StageQueue(), None, tts)  # type: ignore[arg-type]
-    reply = TurnLatency()
-    stage.handle(TextChunk("rtc_test", generation=1, text="And so my fellow Americans.", latency=reply))
-    stage.handle(TextChunk("rtc_test", generation=1, text="Ask not.", latency=reply))
+class ContextDouble:
+    """The unit as the LLM stage sees it: one generation current (``current``), events dropped."""
+
+    call_id: Optional[str] = "rtc_test"
+
+    def __init__(self) -> None:
+        self.current = 1
+
+    def is_current(self, generation: int) -> bool:
+        return generation == self.current
+
+    def notify(self, event: object) -> None:
+        pass
 
 
-def test_a_lone_calls_first_reply_audio_holds_the_llm_and_later_sentences_do_not(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def run_reply(audio_after: int, ctx: ContextDouble | None = None) -> tuple[list[bool], list[str]]:
+    """The held flags after each word, and the pieces the stage sent to TTS."""
+    latency = TurnLatency()
+    llm = ScriptedReplyLanguageModelDouble(latency, audio_after)
+    outbox = StageQueue()
+    stage = LlmStage(ctx or ContextDouble(), StageQueue(), outbox, llm)  # type: ignore[arg-type]
+    stage.handle(ResponseRequest("rtc_test", generation=1, latency=latency))
+    pieces = []
+    while len(outbox):
+        message = outbox.get(timeout=0)
+        if isinstance(message, TextChunk):
+            pieces.append(message.text)
+    return llm.held, pieces
+
+
+def test_from_the_first_piece_to_its_audio_a_lone_calls_llm_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(CORE_USE, "calls", 1)
-    tts = HoldWatchingTtsDouble()
-    speak_two_pieces(tts)
-    assert tts.held == [True, False]
-    assert not CORE_USE.holds_llm, "let go once the first audio is made"
+    monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 60.0)
+    held, pieces = run_reply(audio_after=5)
+    assert pieces[0] == "Yes, of course." and len(pieces) >= 2
+    first_out = 3  # "Yes, of course." leaves the chunker at the word after it
+    assert held[:first_out] == [False] * first_out, "nothing held before the first piece"
+    assert held[first_out:5] == [True, True], "held while its audio is awaited"
+    assert not any(held[5:]), "let go once it is made; later pieces hold nothing"
 
 
 def test_with_other_calls_connected_nothing_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(CORE_USE, "calls", 2)
-    tts = HoldWatchingTtsDouble()
-    speak_two_pieces(tts)
-    assert tts.held == [False, False], "another caller's due LLM work never waits for this synthesis"
+    monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 60.0)
+    held, _pieces = run_reply(audio_after=len(REPLY))
+    assert not any(held), "another caller's due LLM work never waits for this synthesis"
+    monkeypatch.setattr(CORE_USE, "calls", 1)
+    monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 0.0)
+    held, _pieces = run_reply(audio_after=len(REPLY))
+    assert not any(held), "nor past its limit"
 
 
-def test_the_hold_ends_at_its_limit_or_once_the_reply_is_not_wanted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A synthesis cannot stop mid-sentence: a cancelled or discarded reply's (a preemptive reply
-    the caller talked over) must not keep the next reply's prompt waiting, nor a slow one for long."""
+def test_a_cancelled_reply_lets_go_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(CORE_USE, "calls", 1)
     monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 60.0)
-    wanted = [True]
-    with CORE_USE.first_audio(lambda: wanted[0]):
-        assert CORE_USE.holds_llm
-        wanted[0] = False
-        assert not CORE_USE.holds_llm
-    monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 0.0)
-    with CORE_USE.first_audio():
-        assert not CORE_USE.holds_llm
+    ctx = ContextDouble()
+    latency = TurnLatency()
+    CORE_USE.await_first_audio(lambda: latency.tts_first_chunk is not None, lambda: ctx.is_current(1))
+    assert CORE_USE.holds_llm
+    ctx.current = 2  # cancelled (or a preemptive reply discarded): its synthesis may still run
+    assert not CORE_USE.holds_llm

@@ -23,11 +23,13 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# A lone call's LLM steps wait while its reply's first audio is synthesized, at most this long, s.
-# The synthesis is the last stage before the caller hears the reply, and beside the LLM's decode of
-# the rest of the reply it took 2-3 times as long as alone (Piper, one first piece each: "And so my
-# fellow Americans." 174 ms against 76, "Ten clubs." 107 against 38); the rest of the reply is not
-# heard before that first piece has played (0.5-2 s). 0: no hold.
+# A lone call's LLM steps wait from its reply's first piece of text until that piece's audio is
+# made, at most this long, s. The synthesis is the last stage before the caller hears the reply, and
+# beside the LLM's decode of the rest of the reply it took 2-3 times as long as alone (Piper, one
+# first piece each: "And so my fellow Americans." 174 ms against 76, "Ten clubs." 107 against 38);
+# the rest of the reply is not heard before that first piece has played (0.5-2 s). The hold starts
+# when the LLM stage hands the piece on, not when TTS starts on it: the LLM stage asks for the next
+# token first, and a step begun then ran beside the whole synthesis (0870, stop 50). 0: no hold.
 FIRST_AUDIO_HOLD_S = 0.4
 
 
@@ -38,7 +40,8 @@ class CoreUse:
         self._running = 0
         self._lock = threading.Lock()
         self.calls = 0  # calls connected to this process's pool (set by the pool; 0 without one)
-        self._first_audio: list[tuple[float, Callable[[], bool]]] = []  # (since, still wanted)
+        # (since, made, wanted) of each reply whose first piece of text awaits its audio
+        self._first_audio: list[tuple[float, Callable[[], bool], Callable[[], bool]]] = []
 
     @property
     def busy(self) -> int:
@@ -57,30 +60,29 @@ class CoreUse:
             with self._lock:
                 self._running -= 1
 
-    @contextmanager
-    def first_audio(self, wanted: Callable[[], bool] = lambda: True) -> Iterator[None]:
-        """Count the enclosed synthesis of a reply's first audio while it runs and ``wanted()``
-        (False once its response was cancelled or discarded) for :attr:`holds_llm`."""
-        entry = (time.monotonic(), wanted)
-        with self._lock:
-            self._first_audio.append(entry)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._first_audio.remove(entry)
+    def await_first_audio(self, made: Callable[[], bool], wanted: Callable[[], bool]) -> None:
+        """A reply's first piece of text went to TTS: :attr:`holds_llm` until ``made()`` (its audio
+        is out) or not ``wanted()`` (its response cancelled or discarded), for at most
+        :data:`FIRST_AUDIO_HOLD_S`. Any thread; both callables are asked from the LLM's step thread
+        (under its lock: they must take no lock of the LLM's)."""
+        now = time.monotonic()
+        with self._lock:  # (expired ones go here too: an LLM that never asks holds_llm keeps none)
+            self._first_audio = [e for e in self._first_audio if now - e[0] < FIRST_AUDIO_HOLD_S]
+            self._first_audio.append((now, made, wanted))
 
     @property
     def holds_llm(self) -> bool:
-        """True while a reply's first audio is synthesized for the only call connected, still
-        wanted, since at most :data:`FIRST_AUDIO_HOLD_S`: the LLM takes no step meanwhile (with
-        other calls connected their due work goes on)."""
-        if self.calls > 1:
-            return False
+        """True while a reply of the only call connected awaits its first audio
+        (:meth:`await_first_audio`): the LLM takes no step meanwhile (with other calls connected
+        their due work goes on)."""
         now = time.monotonic()
         with self._lock:
-            holds = list(self._first_audio)
-        return any(now - since < FIRST_AUDIO_HOLD_S and wanted() for since, wanted in holds)
+            entries = list(self._first_audio)
+        ended = [e for e in entries if now - e[0] >= FIRST_AUDIO_HOLD_S or e[1]() or not e[2]()]
+        if ended:
+            with self._lock:
+                self._first_audio = [e for e in self._first_audio if e not in ended]
+        return len(entries) > len(ended) and self.calls <= 1
 
     def each_heavy(self, items: Iterable[T]) -> Iterator[T]:
         """``items`` (a model's generator, e.g. one sentence of audio per item), counting the
