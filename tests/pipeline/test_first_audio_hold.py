@@ -60,8 +60,10 @@ def run_reply(audio_after: int, ctx: ContextDouble | None = None) -> tuple[list[
     latency = TurnLatency()
     llm = ScriptedReplyLanguageModelDouble(latency, audio_after)
     outbox = StageQueue()
-    stage = LlmStage(ctx or ContextDouble(), StageQueue(), outbox, llm)  # type: ignore[arg-type]
+    ctx = ctx or ContextDouble()
+    stage = LlmStage(ctx, StageQueue(), outbox, llm)  # type: ignore[arg-type]
     stage.handle(ResponseRequest("rtc_test", generation=1, latency=latency))
+    ctx.current += 1  # the reply is over: a hold whose audio never came lets go (no later test waits)
     pieces = []
     while len(outbox):
         message = outbox.get(timeout=0)

@@ -20,7 +20,7 @@ the next step (continuous batching). An evaluation's ``due`` comes from its call
 Threads by load, per step (:class:`~gateway.models.compute.core_use.LlamaThreads`): ``idle`` threads (2) for
 a lone call while no STT, TTS or end-of-turn call runs (``CORE_USE``), else 1 (2 collapse on a busy core),
 and while that lone call's other model call runs a prompt is read ``schedule.BUSY_CHUNK`` tokens a
-step; no step at all while its reply's first audio is synthesized (``CoreUse.holds_llm``).
+step; no step at all from its reply's first piece of text to that piece's audio (``CoreUse.holds_llm``).
 A caller whose ``should_stop`` turns True stops waiting at once (polled every ``poll_s``); the step
 in flight still completes, and its tokens stay valid KV for a later turn.
 
@@ -346,7 +346,7 @@ class BatchDecoder:
 
     def _plan(self) -> StepPlan:
         """This step's (evaluation, how many of its tokens), by deadline (``schedule.plan_step``);
-        none while a lone call's first reply audio is synthesized (``CoreUse.holds_llm``)."""
+        none while a lone call's reply awaits its first audio (``CoreUse.holds_llm``)."""
         if CORE_USE.holds_llm:
             return StepPlan(wake_at=time.monotonic())
         return plan_step(
