@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.models.base import ModelSet
+from gateway.models.compute.deadline import computes_here
 from gateway.pipeline.llm import LlmStage
 from gateway.pipeline.messages import CallEnd
 from gateway.pipeline.queues import StageQueue
@@ -32,7 +33,9 @@ def _default_factories() -> dict[str, StageFactory]:
     return {
         "vad": lambda ctx, inbox, outbox, models: VadStage(ctx, inbox, outbox, models.vad, models.end_of_turn),
         "stt": lambda ctx, inbox, outbox, models: SttStage(ctx, inbox, outbox, models.stt),
-        "llm": lambda ctx, inbox, outbox, models: LlmStage(ctx, inbox, outbox, models.llm),
+        "llm": lambda ctx, inbox, outbox, models: LlmStage(
+            ctx, inbox, outbox, models.llm, hold_for_first_audio=computes_here(models.tts)
+        ),
         "tts": lambda ctx, inbox, outbox, models: TtsStage(ctx, inbox, None, models.tts),
     }
 

@@ -9,6 +9,15 @@ _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s")
 _CLAUSE_END = re.compile(r"[,;:]\s")
 _WORD_END = re.compile(r"\S\s")
 _ABBREVIATIONS = {"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "etc.", "no.", "jr.", "sr."}
+# The first piece may end at its mark itself (. ! ? , ;), before the whitespace after it: an LLM's
+# tokens carry that space at the start of the next word, so waiting for it cost one more decode step
+# (~45-60 ms on 2 cores) before the caller heard anything ("Ten clubs." waited for the end of the
+# reply, "One." for " Two"; docs/BENCHMARKS.md, stop 51). Only a mark right after a word of two or
+# more letters that is no abbreviation: "3." (3.50), "U.S.", "J." and "Mr." wait for what follows.
+# The price: "example.com" in a first piece is said "example." and "com". False: always wait.
+EARLY_FIRST_CUT = True
+_EARLY_END = re.compile(r"(?:^|\s)([^\W\d_]{2,})([.!?,;])\Z")
+_LEFTOVER = re.compile(r"[^\w\s]+")  # what continues a mark already spoken: "!" of "?!", a closing quote
 
 
 class SentenceChunker:
@@ -16,7 +25,9 @@ class SentenceChunker:
 
     The first piece of a reply is what the caller waits for, so it is cut early: at the end of the
     first sentence, at a clause mark (, ; :) once it has ``first_min_words`` words, or after
-    ``first_max_words`` words when no mark comes (TTS then speaks it while the LLM writes the rest).
+    ``first_max_words`` words when no mark comes (TTS then speaks it while the LLM writes the rest);
+    a sentence or clause mark ends it as it comes, not with the next token's space
+    (:data:`EARLY_FIRST_CUT`).
     Later pieces are whole sentences, or clauses once at least ``clause_min_chars`` long.
     ``max_chars``: a piece with no punctuation is cut at a space.
     """
@@ -30,13 +41,20 @@ class SentenceChunker:
     ) -> None:
         self._buffer = ""
         self._first = True
+        self._early = False  # the last piece ended at a mark before its whitespace came
         self._first_min_words = first_min_words
         self._first_max_words = first_max_words
         self._clause_min = clause_min_chars
         self._max = max_chars
 
     def push(self, text: str) -> list[str]:
-        """Add ``text``; return the pieces now complete (stripped, non-empty)."""
+        """Add ``text``; return the pieces now complete (stripped, non-empty). Punctuation that
+        continues a first piece cut at its mark ("!" after "Really?", a closing quote) is dropped:
+        that piece is already spoken."""
+        if self._early and not self._buffer:
+            leftover = _LEFTOVER.match(text)
+            text = text[leftover.end() :] if leftover else text
+            self._early = not text
         self._buffer += text
         pieces: list[str] = []
         while True:
@@ -75,6 +93,13 @@ class SentenceChunker:
         for match in _CLAUSE_END.finditer(self._buffer):
             if len(self._buffer[: match.start() + 1].split()) >= self._first_min_words:
                 return match.end()
+        early = _EARLY_END.search(self._buffer) if EARLY_FIRST_CUT else None
+        if early is not None:
+            word, mark = early.group(1), early.group(2)
+            sentence = mark in ".!?" and (mark != "." or f"{word.lower()}." not in _ABBREVIATIONS)
+            if sentence or len(self._buffer.split()) >= self._first_min_words:
+                self._early = True
+                return len(self._buffer)
         # After first_max_words complete words (a word is complete once whitespace follows it).
         ends = [m.end() for m in _WORD_END.finditer(self._buffer)]
         if len(ends) >= self._first_max_words:

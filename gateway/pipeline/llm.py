@@ -59,9 +59,18 @@ class LlmStage(Stage):
 
     name = "llm"
 
-    def __init__(self, ctx: StageContext, inbox: StageQueue, outbox: Optional[StageQueue], llm: LanguageModel) -> None:
+    def __init__(
+        self,
+        ctx: StageContext,
+        inbox: StageQueue,
+        outbox: Optional[StageQueue],
+        llm: LanguageModel,
+        hold_for_first_audio: bool = True,
+    ) -> None:
         super().__init__(ctx, inbox, outbox)
         self._llm = llm
+        # False when the TTS computes elsewhere (a speech server): its first audio needs no core here
+        self._hold_for_first_audio = hold_for_first_audio
 
     def handle(self, message: Message) -> None:
         if not isinstance(message, ResponseRequest):
@@ -157,14 +166,15 @@ class LlmStage(Stage):
         pace: Optional[ReplyPace],
     ) -> None:
         """Hand ``sentence`` to TTS; the reply's first (with audio) holds a lone call's LLM until
-        its audio is made (``CoreUse.await_first_audio``) while its response is current."""
+        its audio is made (``CoreUse.await_first_audio``) while its response is current, when
+        the TTS computes in this process."""
         words = spoken(sentence)
         if not _WORD.search(words):  # punctuation alone ("."): nothing to say
             return
         said.append(words)
         if pace is not None:
             pace.spoken(len(words.split()))
-        if request.latency.first_sentence is None and pace is not None:
+        if self._hold_for_first_audio and request.latency.first_sentence is None and pace is not None:
             latency, generation = request.latency, request.generation
             CORE_USE.await_first_audio(
                 lambda: latency.tts_first_chunk is not None,

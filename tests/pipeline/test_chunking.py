@@ -13,9 +13,41 @@ def feed(text: str, chunker: SentenceChunker | None = None, step: int = 3) -> li
 
 def test_sentences_come_out_as_soon_as_they_end():
     chunker = SentenceChunker()
-    assert chunker.push("Paris is the capital of France.") == []  # no space yet: may be "France.com"
-    assert chunker.push(" It is") == ["Paris is the capital of France."]
+    assert chunker.push("Hi. Paris is the capital of France.") == ["Hi."]
+    assert chunker.push(" It is") == ["Paris is the capital of France."]  # waited for the space
     assert chunker.flush() == ["It is"]
+
+
+def tokens(chunker: SentenceChunker, stream: list[str]) -> list[list[str]]:
+    """The pieces out after each token of ``stream`` (an LLM's tokens: the space leads a word)."""
+    return [chunker.push(token) for token in stream]
+
+
+def test_the_first_piece_ends_at_its_mark_before_the_next_token():
+    # Before: "Ten clubs." came out only with the reply's end, "One." with " Two": a decode step later.
+    assert tokens(SentenceChunker(), ["Ten", " clubs", "."]) == [[], [], ["Ten clubs."]]
+    assert tokens(SentenceChunker(), ["One", ".", " Two", "."]) == [[], ["One."], [], []]
+    assert tokens(SentenceChunker(), ["Sure", "!"]) == [[], ["Sure!"]]
+    assert tokens(SentenceChunker(), ["Yes", ",", " I", " can", ","]) == [[], [], [], [], ["Yes, I can,"]]
+
+
+def test_a_mark_after_a_number_an_initial_or_an_abbreviation_waits_for_what_follows():
+    assert tokens(SentenceChunker(), ["It", " costs", " 3", ".", "50", " now", "."])[-1] == ["It costs 3.50 now."]
+    assert tokens(SentenceChunker(), ["Mr", ".", " Smith", " is", " here", "."]) == [[]] * 5 + [["Mr. Smith is here."]]
+    assert tokens(SentenceChunker(), ["John", " F", "."]) == [[], [], []]
+    assert tokens(SentenceChunker(), ["Yes", ","]) == [[], []]  # a clause of one word is too short
+
+
+def test_punctuation_that_goes_on_after_an_early_cut_is_not_spoken_twice():
+    chunker = SentenceChunker()
+    out = [*tokens(chunker, ["Really", "?", "!", " Sure", " thing", ".", " More", "."]), chunker.flush()]
+    assert [piece for pieces in out for piece in pieces] == ["Really?", "Sure thing.", "More."]
+
+
+def test_later_sentences_still_wait_for_the_space_after_their_mark():
+    chunker = SentenceChunker()
+    assert tokens(chunker, ["Okay", ".", " Go", " to", " example", "."]) == [[], ["Okay."], [], [], [], []]
+    assert chunker.push("com") == []  # "example.com", not "example."
 
 
 def test_whole_text_is_kept_in_order():

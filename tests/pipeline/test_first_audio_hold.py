@@ -77,9 +77,9 @@ def test_from_the_first_piece_to_its_audio_a_lone_calls_llm_is_held(monkeypatch:
     monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 60.0)
     held, pieces = run_reply(audio_after=5)
     assert pieces[0] == "Yes, of course." and len(pieces) >= 2
-    first_out = 3  # "Yes, of course." leaves the chunker at the word after it
+    first_out = 2  # "Yes, of course." leaves the chunker with its mark (" course.")
     assert held[:first_out] == [False] * first_out, "nothing held before the first piece"
-    assert held[first_out:5] == [True, True], "held while its audio is awaited"
+    assert held[first_out:5] == [True, True, True], "held while its audio is awaited"
     assert not any(held[5:]), "let go once it is made; later pieces hold nothing"
 
 
@@ -103,3 +103,35 @@ def test_a_cancelled_reply_lets_go_at_once(monkeypatch: pytest.MonkeyPatch) -> N
     assert CORE_USE.holds_llm
     ctx.current = 2  # cancelled (or a preemptive reply discarded): its synthesis may still run
     assert not CORE_USE.holds_llm
+
+
+class RemoteTextToSpeechDouble:
+    """A TTS engine as the chain sees one on a speech server (``openai_http``): it computes elsewhere."""
+
+    computes_here = False
+
+
+class LocalTextToSpeechDouble:
+    """A TTS engine that computes in this process (Piper, Kokoro)."""
+
+
+@pytest.mark.parametrize(("tts", "holds"), [(LocalTextToSpeechDouble(), True), (RemoteTextToSpeechDouble(), False)])
+def test_the_chain_holds_the_llm_only_for_a_tts_that_computes_here(
+    monkeypatch: pytest.MonkeyPatch, tts: object, holds: bool
+) -> None:
+    """The LLM stage as the unit's chain builds it: a speech server's first audio needs no core of
+    this box, so the LLM is not held for it (before: held up to ``FIRST_AUDIO_HOLD_S`` all the same)."""
+    from types import SimpleNamespace
+
+    from gateway.pipeline.chain import _default_factories
+
+    monkeypatch.setattr(CORE_USE, "calls", 1)
+    monkeypatch.setattr(core_use, "FIRST_AUDIO_HOLD_S", 60.0)
+    latency = TurnLatency()
+    llm = ScriptedReplyLanguageModelDouble(latency, audio_after=5)
+    ctx = ContextDouble()
+    models = SimpleNamespace(llm=llm, tts=tts)
+    stage = _default_factories()["llm"](ctx, StageQueue(), StageQueue(), models)  # type: ignore[arg-type]
+    stage.handle(ResponseRequest("rtc_test", generation=1, latency=latency))
+    ctx.current += 1
+    assert any(llm.held) is holds

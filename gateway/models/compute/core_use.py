@@ -29,7 +29,8 @@ T = TypeVar("T")
 # first piece each: "And so my fellow Americans." 174 ms against 76, "Ten clubs." 107 against 38);
 # the rest of the reply is not heard before that first piece has played (0.5-2 s). The hold starts
 # when the LLM stage hands the piece on, not when TTS starts on it: the LLM stage asks for the next
-# token first, and a step begun then ran beside the whole synthesis (0870, stop 50). 0: no hold.
+# token first, and a step begun then ran beside the whole synthesis (0870, stop 50). Only for a TTS
+# that computes in this process (a speech server's synthesis needs no core here). 0: no hold.
 FIRST_AUDIO_HOLD_S = 0.4
 
 
