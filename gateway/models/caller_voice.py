@@ -39,15 +39,29 @@ def frame_levels_db(audio: np.ndarray) -> np.ndarray:
     return 10 * np.log10(np.mean(frames**2, axis=1) + 1e-10)
 
 
-def voice_frames(audio: np.ndarray, margin_db: float = MARGIN_DB) -> np.ndarray:
-    """Boolean mask over the 20 ms frames of ``audio`` (float32 mono 16 kHz): True where the
-    caller's voice is (``margin_db`` above the floor, dense, widened by :data:`HANGOVER_MS`)."""
+def _dense_frames(audio: np.ndarray, margin_db: float) -> np.ndarray:
+    """Boolean mask over the 20 ms frames of ``audio``: ``margin_db`` above the floor, and dense."""
     levels = frame_levels_db(audio)
     if levels.size == 0:
         return np.zeros(0, dtype=bool)
     above = levels > np.percentile(levels, FLOOR_PERCENTILE) + margin_db
     needed, width = DENSE_OF
-    dense = np.convolve(above.astype(np.int32), np.ones(width, dtype=np.int32), mode="same") >= needed
+    return np.asarray(np.convolve(above.astype(np.int32), np.ones(width, dtype=np.int32), mode="same") >= needed)
+
+
+def first_voice_sample(audio: np.ndarray, margin_db: float = MARGIN_DB) -> Optional[int]:
+    """Sample offset of the first 20 ms frame of ``audio`` (float32 mono 16 kHz) that is the
+    caller's voice (as :func:`voice_frames`, before the hangover widens it), or None when none is."""
+    dense = np.flatnonzero(_dense_frames(audio, margin_db))
+    return int(dense[0]) * FRAME if dense.size else None
+
+
+def voice_frames(audio: np.ndarray, margin_db: float = MARGIN_DB) -> np.ndarray:
+    """Boolean mask over the 20 ms frames of ``audio`` (float32 mono 16 kHz): True where the
+    caller's voice is (``margin_db`` above the floor, dense, widened by :data:`HANGOVER_MS`)."""
+    dense = _dense_frames(audio, margin_db)
+    if dense.size == 0:
+        return dense
     reach = HANGOVER_MS // 20
     widened = np.convolve(dense.astype(np.int32), np.ones(2 * reach + 1, dtype=np.int32), mode="same") > 0
     return np.asarray(widened, dtype=bool)

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gateway.models.base import HeardWord, ModelNotFoundError, ScoredTranscript
-from gateway.models.caller_voice import caller_voice_only
+from gateway.models.caller_voice import caller_voice_only, first_voice_sample
 from gateway.models.weights import on_disk
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,14 @@ _MAX_FRAMES = 3000  # Whisper's encoder input: 30 s of 10 ms frames
 MIN_PIECE_SAMPLES = 2 * SAMPLE_RATE // 100
 MIN_WORD_PROBABILITY = 0.2  # words less likely than this are dropped (most invented words in noise)
 RETRY_REPETITION_PENALTY = 1.3  # the trimmed retry of a rejected (looping) decode; 1.0: go straight to 30 s
+# A turn whose voice begins within ABRUPT_S of its audio's start is heard with silence put before it,
+# so that the voice begins LEAD_IN_S in: Whisper base drops or misspells the first word of audio
+# that begins right at it ("Play some jazz music ..." heard "some jazz music ..."; jfk's turn "Ask
+# what you can do for your" cut 40 ms before "Ask", in a call, heard without "Ask"). A turn has
+# that little before its voice when it follows the caller's last one within the VAD's prefix
+# padding, and so do its drafts. 0: never.
+ABRUPT_S = 0.1
+LEAD_IN_S = 0.2
 _TOKENS_BASE = 12  # token budget of a trimmed decode: base + per second of audio
 _TOKENS_PER_S = 8
 _WORD = re.compile(r"[\w']+")
@@ -154,12 +162,14 @@ class WhisperSpeechToText:
 
     def transcribe(self, audio: np.ndarray, language: str = "en") -> str:
         """Text of one turn, stripped (may be ""): ``audio`` float32 mono -1..1 at 16 kHz,
-        ``language`` an ISO 639-1 code (ValueError for one Whisper does not know). Audio longer
+        ``language`` an ISO 639-1 code (ValueError for one Whisper does not know). A turn whose
+        voice begins at its start is heard with silence before it (:func:`with_lead_in`). Audio longer
         than :data:`MAX_PIECE_S` is cut at its quietest points into pieces, each decoded alone;
         a piece under :data:`MIN_PIECE_SAMPLES` (20 ms) is "" without a decode."""
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
         if self.caller_voice:
             samples = caller_voice_only(samples)
+        samples = with_lead_in(samples)
         texts = [self._transcribe_piece(piece, language) for piece in split_at_quiet_points(samples)]
         return " ".join(text for text in texts if text)
 
@@ -350,6 +360,16 @@ def words_of(scored: list[tuple[int, float]], decode: Any) -> tuple[HeardWord, .
         if word and probabilities:
             words.append(HeardWord(word, float(np.exp(np.mean(np.log(np.maximum(probabilities, 1e-9)))))))
     return tuple(words)
+
+
+def with_lead_in(audio: np.ndarray) -> np.ndarray:
+    """``audio`` (float32 mono 16 kHz) with silence before it when its voice (the caller's first
+    voiced frame, ``gateway.models.caller_voice``) begins within :data:`ABRUPT_S` of its start, so
+    that it begins :data:`LEAD_IN_S` in; otherwise (or with no voice found) ``audio`` itself."""
+    first = first_voice_sample(audio) if ABRUPT_S > 0 else None
+    if first is None or first >= ABRUPT_S * SAMPLE_RATE:
+        return audio
+    return np.concatenate([np.zeros(int(LEAD_IN_S * SAMPLE_RATE) - first, dtype=np.float32), audio])
 
 
 def _rejection(text: str, hit_cap: bool, audio: np.ndarray) -> str | None:

@@ -13,11 +13,13 @@ _ABBREVIATIONS = {"mr.", "mrs.", "ms.", "dr.", "st.", "vs.", "e.g.", "i.e.", "et
 # tokens carry that space at the start of the next word, so waiting for it cost one more decode step
 # (~45-60 ms on 2 cores) before the caller heard anything ("Ten clubs." waited for the end of the
 # reply, "One." for " Two"; docs/BENCHMARKS.md, stop 51). Only a mark right after a word of two or
-# more letters that is no abbreviation: "3." (3.50), "U.S.", "J." and "Mr." wait for what follows.
-# The price: "example.com" in a first piece is said "example." and "com". False: always wait.
+# more letters (' or - inside: "don't") that is no abbreviation: "3." (3.50), "U.S.", "J." and "Mr."
+# wait for what follows.
+# The price: a "." with no space after it in a first piece ("example.com", "john.smith@...", a file
+# name) is cut there when the LLM writes it as a token of its own. False: always wait.
 EARLY_FIRST_CUT = True
-_EARLY_END = re.compile(r"(?:^|\s)([^\W\d_]{2,})([.!?,;])\Z")
-_LEFTOVER = re.compile(r"[^\w\s]+")  # what continues a mark already spoken: "!" of "?!", a closing quote
+_EARLY_END = re.compile(r"(?:^|\s)([^\W\d_]+(?:['’-][^\W\d_]+)*)([.!?,;])\Z")
+_LEFTOVER = re.compile(r"[.!?…\"'”’»)\]]+")  # what goes on from a mark already spoken: "!" of "?!", a closing quote
 
 
 class SentenceChunker:
@@ -93,13 +95,9 @@ class SentenceChunker:
         for match in _CLAUSE_END.finditer(self._buffer):
             if len(self._buffer[: match.start() + 1].split()) >= self._first_min_words:
                 return match.end()
-        early = _EARLY_END.search(self._buffer) if EARLY_FIRST_CUT else None
-        if early is not None:
-            word, mark = early.group(1), early.group(2)
-            sentence = mark in ".!?" and (mark != "." or f"{word.lower()}." not in _ABBREVIATIONS)
-            if sentence or len(self._buffer.split()) >= self._first_min_words:
-                self._early = True
-                return len(self._buffer)
+        if self._ends_at_its_mark():
+            self._early = True
+            return len(self._buffer)
         # After first_max_words complete words (a word is complete once whitespace follows it).
         ends = [m.end() for m in _WORD_END.finditer(self._buffer)]
         if len(ends) >= self._first_max_words:
@@ -108,3 +106,15 @@ class SentenceChunker:
             space = self._buffer.rfind(" ", 0, self._max)
             return space + 1 if space > 0 else self._max
         return None
+
+    def _ends_at_its_mark(self) -> bool:
+        """The buffer ends with a mark the first piece may end at before its whitespace comes
+        (:data:`EARLY_FIRST_CUT`): . ! ? after a word of 2+ letters that is no abbreviation, or , ;
+        once the piece has ``first_min_words`` words."""
+        early = _EARLY_END.search(self._buffer) if EARLY_FIRST_CUT else None
+        if early is None or len(early.group(1)) < 2:
+            return False
+        word, mark = early.group(1), early.group(2)
+        if mark in ".!?":
+            return mark != "." or f"{word.lower()}." not in _ABBREVIATIONS
+        return len(self._buffer.split()) >= self._first_min_words

@@ -28,6 +28,7 @@ def test_the_first_piece_ends_at_its_mark_before_the_next_token():
     assert tokens(SentenceChunker(), ["Ten", " clubs", "."]) == [[], [], ["Ten clubs."]]
     assert tokens(SentenceChunker(), ["One", ".", " Two", "."]) == [[], ["One."], [], []]
     assert tokens(SentenceChunker(), ["Sure", "!"]) == [[], ["Sure!"]]
+    assert tokens(SentenceChunker(), ["I", " don", "'t", "."]) == [[], [], [], ["I don't."]]
     assert tokens(SentenceChunker(), ["Yes", ",", " I", " can", ","]) == [[], [], [], [], ["Yes, I can,"]]
 
 
@@ -35,6 +36,8 @@ def test_a_mark_after_a_number_an_initial_or_an_abbreviation_waits_for_what_foll
     assert tokens(SentenceChunker(), ["It", " costs", " 3", ".", "50", " now", "."])[-1] == ["It costs 3.50 now."]
     assert tokens(SentenceChunker(), ["Mr", ".", " Smith", " is", " here", "."]) == [[]] * 5 + [["Mr. Smith is here."]]
     assert tokens(SentenceChunker(), ["John", " F", "."]) == [[], [], []]
+    talk = ["Talk", " to", " Dr", ".", " Lee", " about", " it", ".", " Bye"]
+    assert [p for ps in tokens(SentenceChunker(), talk) for p in ps] == ["Talk to Dr. Lee about it."]
     assert tokens(SentenceChunker(), ["Yes", ","]) == [[], []]  # a clause of one word is too short
 
 
@@ -42,6 +45,9 @@ def test_punctuation_that_goes_on_after_an_early_cut_is_not_spoken_twice():
     chunker = SentenceChunker()
     out = [*tokens(chunker, ["Really", "?", "!", " Sure", " thing", ".", " More", "."]), chunker.flush()]
     assert [piece for pieces in out for piece in pieces] == ["Really?", "Sure thing.", "More."]
+    chunker = SentenceChunker()  # what opens the next sentence stays: "¿", "(" (LLMs rarely leave out the space)
+    out = [*tokens(chunker, ["Sure", "!", "¿", "Qué", " quieres", "?"]), chunker.flush()]
+    assert [piece for pieces in out for piece in pieces] == ["Sure!", "¿Qué quieres?"]
 
 
 def test_later_sentences_still_wait_for_the_space_after_their_mark():
